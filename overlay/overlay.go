@@ -1,0 +1,269 @@
+// Package overlay mounts a session's workspace: a size-capped tmpfs holding
+// the upper and work directories of an overlayfs whose lower layer is the
+// user's project. The lower layer is never written by this package.
+//
+// Layout under a workspace directory D:
+//
+//	D/ws          tmpfs (size-capped), mode 0700
+//	D/ws/upper    overlay upper dir: everything the session wrote
+//	D/ws/work     overlay work dir
+//	D/merged      the overlay mount, bound into the container at /workspace
+//
+// Mounts live in the host's mount namespace, so they outlive the process that
+// made them; Find recovers a workspace from /proc/self/mountinfo after a
+// restart. Linux only; mounting needs root or CAP_SYS_ADMIN.
+package overlay
+
+import (
+	"bufio"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"syscall"
+
+	"github.com/airlock/airlock/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// Workspace is a mounted (or recovered) session workspace.
+type Workspace struct {
+	Dir   string // the workspace directory D
+	Lower string // the project
+}
+
+// Upper is the overlay upper directory: the session's writes.
+func (w *Workspace) Upper() string { return filepath.Join(w.Dir, "ws", "upper") }
+
+// Merged is the overlay mount point: the session's view of the project.
+func (w *Workspace) Merged() string { return filepath.Join(w.Dir, "merged") }
+
+func (w *Workspace) tmpfs() string { return filepath.Join(w.Dir, "ws") }
+func (w *Workspace) work() string  { return filepath.Join(w.Dir, "ws", "work") }
+
+// Check reports, as a user-readable error, why overlay workspaces cannot be
+// mounted on this machine, or nil when they can.
+func Check() error {
+	data, err := os.ReadFile("/proc/filesystems")
+	if err != nil {
+		return errdefs.Unavailablef("cannot read /proc/filesystems (%v): Airlock needs Linux with overlayfs", err)
+	}
+	if !strings.Contains(string(data), "\toverlay\n") {
+		return errdefs.Unavailablef("this kernel has no overlayfs: load it with `modprobe overlay` (Airlock's workspaces are overlay mounts)")
+	}
+	if !hasSysAdmin() {
+		return errdefs.Forbiddenf("mounting a session workspace needs root or CAP_SYS_ADMIN: run the engine as root (`sudo airlock serve`, or `sudo airlock install-service` once)")
+	}
+	return nil
+}
+
+func hasSysAdmin() bool {
+	if os.Geteuid() == 0 {
+		return true
+	}
+	data, err := os.ReadFile("/proc/self/status")
+	if err != nil {
+		return false
+	}
+	for _, line := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(line, "CapEff:"); ok {
+			caps, err := strconv.ParseUint(strings.TrimSpace(v), 16, 64)
+			return err == nil && caps&(1<<unix.CAP_SYS_ADMIN) != 0
+		}
+	}
+	return false
+}
+
+// Mount creates the workspace at dir over the project lower with a tmpfs of
+// size bytes. The merged root takes the owner and mode of the project's root
+// so that commands run as the project's owner can write there. On error
+// nothing stays mounted.
+func Mount(lower, dir string, size int64) (*Workspace, error) {
+	if size < 1<<20 {
+		return nil, errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
+	}
+	st, err := os.Stat(lower)
+	if err != nil {
+		return nil, errdefs.NotFoundf("project %s: %w", lower, err)
+	}
+	if !st.IsDir() {
+		return nil, errdefs.Invalidf("project %s is not a directory: point --project at the folder to work on", lower)
+	}
+	w := &Workspace{Dir: dir, Lower: lower}
+	for _, d := range []string{w.tmpfs(), w.Merged()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return nil, err
+		}
+	}
+	if err := unix.Mount("airlock-ws", w.tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		return nil, mountError("tmpfs", err)
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			_ = unix.Unmount(w.Merged(), 0)
+			_ = unix.Unmount(w.tmpfs(), 0)
+		}
+	}()
+	if err := os.Mkdir(w.Upper(), st.Mode().Perm()); err != nil {
+		return nil, err
+	}
+	sys := st.Sys().(*syscall.Stat_t)
+	if err := os.Chown(w.Upper(), int(sys.Uid), int(sys.Gid)); err != nil {
+		return nil, err
+	}
+	// Mkdir applies the umask; the root must carry the project's exact mode.
+	if err := os.Chmod(w.Upper(), st.Mode()&(os.ModePerm|os.ModeSticky)); err != nil {
+		return nil, err
+	}
+	if err := os.Mkdir(w.work(), 0o700); err != nil {
+		return nil, err
+	}
+	lowerArg := lower
+	if strings.ContainsAny(lower, ",:\\") {
+		// Overlay's option parser splits on these; a magic /proc link to an
+		// open directory resolves at mount time and needs no escaping.
+		f, err := os.Open(lower)
+		if err != nil {
+			return nil, err
+		}
+		defer f.Close()
+		lowerArg = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
+	}
+	// redirect_dir and metacopy stay off so that the upper layer always holds
+	// whole files and renamed directories are plain copies plus whiteouts:
+	// the review reads the upper layer and relies on that.
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off,index=off",
+		lowerArg, w.Upper(), w.work())
+	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, opts); err != nil {
+		// Older kernels reject some of the explicit feature switches.
+		plain := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowerArg, w.Upper(), w.work())
+		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, plain); err2 != nil {
+			return nil, mountError("overlay", err)
+		}
+	}
+	ok = true
+	return w, nil
+}
+
+func mountError(what string, err error) error {
+	if errors.Is(err, unix.EPERM) {
+		return errdefs.Forbiddenf("mounting the workspace %s was refused (%v): the engine needs root or CAP_SYS_ADMIN", what, err)
+	}
+	if errors.Is(err, unix.ENODEV) {
+		return errdefs.Unavailablef("this kernel cannot mount %s (%v): Airlock needs overlayfs and tmpfs", what, err)
+	}
+	return errdefs.Unavailablef("mounting the workspace %s failed: %w", what, err)
+}
+
+// Find returns the workspace mounted at dir over lower, or a NotFound error
+// when its mounts are gone (for example after a host reboot, which loses the
+// tmpfs and with it the session's changes).
+func Find(lower, dir string) (*Workspace, error) {
+	w := &Workspace{Dir: dir, Lower: lower}
+	mounts, err := mountPoints()
+	if err != nil {
+		return nil, err
+	}
+	if mounts[w.tmpfs()] != "tmpfs" {
+		return nil, errdefs.NotFoundf("workspace %s is not mounted (its tmpfs is gone, e.g. after a reboot)", dir)
+	}
+	if mounts[w.Merged()] != "overlay" {
+		return nil, errdefs.NotFoundf("workspace %s has its tmpfs but no overlay mount", dir)
+	}
+	return w, nil
+}
+
+// Remount mounts the overlay again over a workspace whose tmpfs survived
+// but whose overlay did not.
+func (w *Workspace) Remount() error {
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", w.Lower, w.Upper(), w.work())
+	return mountError("overlay", unix.Mount("airlock", w.Merged(), "overlay", 0, opts))
+}
+
+// mountPoints maps each mount point to its filesystem type.
+func mountPoints() (map[string]string, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	m := map[string]string{}
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		// id parent maj:min root mountpoint opts [optional...] - fstype source superopts
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		sep := -1
+		for i := 6; i < len(fields); i++ {
+			if fields[i] == "-" {
+				sep = i
+				break
+			}
+		}
+		if sep < 0 || sep+1 >= len(fields) {
+			continue
+		}
+		m[unescapeMountinfo(fields[4])] = fields[sep+1]
+	}
+	return m, sc.Err()
+}
+
+// unescapeMountinfo undoes the kernel's octal escapes (\040 for space...).
+func unescapeMountinfo(s string) string {
+	if !strings.Contains(s, `\`) {
+		return s
+	}
+	var b strings.Builder
+	for i := 0; i < len(s); i++ {
+		if s[i] == '\\' && i+3 < len(s) {
+			if v, err := strconv.ParseUint(s[i+1:i+4], 8, 8); err == nil {
+				b.WriteByte(byte(v))
+				i += 3
+				continue
+			}
+		}
+		b.WriteByte(s[i])
+	}
+	return b.String()
+}
+
+// Unmount removes the overlay and then the tmpfs, discarding the session's
+// writes, and deletes the workspace directory. Call it only once no
+// container uses the workspace: a live container's writes would otherwise go
+// to a detached tmpfs. Unmounting what is already gone is not an error.
+func (w *Workspace) Unmount() error {
+	for _, p := range []string{w.Merged(), w.tmpfs()} {
+		if err := unix.Unmount(p, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+			return fmt.Errorf("unmount %s: %w", p, err)
+		}
+	}
+	return os.RemoveAll(w.Dir)
+}
+
+// Usage is the tmpfs's fill level.
+type Usage struct {
+	Used  int64 `json:"used"`
+	Size  int64 `json:"size"`
+	Full  bool  `json:"full"`  // writes now fail with ENOSPC
+	Files int64 `json:"files"` // inodes in use
+}
+
+// Usage reports how full the workspace's tmpfs is.
+func (w *Workspace) Usage() (Usage, error) {
+	var s unix.Statfs_t
+	if err := unix.Statfs(w.tmpfs(), &s); err != nil {
+		return Usage{}, err
+	}
+	bs := int64(s.Bsize)
+	u := Usage{Size: int64(s.Blocks) * bs, Used: int64(s.Blocks-s.Bfree) * bs, Files: int64(s.Files - s.Ffree)}
+	// A page or two left means the next write of any size fails.
+	u.Full = int64(s.Bavail)*bs < 2*bs || s.Ffree == 0
+	return u, nil
+}

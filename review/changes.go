@@ -1,0 +1,418 @@
+// Package review turns a session's overlay upper layer into the list of
+// changes it makes to the project, renders them as text diffs and
+// git-apply-compatible patches, and applies accepted changes to the project
+// (or drops discarded ones from the session's view) safely.
+//
+// The change list is built from the upper layer alone: its cost grows with
+// the number of changed files, never with the size of the project.
+package review
+
+import (
+	"bytes"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"net/http"
+	"os"
+	"path"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"unicode/utf8"
+
+	"golang.org/x/sys/unix"
+)
+
+// Kind is what happened to a path.
+type Kind string
+
+// The kinds of change.
+const (
+	Added    Kind = "added"
+	Modified Kind = "modified" // content changed (the mode may have too)
+	Mode     Kind = "mode"     // only the permission bits changed
+	Deleted  Kind = "deleted"
+	Replaced Kind = "replaced" // the type changed (file <-> dir <-> symlink)
+)
+
+// Type is what kind of filesystem object a path is.
+type Type string
+
+// The object types. Special covers devices, FIFOs and sockets: they are
+// listed so the user sees them but never accepted into the project.
+const (
+	File    Type = "file"
+	Dir     Type = "dir"
+	Symlink Type = "symlink"
+	Special Type = "special"
+	None    Type = ""
+)
+
+// Change is one path the session changed relative to the current project.
+type Change struct {
+	Path    string      `json:"path"` // slash-separated, relative to the project root
+	Kind    Kind        `json:"kind"`
+	Type    Type        `json:"type"`               // what the session has (None for Deleted)
+	OldType Type        `json:"old_type,omitempty"` // what the project has (None for Added)
+	Mode    fs.FileMode `json:"mode,omitempty"`
+	OldMode fs.FileMode `json:"old_mode,omitempty"`
+	Size    int64       `json:"size"`
+	OldSize int64       `json:"old_size"`
+	// Binary is set when either side is not text; no text diff is made.
+	Binary      bool   `json:"binary,omitempty"`
+	ContentType string `json:"content_type,omitempty"`
+	Link        string `json:"link,omitempty"`     // symlink target in the session
+	OldLink     string `json:"old_link,omitempty"` // symlink target in the project
+	// Note explains why a change cannot be accepted, when it cannot.
+	Note string `json:"note,omitempty"`
+}
+
+// Layers is where a review reads from: the session's upper layer and the
+// current project.
+type Layers struct {
+	Upper   string
+	Project string
+}
+
+// Changes lists what the upper layer changes relative to the current project,
+// sorted by path. An upper entry equal to the project's is not a change.
+func Changes(l Layers) ([]Change, error) {
+	var out []Change
+	if err := walk(l, "", false, &out); err != nil {
+		return nil, err
+	}
+	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	return out, nil
+}
+
+func isWhiteout(fi fs.FileInfo) bool {
+	if fi.Mode()&fs.ModeCharDevice == 0 {
+		return false
+	}
+	st, ok := fi.Sys().(*syscall.Stat_t)
+	return ok && st.Rdev == 0
+}
+
+func isOpaque(p string) bool {
+	buf := make([]byte, 8)
+	for _, name := range []string{"trusted.overlay.opaque", "user.overlay.opaque"} {
+		n, err := unix.Lgetxattr(p, name, buf)
+		if err == nil && n > 0 && buf[0] == 'y' {
+			return true
+		}
+	}
+	return false
+}
+
+func typeOf(m fs.FileMode) Type {
+	switch {
+	case m.IsRegular():
+		return File
+	case m.IsDir():
+		return Dir
+	case m&fs.ModeSymlink != 0:
+		return Symlink
+	default:
+		return Special
+	}
+}
+
+// walk visits the upper directory rel. opaque is true when the session's
+// directory hides the project's (rm -rf then mkdir, at rel or above):
+// then project entries the session lacks are deletions.
+func walk(l Layers, rel string, opaque bool, out *[]Change) error {
+	udir := filepath.Join(l.Upper, filepath.FromSlash(rel))
+	entries, err := os.ReadDir(udir)
+	if err != nil {
+		return err
+	}
+	for _, e := range entries {
+		name := e.Name()
+		p := path.Join(rel, name)
+		up := filepath.Join(udir, name)
+		ufi, err := os.Lstat(up)
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				continue // removed while we looked
+			}
+			return err
+		}
+		hp := filepath.Join(l.Project, filepath.FromSlash(p))
+		hfi, err := os.Lstat(hp)
+		if err != nil {
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
+				return err
+			}
+			hfi = nil
+		}
+		if isWhiteout(ufi) {
+			if hfi != nil {
+				*out = append(*out, deletion(p, hfi, hp))
+			}
+			continue
+		}
+		utype := typeOf(ufi.Mode())
+		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size()}
+		if utype == Dir {
+			c.Size = 0
+		}
+		if hfi != nil {
+			c.OldType, c.OldMode, c.OldSize = typeOf(hfi.Mode()), hfi.Mode(), hfi.Size()
+			if c.OldType == Dir {
+				c.OldSize = 0
+			}
+		}
+		switch {
+		case utype == Dir:
+			childOpaque := hfi != nil && hfi.IsDir() && (opaque || isOpaque(up))
+			if hfi == nil {
+				n, err := os.ReadDir(up)
+				if err != nil {
+					return err
+				}
+				if len(n) == 0 { // a non-empty new dir is implied by its entries
+					c.Kind = Added
+					*out = append(*out, c)
+				}
+			} else if !hfi.IsDir() {
+				c.Kind = Replaced
+				*out = append(*out, c)
+			} else if hfi.Mode() != ufi.Mode() {
+				c.Kind = Mode
+				*out = append(*out, c)
+			}
+			if err := walk(l, p, childOpaque, out); err != nil {
+				return err
+			}
+		case hfi == nil:
+			c.Kind = Added
+			if err := describe(&c, up, "", ufi, nil); err != nil {
+				return err
+			}
+			*out = append(*out, c)
+		case typeOf(hfi.Mode()) != utype:
+			c.Kind = Replaced
+			if err := describe(&c, up, hp, ufi, hfi); err != nil {
+				return err
+			}
+			*out = append(*out, c)
+		default:
+			same, err := sameContent(up, hp, ufi, hfi)
+			if err != nil {
+				return err
+			}
+			switch {
+			case !same:
+				c.Kind = Modified
+			case ufi.Mode() != hfi.Mode():
+				c.Kind = Mode
+			default:
+				continue
+			}
+			if err := describe(&c, up, hp, ufi, hfi); err != nil {
+				return err
+			}
+			*out = append(*out, c)
+		}
+	}
+	if opaque {
+		return hostOnly(l, rel, udir, out)
+	}
+	return nil
+}
+
+func deletion(p string, hfi fs.FileInfo, hp string) Change {
+	c := Change{Path: p, Kind: Deleted, OldType: typeOf(hfi.Mode()), OldMode: hfi.Mode(), OldSize: hfi.Size()}
+	if c.OldType == Dir {
+		c.OldSize = 0
+	}
+	if c.OldType == Symlink {
+		c.OldLink, _ = os.Readlink(hp)
+	}
+	if c.OldType == File {
+		c.Binary, c.ContentType = sniff(hp)
+	}
+	return c
+}
+
+// hostOnly lists, as deletions, the project's entries in directory p that an
+// opaque upper directory up does not have.
+func hostOnly(l Layers, p, up string, out *[]Change) error {
+	hdir := filepath.Join(l.Project, filepath.FromSlash(p))
+	entries, err := os.ReadDir(hdir)
+	if err != nil {
+		return nil // the project's side is gone: nothing to delete
+	}
+	for _, e := range entries {
+		if _, err := os.Lstat(filepath.Join(up, e.Name())); err == nil {
+			continue
+		}
+		hp := filepath.Join(hdir, e.Name())
+		hfi, err := os.Lstat(hp)
+		if err != nil {
+			continue
+		}
+		*out = append(*out, deletion(path.Join(p, e.Name()), hfi, hp))
+	}
+	return nil
+}
+
+// describe fills in link targets, binary detection and notes.
+func describe(c *Change, up, hp string, ufi, hfi fs.FileInfo) error {
+	switch c.Type {
+	case Symlink:
+		t, err := os.Readlink(up)
+		if err != nil {
+			return err
+		}
+		c.Link = t
+	case File:
+		c.Binary, c.ContentType = sniff(up)
+	case Special:
+		c.Note = "device files, FIFOs and sockets are never accepted into the project"
+	}
+	if hfi != nil {
+		switch typeOf(hfi.Mode()) {
+		case Symlink:
+			c.OldLink, _ = os.Readlink(hp)
+		case File:
+			if b, _ := sniff(hp); b {
+				c.Binary = true
+			}
+		}
+	}
+	return nil
+}
+
+// sniff reports whether the file at p looks binary (a NUL byte or invalid
+// UTF-8 in its first 8 KiB) and its MIME type.
+func sniff(p string) (binary bool, contentType string) {
+	f, err := os.Open(p)
+	if err != nil {
+		return false, ""
+	}
+	defer f.Close()
+	buf := make([]byte, 8192)
+	n, _ := io.ReadFull(f, buf)
+	buf = buf[:n]
+	ct := http.DetectContentType(buf)
+	if bytes.IndexByte(buf, 0) >= 0 {
+		return true, ct
+	}
+	check := buf
+	if n == len(buf) && n > 3 {
+		check = buf[:n-3] // a rune may straddle the sample's end
+	}
+	return !utf8.Valid(check), ct
+}
+
+// sameContent compares two regular files or two symlinks.
+func sameContent(a, b string, afi, bfi fs.FileInfo) (bool, error) {
+	if afi.Mode()&fs.ModeSymlink != 0 {
+		ta, err := os.Readlink(a)
+		if err != nil {
+			return false, err
+		}
+		tb, err := os.Readlink(b)
+		return err == nil && ta == tb, nil
+	}
+	if !afi.Mode().IsRegular() {
+		return false, nil
+	}
+	if afi.Size() != bfi.Size() {
+		return false, nil
+	}
+	fa, err := os.Open(a)
+	if err != nil {
+		return false, err
+	}
+	defer fa.Close()
+	fb, err := os.Open(b)
+	if err != nil {
+		return false, nil
+	}
+	defer fb.Close()
+	ba, bb := make([]byte, 64*1024), make([]byte, 64*1024)
+	for {
+		na, ea := io.ReadFull(fa, ba)
+		nb, eb := io.ReadFull(fb, bb)
+		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
+			return false, nil
+		}
+		if ea != nil || eb != nil {
+			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF), nil
+		}
+	}
+}
+
+// Select returns the changes at or under any of paths (all when paths is
+// empty) and an error naming any path that matches nothing.
+func Select(all []Change, paths []string) ([]Change, error) {
+	if len(paths) == 0 {
+		return all, nil
+	}
+	var out []Change
+	var unmatched []string
+	for _, p := range paths {
+		clean, err := CleanPath(p)
+		if err != nil {
+			return nil, err
+		}
+		found := false
+		for _, c := range all {
+			if clean == "." || c.Path == clean || strings.HasPrefix(c.Path, clean+"/") {
+				found = true
+			}
+		}
+		if !found {
+			unmatched = append(unmatched, p)
+		}
+	}
+	if len(unmatched) > 0 {
+		return nil, &NoMatchError{Paths: unmatched}
+	}
+	for _, c := range all {
+		for _, p := range paths {
+			clean, _ := CleanPath(p)
+			if clean == "." || c.Path == clean || strings.HasPrefix(c.Path, clean+"/") {
+				out = append(out, c)
+				break
+			}
+		}
+	}
+	return out, nil
+}
+
+// NoMatchError names paths that select no change.
+type NoMatchError struct{ Paths []string }
+
+func (e *NoMatchError) Error() string {
+	return fmt.Sprintf("no change at %s: `airlock diff --stat` lists the changed paths", strings.Join(e.Paths, ", "))
+}
+
+// CleanPath validates a user- or session-supplied relative path and returns
+// it slash-separated and cleaned. It refuses absolute paths, ".." and NUL.
+func CleanPath(p string) (string, error) {
+	if p == "" {
+		return "", &PathError{Path: p, Reason: "empty path"}
+	}
+	if strings.IndexByte(p, 0) >= 0 {
+		return "", &PathError{Path: p, Reason: "path contains a NUL byte"}
+	}
+	if strings.HasPrefix(p, "/") {
+		return "", &PathError{Path: p, Reason: "absolute path: give it relative to the project root"}
+	}
+	for _, part := range strings.Split(p, "/") {
+		if part == ".." {
+			return "", &PathError{Path: p, Reason: "path leaves the project (..)"}
+		}
+	}
+	return path.Clean(p), nil
+}
+
+// PathError is a path refused before anything was done with it.
+type PathError struct{ Path, Reason string }
+
+func (e *PathError) Error() string { return fmt.Sprintf("%q: %s", e.Path, e.Reason) }

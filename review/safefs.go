@@ -1,0 +1,140 @@
+package review
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"path"
+
+	"golang.org/x/sys/unix"
+)
+
+// tree opens directories beneath a root by walking one component at a time
+// with O_NOFOLLOW, so no operation ever passes through a symlink or leaves
+// the root, whatever the tree contains. Directory descriptors are cached.
+type tree struct {
+	root string
+	fds  map[string]int // cleaned relative dir -> fd; "." is the root
+	uid  int
+	gid  int
+}
+
+func openTree(root string, uid, gid int) (*tree, error) {
+	fd, err := unix.Open(root, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return nil, fmt.Errorf("open %s: %w", root, err)
+	}
+	return &tree{root: root, fds: map[string]int{".": fd}, uid: uid, gid: gid}, nil
+}
+
+func (t *tree) close() {
+	for _, fd := range t.fds {
+		unix.Close(fd)
+	}
+}
+
+// refusal is an operation refused for safety; it is reported per path.
+type refusal struct{ msg string }
+
+func (r *refusal) Error() string { return r.msg }
+
+// dir returns an fd for the directory rel. With mkMode non-nil, missing
+// directories are created with the mode it gives (owned by the tree's
+// owner).
+func (t *tree) dir(rel string, mkMode func(rel string) fs.FileMode) (int, error) {
+	rel = path.Clean(rel)
+	if fd, ok := t.fds[rel]; ok {
+		return fd, nil
+	}
+	name := path.Base(rel)
+	pfd, err := t.dir(path.Dir(rel), mkMode)
+	if err != nil {
+		return -1, err
+	}
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if errors.Is(err, unix.ENOENT) && mkMode != nil {
+		if err := t.mkdir(pfd, name, mkMode(rel)); err != nil && !errors.Is(err, unix.EEXIST) {
+			return -1, fmt.Errorf("create directory %s: %w", rel, err)
+		}
+		fd, err = unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	}
+	switch {
+	case errors.Is(err, unix.ELOOP):
+		return -1, &refusal{fmt.Sprintf("%s is a symlink in %s: refusing to write through it", rel, t.root)}
+	case errors.Is(err, unix.ENOTDIR):
+		return -1, &refusal{fmt.Sprintf("%s is not a directory in %s (it became a file): move it aside, then accept again", rel, t.root)}
+	case err != nil:
+		return -1, fmt.Errorf("open directory %s: %w", rel, err)
+	}
+	t.fds[rel] = fd
+	return fd, nil
+}
+
+func (t *tree) mkdir(pfd int, name string, mode fs.FileMode) error {
+	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
+		return err
+	}
+	if err := unix.Fchownat(pfd, name, t.uid, t.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	return unix.Fchmodat(pfd, name, unixMode(mode), 0)
+}
+
+// unixMode converts permission bits, dropping setuid and setgid.
+func unixMode(m fs.FileMode) uint32 {
+	u := uint32(m.Perm())
+	if m&fs.ModeSticky != 0 {
+		u |= unix.S_ISVTX
+	}
+	return u
+}
+
+// parent splits rel into its directory fd and base name.
+func (t *tree) parent(rel string, mkMode func(string) fs.FileMode) (int, string, error) {
+	fd, err := t.dir(path.Dir(rel), mkMode)
+	return fd, path.Base(rel), err
+}
+
+// removeAll removes name in dirfd and, if it is a directory, everything
+// under it, never following symlinks. A missing name is not an error.
+func removeAll(dirfd int, name string) error {
+	err := unix.Unlinkat(dirfd, name, 0)
+	if err == nil || errors.Is(err, unix.ENOENT) {
+		return nil
+	}
+	if !errors.Is(err, unix.EISDIR) && !errors.Is(err, unix.EPERM) {
+		return err
+	}
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	names, err := readNames(fd)
+	if err != nil {
+		unix.Close(fd)
+		return err
+	}
+	for _, n := range names {
+		if err := removeAll(fd, n); err != nil {
+			unix.Close(fd)
+			return err
+		}
+	}
+	unix.Close(fd)
+	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
+}
+
+func readNames(fd int) ([]string, error) {
+	var names []string
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+	}
+}
