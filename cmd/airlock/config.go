@@ -1,0 +1,68 @@
+package main
+
+import (
+	"bytes"
+	"errors"
+	"os"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/go-units"
+	"gopkg.in/yaml.v3"
+)
+
+// config is the engine's config file (YAML). Every field is optional.
+type config struct {
+	Image         string  `yaml:"image"`
+	WorkspaceSize string  `yaml:"workspace_size"`
+	Memory        string  `yaml:"memory"`
+	CPUs          float64 `yaml:"cpus"`
+	Pids          int64   `yaml:"pids"`
+	// CABundle is a PEM file of extra CAs every session trusts (for
+	// intercepting proxies).
+	CABundle string `yaml:"ca_bundle"`
+}
+
+// loadConfig reads path; a missing file is an error only when required.
+func loadConfig(path string, required bool) (config, error) {
+	var c config
+	b, err := os.ReadFile(path)
+	if errors.Is(err, os.ErrNotExist) && !required {
+		return c, nil
+	}
+	if err != nil {
+		return c, errdefs.Invalidf("config %s: %v", path, err)
+	}
+	dec := yaml.NewDecoder(bytes.NewReader(b))
+	dec.KnownFields(true)
+	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+		return c, errdefs.Invalidf("config %s: %v: see the README's configuration section", path, err)
+	}
+	return c, nil
+}
+
+func (c config) defaults() (engine.Defaults, error) {
+	d := engine.Defaults{Image: c.Image, CABundle: c.CABundle}
+	d.Limits.CPUs = c.CPUs
+	d.Limits.Pids = c.Pids
+	var err error
+	if d.Limits.WorkspaceSize, err = parseSize("workspace_size", c.WorkspaceSize); err != nil {
+		return d, err
+	}
+	if d.Limits.Memory, err = parseSize("memory", c.Memory); err != nil {
+		return d, err
+	}
+	return d, nil
+}
+
+// parseSize reads sizes like 512m or 2g; empty is zero (the default).
+func parseSize(name, s string) (int64, error) {
+	if s == "" {
+		return 0, nil
+	}
+	n, err := units.RAMInBytes(s)
+	if err != nil || n <= 0 {
+		return 0, errdefs.Invalidf("%s %q is not a size: write it like 512m or 2g", name, s)
+	}
+	return n, nil
+}

@@ -1,0 +1,92 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"io"
+	"os"
+	"strings"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/review"
+	"github.com/spf13/cobra"
+	"golang.org/x/term"
+)
+
+func diffCmd(g *globals) *cobra.Command {
+	var stat, asJSON, patch bool
+	var color string
+	cmd := &cobra.Command{
+		Use:   "diff ID [PATH...]",
+		Short: "Show a session's changes against the current project",
+		Long: "Show what the session changed, as a unified diff against the project as it is now.\n" +
+			"--patch prints a patch that `git apply` applies to the project; --json gives every file and hunk.",
+		Args: cobra.MinimumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			id, paths := args[0], args[1:]
+			if patch {
+				return c.Patch(ctx, id, paths, os.Stdout)
+			}
+			d, err := c.Diff(ctx, id, paths)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				enc.SetIndent("", "  ")
+				return enc.Encode(d)
+			}
+			colored := color == "always" || color == "auto" && term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""
+			if stat {
+				printStat(os.Stdout, d, colored)
+			} else if err := review.Unified(os.Stdout, review.Layers{}, d.Files, colored); err != nil {
+				return err
+			}
+			if len(d.Files) == 0 {
+				fmt.Fprintln(os.Stderr, "no changes")
+			}
+			if d.Workspace.Full {
+				fmt.Fprintf(os.Stderr, "airlock: the session's workspace is full (%d of %d MiB): the session's writes fail with ENOSPC; accept or discard, or start a session with a larger --workspace-size\n", d.Workspace.Used>>20, d.Workspace.Size>>20)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&stat, "stat", false, "summary: one line per path with added and removed lines")
+	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: every file with kind, modes, sizes and hunks")
+	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
+	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
+	return cmd
+}
+
+func printStat(w io.Writer, d api.Diff, colored bool) {
+	width := 0
+	for _, s := range d.Stats {
+		width = max(width, len(s.Path))
+	}
+	width = min(width, 60)
+	var adds, dels int
+	for _, s := range d.Stats {
+		detail := ""
+		switch {
+		case s.Binary:
+			detail = "binary"
+		case s.Added+s.Removed > 0:
+			plus, minus := strings.Repeat("+", min(s.Added, 30)), strings.Repeat("-", min(s.Removed, 30))
+			if colored {
+				plus, minus = "\x1b[32m"+plus+"\x1b[0m", "\x1b[31m"+minus+"\x1b[0m"
+			}
+			detail = fmt.Sprintf("%4d %s%s", s.Added+s.Removed, plus, minus)
+		}
+		fmt.Fprintf(w, " %-8s %-*s | %s\n", s.Kind, width, s.Path, detail)
+		adds += s.Added
+		dels += s.Removed
+	}
+	if len(d.Stats) > 0 {
+		fmt.Fprintf(w, " %d path(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", len(d.Stats), adds, dels)
+	}
+}

@@ -1,0 +1,85 @@
+// Command airlock is Airlock's CLI and its engine daemon (`airlock serve`).
+// Every other verb is a client of the engine's local API; the CLI starts
+// the engine on demand when none answers.
+package main
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"os/signal"
+	"strings"
+	"syscall"
+
+	"github.com/airlock/airlock/errdefs"
+	"github.com/spf13/cobra"
+)
+
+// version is set at build time with -ldflags "-X main.version=...".
+var version = "dev"
+
+// exitError carries a command's own exit status through cobra.
+type exitError struct{ code int }
+
+func (e *exitError) Error() string { return fmt.Sprintf("exit status %d", e.code) }
+
+// globals are the flags every verb shares.
+type globals struct {
+	engine string // engine socket
+}
+
+func main() {
+	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
+	defer stop()
+	os.Exit(run(ctx, os.Args[1:]))
+}
+
+func run(ctx context.Context, args []string) int {
+	g := &globals{}
+	root := &cobra.Command{
+		Use:           "airlock",
+		Short:         "A local sandbox for AI coding agents, with diff review",
+		Long:          "Airlock runs each agent session in a container over a copy-on-write view of your project.\nNothing reaches the project until you review the diff and accept it.",
+		SilenceUsage:  true,
+		SilenceErrors: true,
+		Version:       version,
+	}
+	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", defaultSocket), "engine socket (env AIRLOCK_ENGINE)")
+	root.AddCommand(
+		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
+		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
+	)
+	root.SetArgs(args)
+	err := root.ExecuteContext(ctx)
+	if err == nil {
+		return 0
+	}
+	var ee *exitError
+	if errors.As(err, &ee) {
+		return ee.code
+	}
+	fmt.Fprintln(os.Stderr, "airlock:", err)
+	if errdefs.ClassOf(err) == errdefs.Internal && isUsage(err) {
+		return errdefs.ExitCode(errdefs.Invalid)
+	}
+	return errdefs.ExitCode(errdefs.ClassOf(err))
+}
+
+// isUsage tells cobra's own flag and argument errors apart.
+func isUsage(err error) bool {
+	msg := err.Error()
+	for _, p := range []string{"unknown flag", "unknown command", "accepts ", "requires at least", "invalid argument", "flag needs an argument", "unknown shorthand"} {
+		if strings.Contains(msg, p) {
+			return true
+		}
+	}
+	return false
+}
+
+func envOr(k, def string) string {
+	if v := os.Getenv(k); v != "" {
+		return v
+	}
+	return def
+}

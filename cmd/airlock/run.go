@@ -1,0 +1,125 @@
+package main
+
+import (
+	"context"
+	"fmt"
+	"os"
+	"path/filepath"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/spf13/cobra"
+)
+
+type createFlags struct {
+	project       string
+	image         string
+	user          string
+	workspaceSize string
+	memory        string
+	cpus          float64
+	pids          int64
+	env           []string
+	caBundle      string
+}
+
+func (f *createFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVarP(&f.project, "project", "p", ".", "the project folder the session works on (never written until you accept)")
+	fl.StringVar(&f.image, "image", "", "local image to run (default airlock/base; `airlock image build` makes it)")
+	fl.StringVarP(&f.user, "user", "u", "", "uid:gid or name to run as (default: the project owner)")
+	fl.StringVar(&f.workspaceSize, "workspace-size", "", "cap on what the session can write, e.g. 2g (default 2g)")
+	fl.StringVar(&f.memory, "memory", "", "memory cap including workspace writes, e.g. 4g (default 4g)")
+	fl.Float64Var(&f.cpus, "cpus", 0, "CPU cap in cores (default min(2, cores))")
+	fl.Int64Var(&f.pids, "pids", 0, "process count cap (default 1024)")
+	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE for the session (repeatable)")
+	fl.StringVar(&f.caBundle, "ca-bundle", "", "extra CA bundle (PEM) the session trusts, for intercepting proxies")
+}
+
+func (f *createFlags) request() (api.CreateRequest, error) {
+	project, err := filepath.Abs(f.project)
+	if err != nil {
+		return api.CreateRequest{}, err
+	}
+	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env}
+	if f.caBundle != "" {
+		if req.CABundle, err = filepath.Abs(f.caBundle); err != nil {
+			return req, err
+		}
+	}
+	req.Limits.CPUs, req.Limits.Pids = f.cpus, f.pids
+	if req.Limits.WorkspaceSize, err = parseSize("--workspace-size", f.workspaceSize); err != nil {
+		return req, err
+	}
+	if req.Limits.Memory, err = parseSize("--memory", f.memory); err != nil {
+		return req, err
+	}
+	return req, nil
+}
+
+func runCmd(g *globals) *cobra.Command {
+	f := &createFlags{}
+	var tty, interactive bool
+	cmd := &cobra.Command{
+		Use:   "run [flags] -- COMMAND [ARG...]",
+		Short: "Create a session and run a command in it",
+		Long: "Create a session over the project and run COMMAND in it, streaming its output.\n" +
+			"Prints the session id and exits with the command's exit code. The project is untouched:\n" +
+			"review with `airlock diff ID`, then `airlock accept ID` or `airlock discard ID`.",
+		Example: "  airlock run --project ~/src/app -- sh -c 'echo hi > hello.txt; rm README.md'",
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if len(args) == 0 {
+				return usageErr("no command given: put it after `--`, e.g. `airlock run -- make test`")
+			}
+			req, err := f.request()
+			if err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			sess, err := c.Create(ctx, req)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s)\n", sess.ID, sess.Project, sess.Image)
+			code, err := runIn(ctx, c, sess.ID, api.ExecRequest{Argv: args, TTY: tty, Stdin: interactive || tty})
+			if err != nil {
+				return err
+			}
+			summarize(ctx, c, sess.ID)
+			return exitWith(code)
+		},
+	}
+	f.add(cmd)
+	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal")
+	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
+	return cmd
+}
+
+// summarize tells the user where the session's changes stand.
+func summarize(ctx context.Context, c interface {
+	Session(context.Context, string) (api.Session, error)
+}, id string) {
+	s, err := c.Session(ctx, id)
+	if err != nil {
+		return
+	}
+	switch {
+	case s.Changed == 0:
+		fmt.Fprintf(os.Stderr, "airlock: session %s: no changes\n", id)
+	case s.Changed > 0:
+		fmt.Fprintf(os.Stderr, "airlock: session %s: %d changed path(s); review with `airlock diff %s`, then `airlock accept %s` or `airlock discard %s`\n", id, s.Changed, id, id, id)
+	}
+	if s.Workspace != nil && s.Workspace.Full {
+		fmt.Fprintf(os.Stderr, "airlock: session %s: the workspace is full (%d MiB): writes fail with ENOSPC; start a session with a larger --workspace-size\n", id, s.Workspace.Size>>20)
+	}
+}
+
+func exitWith(code int) error {
+	if code == 0 {
+		return nil
+	}
+	return &exitError{code: code}
+}

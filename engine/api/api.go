@@ -1,0 +1,185 @@
+// Package api is the contract between the engine and its clients (the CLI,
+// the desktop app, CI tooling): the JSON types of the local HTTP API, its
+// version, the error body and the framing of interactive streams. It holds
+// no behaviour, so any client can depend on it without pulling in the
+// engine. docs/API.md documents the endpoints.
+package api
+
+import (
+	"time"
+
+	"github.com/airlock/airlock/review"
+)
+
+// Version is the API version; it is the path prefix of every endpoint.
+const Version = "v1"
+
+// Session states.
+const (
+	StateCreating = "creating"
+	StateRunning  = "running"
+	StateStopped  = "stopped" // the container exited; the workspace is intact
+	StateFailed   = "failed"  // the workspace is gone (e.g. a host reboot)
+)
+
+// Limits are a session's resource caps. Memory includes the workspace,
+// whose writes are charged to the container's memory.
+type Limits struct {
+	CPUs          float64 `json:"cpus"`
+	Memory        int64   `json:"memory"`
+	Pids          int64   `json:"pids"`
+	WorkspaceSize int64   `json:"workspace_size"`
+}
+
+// Session is one sandbox: a container over an overlay of a project.
+type Session struct {
+	ID          string    `json:"id"`
+	Project     string    `json:"project"`
+	Image       string    `json:"image"`
+	State       string    `json:"state"`
+	Created     time.Time `json:"created"`
+	ContainerID string    `json:"container_id,omitempty"`
+	User        string    `json:"user"`
+	Limits      Limits    `json:"limits"`
+	// Changed counts changed paths; -1 when the workspace is unreadable.
+	Changed   int        `json:"changed"`
+	Workspace *Workspace `json:"workspace,omitempty"`
+	Error     string     `json:"error,omitempty"`
+}
+
+// Workspace is the fill level of a session's tmpfs.
+type Workspace struct {
+	Used  int64 `json:"used"`
+	Size  int64 `json:"size"`
+	Full  bool  `json:"full"`
+	Files int64 `json:"files"`
+}
+
+// CreateRequest creates a session. Zero values take the engine's defaults.
+type CreateRequest struct {
+	Project string `json:"project"`
+	Image   string `json:"image,omitempty"`
+	// User is "uid:gid" or a name known to the image; empty means the
+	// project owner's uid and gid.
+	User   string   `json:"user,omitempty"`
+	Limits Limits   `json:"limits,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	// CABundle is a PEM file on the engine's host added to the session's
+	// trusted CAs.
+	CABundle string `json:"ca_bundle,omitempty"`
+}
+
+// Diff is a session's changes with their hunks.
+type Diff struct {
+	Session   string            `json:"session"`
+	Files     []review.FileDiff `json:"files"`
+	Stats     []review.Stat     `json:"stats"`
+	Workspace Workspace         `json:"workspace"`
+}
+
+// PathsRequest selects changes by path (all when empty) for accept and
+// discard.
+type PathsRequest struct {
+	Paths []string `json:"paths,omitempty"`
+}
+
+// Outcomes is the per-path result of an accept or discard.
+type Outcomes struct {
+	Outcomes []review.Outcome `json:"outcomes"`
+}
+
+// Command is one command run in a session.
+type Command struct {
+	ID        int64      `json:"id"`
+	Session   string     `json:"session"`
+	Argv      []string   `json:"argv"`
+	TTY       bool       `json:"tty"`
+	User      string     `json:"user"`
+	Started   time.Time  `json:"started"`
+	Ended     *time.Time `json:"ended,omitempty"`
+	ExitCode  *int       `json:"exit_code,omitempty"`
+	State     string     `json:"state"` // running, exited, interrupted
+	Output    string     `json:"output,omitempty"`
+	Truncated bool       `json:"truncated,omitempty"`
+}
+
+// ExecRequest runs a command in a session over an upgraded connection
+// (see Frame).
+type ExecRequest struct {
+	Argv   []string `json:"argv"`
+	TTY    bool     `json:"tty,omitempty"`
+	Stdin  bool     `json:"stdin,omitempty"`
+	User   string   `json:"user,omitempty"`
+	Env    []string `json:"env,omitempty"`
+	Width  uint     `json:"width,omitempty"`
+	Height uint     `json:"height,omitempty"`
+}
+
+// ExecStarted is the payload of FrameStarted.
+type ExecStarted struct {
+	Session string `json:"session"`
+	Command int64  `json:"command"`
+}
+
+// ExecExit is the payload of FrameExit.
+type ExecExit struct {
+	ExitCode int `json:"exit_code"`
+}
+
+// Resize is the payload of FrameResize.
+type Resize struct {
+	Width  uint `json:"width"`
+	Height uint `json:"height"`
+}
+
+// Signal is the payload of FrameSignal: a signal number for the command.
+type Signal struct {
+	Signal int `json:"signal"`
+}
+
+// Error is the body of every non-2xx response and of FrameError.
+type Error struct {
+	Class   string `json:"class"`
+	Message string `json:"message"`
+}
+
+// Image is a local image Airlock knows how to build or use.
+type Image struct {
+	Name    string    `json:"name"`
+	ID      string    `json:"id"`
+	Size    int64     `json:"size"`
+	Created time.Time `json:"created"`
+	Recipe  string    `json:"recipe,omitempty"`
+}
+
+// ImageBuildRequest builds an image locally.
+type ImageBuildRequest struct {
+	// Kind is "base" (Debian with build tools, the default) or "tiny"
+	// (busybox, for tests).
+	Kind   string `json:"kind,omitempty"`
+	Name   string `json:"name,omitempty"`
+	Force  bool   `json:"force,omitempty"`
+	Suite  string `json:"suite,omitempty"`
+	Mirror string `json:"mirror,omitempty"`
+}
+
+// Progress is one line of a streamed long operation (JSON lines).
+type Progress struct {
+	Stage   string        `json:"stage,omitempty"`
+	Message string        `json:"message,omitempty"`
+	Current int           `json:"current,omitempty"`
+	Total   int           `json:"total,omitempty"`
+	Elapsed time.Duration `json:"elapsed"`
+	Done    bool          `json:"done,omitempty"`
+	Image   *Image        `json:"image,omitempty"`
+	Error   *Error        `json:"error,omitempty"`
+}
+
+// VersionInfo answers GET /v1/version.
+type VersionInfo struct {
+	API           string `json:"api"`
+	Engine        string `json:"engine"`
+	DockerVersion string `json:"docker_version,omitempty"`
+	DockerAPI     string `json:"docker_api,omitempty"`
+	PID           int    `json:"pid"`
+}

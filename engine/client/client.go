@@ -1,0 +1,357 @@
+// Package client is the Go client of the engine's local API. The CLI and
+// the desktop app use it; it depends only on the API contract.
+package client
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/url"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+)
+
+// Client talks to one engine over its unix socket.
+type Client struct {
+	socket string
+	http   *http.Client
+}
+
+// New returns a client for the engine listening on socket.
+func New(socket string) *Client {
+	dial := func(ctx context.Context, _, _ string) (net.Conn, error) {
+		var d net.Dialer
+		return d.DialContext(ctx, "unix", socket)
+	}
+	return &Client{socket: socket, http: &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}}}
+}
+
+// Socket is the engine socket this client uses.
+func (c *Client) Socket() string { return c.socket }
+
+func (c *Client) url(p string, q url.Values) string {
+	u := "http://airlock/" + api.Version + p
+	if len(q) > 0 {
+		u += "?" + q.Encode()
+	}
+	return u
+}
+
+// unreachable says the engine is not answering, classed Unavailable.
+func (c *Client) unreachable(err error) error {
+	return errdefs.Unavailablef("the Airlock engine does not answer on %s (%v): start it with `sudo airlock serve`", c.socket, err)
+}
+
+func (c *Client) do(ctx context.Context, method, p string, q url.Values, body, out any) error {
+	resp, err := c.send(ctx, method, p, q, body)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	if out == nil {
+		io.Copy(io.Discard, resp.Body)
+		return nil
+	}
+	return json.NewDecoder(resp.Body).Decode(out)
+}
+
+// send makes a request and turns a non-2xx answer into a classed error.
+func (c *Client) send(ctx context.Context, method, p string, q url.Values, body any) (*http.Response, error) {
+	var rd io.Reader
+	if body != nil {
+		b, err := json.Marshal(body)
+		if err != nil {
+			return nil, err
+		}
+		rd = bytes.NewReader(b)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, c.url(p, q), rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, c.unreachable(err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp, nil
+}
+
+func decodeError(resp *http.Response) error {
+	var e api.Error
+	b, _ := io.ReadAll(io.LimitReader(resp.Body, 1<<20))
+	if json.Unmarshal(b, &e) != nil || e.Message == "" {
+		return fmt.Errorf("engine answered %s: %s", resp.Status, strings.TrimSpace(string(b)))
+	}
+	return errdefs.New(errdefs.Class(e.Class), "%s", e.Message)
+}
+
+// Ping checks that the engine answers and returns its version.
+func (c *Client) Ping(ctx context.Context) (api.VersionInfo, error) {
+	var v api.VersionInfo
+	err := c.do(ctx, "GET", "/version", nil, nil, &v)
+	return v, err
+}
+
+// WaitReady polls until the engine answers or timeout passes.
+func (c *Client) WaitReady(ctx context.Context, timeout time.Duration) error {
+	deadline := time.Now().Add(timeout)
+	for {
+		pctx, cancel := context.WithTimeout(ctx, time.Second)
+		_, err := c.Ping(pctx)
+		cancel()
+		if err == nil {
+			return nil
+		}
+		if time.Now().After(deadline) || ctx.Err() != nil {
+			return err
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+// Sessions lists sessions.
+func (c *Client) Sessions(ctx context.Context) ([]api.Session, error) {
+	var out []api.Session
+	return out, c.do(ctx, "GET", "/sessions", nil, nil, &out)
+}
+
+// Session returns one session.
+func (c *Client) Session(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id), nil, nil, &out)
+}
+
+// Create creates a session.
+func (c *Client) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions", nil, req, &out)
+}
+
+// Remove ends a session.
+func (c *Client) Remove(ctx context.Context, id string) error {
+	return c.do(ctx, "DELETE", "/sessions/"+url.PathEscape(id), nil, nil, nil)
+}
+
+func pathsQuery(paths []string) url.Values {
+	if len(paths) == 0 {
+		return nil
+	}
+	return url.Values{"path": paths}
+}
+
+// Diff returns the session's changes with hunks.
+func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	var out api.Diff
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out)
+}
+
+// Patch writes the session's changes as a git-apply patch to w.
+func (c *Client) Patch(ctx context.Context, id string, paths []string, w io.Writer) error {
+	resp, err := c.send(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/patch", pathsQuery(paths), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Accept writes the session's changes at paths (all when none) into the
+// project.
+func (c *Client) Accept(ctx context.Context, id string, paths []string) (api.Outcomes, error) {
+	var out api.Outcomes
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/accept", nil, api.PathsRequest{Paths: paths}, &out)
+}
+
+// Discard drops the session's changes at paths (all when none).
+func (c *Client) Discard(ctx context.Context, id string, paths []string) (api.Outcomes, error) {
+	var out api.Outcomes
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/discard", nil, api.PathsRequest{Paths: paths}, &out)
+}
+
+// Commands lists what ran in a session.
+func (c *Client) Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error) {
+	var q url.Values
+	if withOutput {
+		q = url.Values{"output": {"1"}}
+	}
+	var out []api.Command
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/commands", q, nil, &out)
+}
+
+// Images lists local images.
+func (c *Client) Images(ctx context.Context) ([]api.Image, error) {
+	var out []api.Image
+	return out, c.do(ctx, "GET", "/images", nil, nil, &out)
+}
+
+// BuildImage builds an image, calling progress for each update, and
+// returns the image once built.
+func (c *Client) BuildImage(ctx context.Context, req api.ImageBuildRequest, progress func(api.Progress)) (*api.Image, error) {
+	resp, err := c.send(ctx, "POST", "/images/build", nil, req)
+	if err != nil {
+		return nil, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var p api.Progress
+		if err := dec.Decode(&p); err != nil {
+			if errors.Is(err, io.EOF) {
+				return nil, fmt.Errorf("the engine ended the build without a result: see its log")
+			}
+			return nil, err
+		}
+		if progress != nil {
+			progress(p)
+		}
+		if p.Error != nil {
+			return nil, errdefs.New(errdefs.Class(p.Error.Class), "%s", p.Error.Message)
+		}
+		if p.Done {
+			return p.Image, nil
+		}
+	}
+}
+
+// ExecIO connects a remote command to local streams.
+type ExecIO struct {
+	Stdin  io.Reader // sent when the request has Stdin
+	Stdout io.Writer
+	Stderr io.Writer
+	// Started is called with the command's record once it runs.
+	Started func(api.ExecStarted)
+}
+
+// Exec is a running remote command.
+type Exec struct {
+	conn net.Conn
+	wmu  sync.Mutex
+}
+
+// Resize tells the command's TTY its new size.
+func (x *Exec) Resize(width, height uint) error {
+	return x.send(api.FrameResize, api.Resize{Width: width, Height: height})
+}
+
+// Signal delivers sig to the command.
+func (x *Exec) Signal(sig int) error {
+	return x.send(api.FrameSignal, api.Signal{Signal: sig})
+}
+
+func (x *Exec) send(typ byte, v any) error {
+	x.wmu.Lock()
+	defer x.wmu.Unlock()
+	return api.WriteJSONFrame(x.conn, typ, v)
+}
+
+// Exec runs a command in a session. control, if not nil, is called with
+// the running Exec (for resizes and signals). It returns the command's
+// exit code once it ends.
+func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, sio ExecIO, control func(*Exec)) (int, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return -1, c.unreachable(err)
+	}
+	defer conn.Close()
+	body, _ := json.Marshal(req)
+	hreq, _ := http.NewRequest("POST", c.url("/sessions/"+url.PathEscape(id)+"/exec", nil), bytes.NewReader(body))
+	hreq.Header.Set("Connection", "Upgrade")
+	hreq.Header.Set("Upgrade", api.UpgradeProtocol)
+	hreq.Header.Set("Content-Type", "application/json")
+	if err := hreq.Write(conn); err != nil {
+		return -1, c.unreachable(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, hreq)
+	if err != nil {
+		return -1, c.unreachable(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer resp.Body.Close()
+		return -1, decodeError(resp)
+	}
+	x := &Exec{conn: conn}
+	stop := context.AfterFunc(ctx, func() { conn.Close() })
+	defer stop()
+	if control != nil {
+		control(x)
+	}
+	if req.Stdin && sio.Stdin != nil {
+		go func() {
+			buf := make([]byte, 32*1024)
+			for {
+				n, err := sio.Stdin.Read(buf)
+				if n > 0 {
+					x.wmu.Lock()
+					werr := api.WriteFrame(conn, api.FrameStdin, buf[:n])
+					x.wmu.Unlock()
+					if werr != nil {
+						return
+					}
+				}
+				if err != nil {
+					x.wmu.Lock()
+					api.WriteFrame(conn, api.FrameEOF, nil)
+					x.wmu.Unlock()
+					return
+				}
+			}
+		}()
+	}
+	for {
+		typ, payload, err := api.ReadFrame(br)
+		if err != nil {
+			if ctx.Err() != nil {
+				return -1, ctx.Err()
+			}
+			return -1, errdefs.Unavailablef("lost the connection to the engine while the command ran (%v): `airlock logs %s` shows what it recorded", err, id)
+		}
+		switch typ {
+		case api.FrameStdout:
+			if sio.Stdout != nil {
+				sio.Stdout.Write(payload)
+			}
+		case api.FrameStderr:
+			if sio.Stderr != nil {
+				sio.Stderr.Write(payload)
+			}
+		case api.FrameStarted:
+			var st api.ExecStarted
+			if json.Unmarshal(payload, &st) == nil && sio.Started != nil {
+				sio.Started(st)
+			}
+		case api.FrameExit:
+			var ex api.ExecExit
+			if err := json.Unmarshal(payload, &ex); err != nil {
+				return -1, err
+			}
+			return ex.ExitCode, nil
+		case api.FrameError:
+			var e api.Error
+			json.Unmarshal(payload, &e)
+			return -1, errdefs.New(errdefs.Class(e.Class), "%s", e.Message)
+		}
+	}
+}

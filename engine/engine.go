@@ -1,0 +1,163 @@
+// Package engine owns every session: it mounts the workspace, runs the
+// container through the Docker Engine API, records commands in the store,
+// answers review requests and re-adopts its sessions after a restart.
+//
+// The engine reports through return values and the callbacks it is given;
+// it knows nothing of HTTP, terminals or the desktop app (engine/server
+// puts it on the wire).
+package engine
+
+import (
+	"context"
+	"crypto/rand"
+	"encoding/hex"
+	"fmt"
+	"log/slog"
+	"os"
+	"path/filepath"
+	"runtime"
+	"sync"
+	"time"
+
+	"github.com/airlock/airlock/engine/images"
+	"github.com/docker/docker/api/types/image"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/overlay"
+)
+
+// Defaults are the settings a session gets when its request leaves them
+// out. Zero fields take the built-in defaults.
+type Defaults struct {
+	Image  string
+	Limits api.Limits
+	// CABundle is a PEM file added to every session's trusted CAs.
+	CABundle string
+}
+
+// Built-in defaults.
+const (
+	DefaultImage         = "airlock/base"
+	DefaultWorkspaceSize = 2 << 30
+	DefaultMemory        = 4 << 30 // includes the workspace
+	DefaultPids          = 1024
+)
+
+func (d Defaults) withBuiltins() Defaults {
+	if d.Image == "" {
+		d.Image = DefaultImage
+	}
+	if d.Limits.WorkspaceSize == 0 {
+		d.Limits.WorkspaceSize = DefaultWorkspaceSize
+	}
+	if d.Limits.Memory == 0 {
+		d.Limits.Memory = DefaultMemory
+	}
+	if d.Limits.Pids == 0 {
+		d.Limits.Pids = DefaultPids
+	}
+	if d.Limits.CPUs == 0 {
+		d.Limits.CPUs = float64(min(runtime.NumCPU(), 2))
+	}
+	return d
+}
+
+// Options tune an engine.
+type Options struct {
+	// StateDir holds the workspaces (sessions/<id>) and image build scratch.
+	StateDir string
+	Defaults Defaults
+	Logger   *slog.Logger // nil logs nothing
+}
+
+// Engine owns sessions. It is safe for concurrent use.
+type Engine struct {
+	docker   Docker
+	store    *store.Store
+	stateDir string
+	defaults Defaults
+	log      *slog.Logger
+
+	mu       sync.Mutex
+	sessions map[string]*live // adopted or created sessions, by id
+	// bg tracks goroutines that outlive a request (command recorders).
+	bg sync.WaitGroup
+}
+
+// live is the in-memory side of a session.
+type live struct {
+	mu sync.Mutex // serializes accept and discard
+	ws *overlay.Workspace
+}
+
+// New starts an engine over the given Docker client and store and re-adopts
+// the sessions the store knows: their mounts and containers are found
+// again, commands that ran while no engine was watching are settled.
+func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*Engine, error) {
+	if opts.StateDir == "" {
+		return nil, fmt.Errorf("engine: no state directory")
+	}
+	if err := os.MkdirAll(filepath.Join(opts.StateDir, "sessions"), 0o700); err != nil {
+		return nil, err
+	}
+	log := opts.Logger
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e := &Engine{
+		docker:   docker,
+		store:    st,
+		stateDir: opts.StateDir,
+		defaults: opts.Defaults.withBuiltins(),
+		log:      log.With("component", "engine"),
+		sessions: map[string]*live{},
+	}
+	if err := e.adopt(ctx); err != nil {
+		return nil, err
+	}
+	return e, nil
+}
+
+// Close waits for background work (command recorders) to settle or ctx to
+// end. Sessions keep running: they belong to Docker and the mounts, not to
+// this process.
+func (e *Engine) Close(ctx context.Context) {
+	done := make(chan struct{})
+	go func() { e.bg.Wait(); close(done) }()
+	select {
+	case <-done:
+	case <-ctx.Done():
+	}
+}
+
+// Defaults returns the engine's effective defaults.
+func (e *Engine) Defaults() Defaults { return e.defaults }
+
+func newID() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
+}
+
+func (e *Engine) sessionDir(id string) string {
+	return filepath.Join(e.stateDir, "sessions", id)
+}
+
+// Images lists the local images a session can use.
+func (e *Engine) Images(ctx context.Context) ([]api.Image, error) {
+	list, err := e.docker.ImageList(ctx, image.ListOptions{})
+	if err != nil {
+		return nil, dockerError("list images", err)
+	}
+	out := []api.Image{}
+	for _, im := range list {
+		for _, tag := range im.RepoTags {
+			if tag == "<none>:<none>" {
+				continue
+			}
+			out = append(out, api.Image{Name: tag, ID: im.ID, Size: im.Size, Created: time.Unix(im.Created, 0), Recipe: im.Labels[images.RecipeLabel]})
+		}
+	}
+	return out, nil
+}

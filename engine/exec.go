@@ -1,0 +1,317 @@
+package engine
+
+import (
+	"context"
+	"io"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/pkg/stdcopy"
+)
+
+// ExecIO connects a command to its caller. Nil fields are unused.
+type ExecIO struct {
+	Stdin  io.Reader
+	Stdout io.Writer
+	Stderr io.Writer // ignored with a TTY, where all output is on Stdout
+	// Resize delivers terminal size changes for a TTY.
+	Resize <-chan api.Resize
+	// Signal delivers signals for the command's process.
+	Signal <-chan syscall.Signal
+	// Started is called once the command runs, with its record's id.
+	Started func(commandID int64)
+}
+
+// Output kept per command: the head and the tail, so that both how it
+// started and how it ended survive a flood.
+const (
+	outputHead = 64 << 10
+	outputTail = 960 << 10
+)
+
+// Exec runs a command in a session and returns its exit code once it ends.
+// The command is recorded with its output and exit code. If the caller goes
+// away (ctx ends) the command keeps running and is still recorded.
+func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio ExecIO) (int, error) {
+	if len(req.Argv) == 0 {
+		return -1, errdefs.Invalidf("no command given: put it after `--`, e.g. `airlock exec ID -- make test`")
+	}
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return -1, err
+	}
+	if rec.State != api.StateRunning {
+		return -1, errdefs.Conflictf("session %s is %s: %s", rec.ID, rec.State, orNone(rec.Error))
+	}
+	user := req.User
+	if user == "" {
+		user = rec.User
+	}
+	opts := container.ExecOptions{
+		User:         user,
+		Tty:          req.TTY,
+		AttachStdin:  req.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          req.Env,
+		WorkingDir:   workspacePath,
+		Cmd:          req.Argv,
+	}
+	if req.TTY && req.Width > 0 && req.Height > 0 {
+		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
+	}
+	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
+	if err != nil {
+		return -1, dockerError("start the command", err)
+	}
+	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: req.TTY, ConsoleSize: opts.ConsoleSize})
+	if err != nil {
+		return -1, dockerError("attach to the command", err)
+	}
+	started := time.Now()
+	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
+		Command: api.Command{Session: rec.ID, Argv: req.Argv, TTY: req.TTY, User: user, Started: started},
+		ExecID:  created.ID,
+	})
+	if err != nil {
+		hj.Close()
+		return -1, err
+	}
+	if sio.Started != nil {
+		sio.Started(cmdID)
+	}
+	rc := newRecorder(e.store, cmdID)
+
+	if sio.Stdin != nil && req.Stdin {
+		go func() {
+			io.Copy(hj.Conn, sio.Stdin)
+			hj.CloseWrite()
+		}()
+	}
+	ctrlDone := make(chan struct{})
+	defer close(ctrlDone)
+	go func() {
+		for {
+			select {
+			case sz, ok := <-sio.Resize:
+				if !ok {
+					sio.Resize = nil
+					continue
+				}
+				e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: sz.Height, Width: sz.Width})
+			case sig, ok := <-sio.Signal:
+				if !ok {
+					sio.Signal = nil
+					continue
+				}
+				e.signalExec(created.ID, sig)
+			case <-ctrlDone:
+				return
+			}
+		}
+	}()
+
+	// The output pump runs detached from ctx: a caller that disconnects
+	// stops receiving output, but the recording goes on.
+	stdout := &detachable{w: sio.Stdout}
+	stderr := &detachable{w: sio.Stderr}
+	pumpDone := make(chan error, 1)
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		var err error
+		if req.TTY {
+			_, err = io.Copy(io.MultiWriter(rc, stdout), hj.Reader)
+		} else {
+			_, err = stdcopy.StdCopy(io.MultiWriter(rc, stdout), io.MultiWriter(rc, stderr), hj.Reader)
+		}
+		hj.Close()
+		code, state := e.execExit(created.ID)
+		rc.finish(code, state)
+		pumpDone <- err
+	}()
+	select {
+	case <-pumpDone:
+	case <-ctx.Done():
+		stdout.detach()
+		stderr.detach()
+		return -1, ctx.Err()
+	}
+	code := rc.exitCode()
+	if code == nil {
+		return -1, errdefs.Unavailablef("the command's exit code could not be read from Docker")
+	}
+	return *code, nil
+}
+
+func orNone(s string) string {
+	if s == "" {
+		return "start a new session with `airlock run`"
+	}
+	return s
+}
+
+// execExit waits briefly for Docker to mark the exec finished after its
+// output stream closed, then reads the exit code.
+func (e *Engine) execExit(execID string) (*int, string) {
+	ctx := context.Background()
+	for i := 0; i < 200; i++ {
+		ins, err := e.docker.ContainerExecInspect(ctx, execID)
+		if err != nil {
+			return nil, "interrupted"
+		}
+		if !ins.Running {
+			code := ins.ExitCode
+			return &code, "exited"
+		}
+		time.Sleep(time.Duration(min(i+1, 20)) * time.Millisecond)
+	}
+	return nil, "interrupted"
+}
+
+// signalExec delivers sig to the command's process. Docker has no API for
+// this, but the exec's Pid is a host pid and the engine runs as root.
+func (e *Engine) signalExec(execID string, sig syscall.Signal) {
+	ins, err := e.docker.ContainerExecInspect(context.Background(), execID)
+	if err != nil || !ins.Running || ins.Pid <= 0 {
+		return
+	}
+	if err := syscall.Kill(ins.Pid, sig); err != nil {
+		e.log.Debug("signal command", "exec", execID, "err", err)
+	}
+}
+
+// detachable is a writer that can be cut from its destination, after
+// which writes succeed and go nowhere.
+type detachable struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (d *detachable) Write(p []byte) (int, error) {
+	d.mu.Lock()
+	defer d.mu.Unlock()
+	if d.w == nil {
+		return len(p), nil
+	}
+	if _, err := d.w.Write(p); err != nil {
+		d.w = nil // the caller went away; keep recording
+	}
+	return len(p), nil
+}
+
+func (d *detachable) detach() {
+	d.mu.Lock()
+	d.w = nil
+	d.mu.Unlock()
+}
+
+// recorder keeps a command's output (head and tail) and flushes it to the
+// store at most once a second while the command runs.
+type recorder struct {
+	st    *store.Store
+	id    int64
+	mu    sync.Mutex
+	head  []byte
+	tail  []byte // ring of the last outputTail bytes once head is full
+	cut   bool
+	dirty bool
+	code  *int
+	done  chan struct{}
+}
+
+func newRecorder(st *store.Store, id int64) *recorder {
+	r := &recorder{st: st, id: id, done: make(chan struct{})}
+	go r.flushLoop()
+	return r
+}
+
+func (r *recorder) Write(p []byte) (int, error) {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	n := len(p)
+	if room := outputHead - len(r.head); room > 0 {
+		k := min(room, len(p))
+		r.head = append(r.head, p[:k]...)
+		p = p[k:]
+	}
+	if len(p) > 0 {
+		r.tail = append(r.tail, p...)
+		if over := len(r.tail) - outputTail; over > 0 {
+			r.tail = append(r.tail[:0], r.tail[over:]...)
+			r.cut = true
+		}
+	}
+	r.dirty = true
+	return n, nil
+}
+
+func (r *recorder) snapshot() ([]byte, bool) {
+	out := make([]byte, 0, len(r.head)+len(r.tail)+64)
+	out = append(out, r.head...)
+	if r.cut {
+		out = append(out, "\n[... output truncated by airlock ...]\n"...)
+	}
+	out = append(out, r.tail...)
+	return out, r.cut
+}
+
+func (r *recorder) flushLoop() {
+	t := time.NewTicker(time.Second)
+	defer t.Stop()
+	for {
+		select {
+		case <-t.C:
+			r.mu.Lock()
+			if !r.dirty {
+				r.mu.Unlock()
+				continue
+			}
+			out, cut := r.snapshot()
+			r.dirty = false
+			r.mu.Unlock()
+			r.st.SetOutput(context.Background(), r.id, out, cut)
+		case <-r.done:
+			return
+		}
+	}
+}
+
+func (r *recorder) finish(code *int, state string) {
+	close(r.done)
+	r.mu.Lock()
+	out, cut := r.snapshot()
+	r.code = code
+	r.mu.Unlock()
+	ctx := context.Background()
+	r.st.SetOutput(ctx, r.id, out, cut)
+	r.st.FinishCommand(ctx, r.id, state, code, time.Now())
+}
+
+func (r *recorder) exitCode() *int {
+	r.mu.Lock()
+	defer r.mu.Unlock()
+	return r.code
+}
+
+// Commands lists what ran in a session, with output when asked.
+func (e *Engine) Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	cmds, err := e.store.Commands(ctx, rec.ID, withOutput)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Command, len(cmds))
+	for i, c := range cmds {
+		out[i] = c.Command
+	}
+	return out, nil
+}

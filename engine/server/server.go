@@ -1,0 +1,401 @@
+// Package server puts an engine on the wire: the local JSON-over-HTTP API
+// that the CLI and the desktop app use, served on a unix socket. Errors
+// map their class to an HTTP status and an api.Error body; exec streams
+// upgrade the connection to the framing in engine/api.
+package server
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"net"
+	"net/http"
+	"os"
+	"path/filepath"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/images"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/review"
+)
+
+// Server serves one engine.
+type Server struct {
+	eng     *engine.Engine
+	images  *images.Builder
+	log     *slog.Logger
+	version api.VersionInfo
+	builds  sync.Mutex // one image build at a time
+}
+
+// New returns the API handler for eng. version describes this engine.
+func New(eng *engine.Engine, builder *images.Builder, log *slog.Logger, version api.VersionInfo) *Server {
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	return &Server{eng: eng, images: builder, log: log.With("component", "api"), version: version}
+}
+
+// Handler routes the API.
+func (s *Server) Handler() http.Handler {
+	m := http.NewServeMux()
+	p := "/" + api.Version
+	m.HandleFunc("GET "+p+"/version", s.getVersion)
+	m.HandleFunc("GET "+p+"/sessions", s.listSessions)
+	m.HandleFunc("POST "+p+"/sessions", s.createSession)
+	m.HandleFunc("GET "+p+"/sessions/{id}", s.getSession)
+	m.HandleFunc("DELETE "+p+"/sessions/{id}", s.removeSession)
+	m.HandleFunc("GET "+p+"/sessions/{id}/diff", s.diff)
+	m.HandleFunc("GET "+p+"/sessions/{id}/patch", s.patch)
+	m.HandleFunc("POST "+p+"/sessions/{id}/accept", s.accept)
+	m.HandleFunc("POST "+p+"/sessions/{id}/discard", s.discard)
+	m.HandleFunc("GET "+p+"/sessions/{id}/commands", s.commands)
+	m.HandleFunc("POST "+p+"/sessions/{id}/exec", s.exec)
+	m.HandleFunc("GET "+p+"/images", s.listImages)
+	m.HandleFunc("POST "+p+"/images/build", s.buildImage)
+	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
+		writeError(w, errdefs.NotFoundf("no endpoint %s %s in API %s: see docs/API.md", r.Method, r.URL.Path, api.Version))
+	})
+	return m
+}
+
+// Status maps an error class to its HTTP status.
+func Status(c errdefs.Class) int {
+	switch c {
+	case errdefs.Invalid:
+		return http.StatusBadRequest
+	case errdefs.NotFound:
+		return http.StatusNotFound
+	case errdefs.Conflict:
+		return http.StatusConflict
+	case errdefs.Unavailable:
+		return http.StatusServiceUnavailable
+	case errdefs.Forbidden:
+		return http.StatusForbidden
+	}
+	return http.StatusInternalServerError
+}
+
+func writeError(w http.ResponseWriter, err error) {
+	c := errdefs.ClassOf(err)
+	writeJSON(w, Status(c), api.Error{Class: string(c), Message: err.Error()})
+}
+
+func writeJSON(w http.ResponseWriter, status int, v any) {
+	w.Header().Set("Content-Type", "application/json")
+	w.WriteHeader(status)
+	json.NewEncoder(w).Encode(v)
+}
+
+func decode(r *http.Request, v any) error {
+	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
+	dec.DisallowUnknownFields()
+	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
+		return errdefs.Invalidf("bad request body: %v", err)
+	}
+	return nil
+}
+
+func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.version)
+}
+
+func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
+	list, err := s.eng.List(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if list == nil {
+		list = []api.Session{}
+	}
+	writeJSON(w, 200, list)
+}
+
+func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
+	var req api.CreateRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	sess, err := s.eng.Create(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, sess)
+}
+
+func (s *Server) getSession(w http.ResponseWriter, r *http.Request) {
+	sess, err := s.eng.Get(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, sess)
+}
+
+func (s *Server) removeSession(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Remove(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	d, err := s.eng.Diff(r.Context(), r.PathValue("id"), r.URL.Query()["path"])
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, d)
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	// Rendered to memory first so that an error is still a proper response.
+	var buf bytesBuffer
+	if err := s.eng.Patch(r.Context(), r.PathValue("id"), r.URL.Query()["path"], &buf); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "text/x-diff")
+	w.Write(buf.b)
+}
+
+type bytesBuffer struct{ b []byte }
+
+func (b *bytesBuffer) Write(p []byte) (int, error) { b.b = append(b.b, p...); return len(p), nil }
+
+func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
+	s.outcomes(w, r, s.eng.Accept)
+}
+
+func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
+	s.outcomes(w, r, s.eng.Discard)
+}
+
+func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, []string) ([]review.Outcome, error)) {
+	var req api.PathsRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	// An accept, once started, finishes even if the client goes away.
+	out, err := do(context.WithoutCancel(r.Context()), r.PathValue("id"), req.Paths)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if out == nil {
+		out = []review.Outcome{}
+	}
+	writeJSON(w, 200, api.Outcomes{Outcomes: out})
+}
+
+func (s *Server) commands(w http.ResponseWriter, r *http.Request) {
+	cmds, err := s.eng.Commands(r.Context(), r.PathValue("id"), r.URL.Query().Get("output") == "1")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if cmds == nil {
+		cmds = []api.Command{}
+	}
+	writeJSON(w, 200, cmds)
+}
+
+func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
+	list, err := s.eng.Images(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, list)
+}
+
+// buildImage streams progress as JSON lines; the last line has Done or
+// Error set.
+func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
+	var req api.ImageBuildRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if !s.builds.TryLock() {
+		writeError(w, errdefs.Conflictf("an image build is already running in this engine: wait for it to finish"))
+		return
+	}
+	defer s.builds.Unlock()
+	w.Header().Set("Content-Type", "application/x-ndjson")
+	w.WriteHeader(200)
+	flusher, _ := w.(http.Flusher)
+	enc := json.NewEncoder(w)
+	var mu sync.Mutex
+	last := time.Time{}
+	send := func(p api.Progress) {
+		mu.Lock()
+		defer mu.Unlock()
+		// Package managers print thousands of lines: pace them.
+		if !p.Done && p.Error == nil && time.Since(last) < 50*time.Millisecond {
+			return
+		}
+		last = time.Now()
+		enc.Encode(p)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	if _, err := s.images.Build(r.Context(), req, send); err != nil {
+		c := errdefs.ClassOf(err)
+		send(api.Progress{Stage: "failed", Error: &api.Error{Class: string(c), Message: err.Error()}})
+	}
+}
+
+// exec upgrades the connection and runs a command over frames.
+func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
+	var req api.ExecRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if _, err := s.eng.Get(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	if r.Header.Get("Upgrade") != api.UpgradeProtocol {
+		writeError(w, errdefs.Invalidf("exec needs `Upgrade: %s`: see docs/API.md", api.UpgradeProtocol))
+		return
+	}
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	defer conn.Close()
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", api.UpgradeProtocol)
+	if err := brw.Flush(); err != nil {
+		return
+	}
+	out := &lockedWriter{w: conn}
+	ctx, cancel := context.WithCancel(context.Background())
+	defer cancel()
+
+	resize := make(chan api.Resize, 4)
+	signals := make(chan syscall.Signal, 4)
+	var stdin io.Reader
+	var stdinW *io.PipeWriter
+	if req.Stdin {
+		var pr *io.PipeReader
+		pr, stdinW = io.Pipe()
+		stdin = pr
+	}
+	go s.readClient(brw.Reader, stdinW, resize, signals, cancel)
+
+	sio := engine.ExecIO{
+		Stdin:  stdin,
+		Stdout: api.FrameWriter{W: out, Type: api.FrameStdout},
+		Stderr: api.FrameWriter{W: out, Type: api.FrameStderr},
+		Resize: resize,
+		Signal: signals,
+		Started: func(id int64) {
+			api.WriteJSONFrame(out, api.FrameStarted, api.ExecStarted{Session: r.PathValue("id"), Command: id})
+		},
+	}
+	code, err := s.eng.Exec(ctx, r.PathValue("id"), req, sio)
+	if err != nil {
+		if ctx.Err() != nil {
+			return // the client went away; the command is still recorded
+		}
+		c := errdefs.ClassOf(err)
+		api.WriteJSONFrame(out, api.FrameError, api.Error{Class: string(c), Message: err.Error()})
+		return
+	}
+	api.WriteJSONFrame(out, api.FrameExit, api.ExecExit{ExitCode: code})
+}
+
+// readClient reads the client's frames until the connection ends, which
+// cancels the exec's context.
+func (s *Server) readClient(r *bufio.Reader, stdin *io.PipeWriter, resize chan<- api.Resize, signals chan<- syscall.Signal, cancel func()) {
+	defer cancel()
+	closeStdin := func() {
+		if stdin != nil {
+			stdin.Close()
+			stdin = nil
+		}
+	}
+	defer closeStdin()
+	for {
+		typ, payload, err := api.ReadFrame(r)
+		if err != nil {
+			return
+		}
+		switch typ {
+		case api.FrameStdin:
+			if stdin != nil {
+				stdin.Write(payload)
+			}
+		case api.FrameEOF:
+			closeStdin()
+		case api.FrameResize:
+			var sz api.Resize
+			if json.Unmarshal(payload, &sz) == nil {
+				select {
+				case resize <- sz:
+				default:
+				}
+			}
+		case api.FrameSignal:
+			var sig api.Signal
+			if json.Unmarshal(payload, &sig) == nil && sig.Signal > 0 && sig.Signal < 65 {
+				select {
+				case signals <- syscall.Signal(sig.Signal):
+				default:
+				}
+			}
+		}
+	}
+}
+
+type lockedWriter struct {
+	mu sync.Mutex
+	w  io.Writer
+}
+
+func (l *lockedWriter) Write(p []byte) (int, error) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.w.Write(p)
+}
+
+// Listen opens the engine's unix socket at path with mode 0600 (owner
+// only), replacing a stale socket but refusing to take over a live one.
+func Listen(path string) (net.Listener, error) {
+	if err := os.MkdirAll(filepath.Dir(path), 0o755); err != nil {
+		return nil, err
+	}
+	if c, err := net.DialTimeout("unix", path, time.Second); err == nil {
+		c.Close()
+		return nil, errdefs.Conflictf("an engine already answers on %s: stop it first, or give another --engine socket", path)
+	}
+	os.Remove(path)
+	old := syscall.Umask(0o177)
+	l, err := net.Listen("unix", path)
+	syscall.Umask(old)
+	if err != nil {
+		return nil, err
+	}
+	if err := os.Chmod(path, 0o600); err != nil {
+		l.Close()
+		return nil, err
+	}
+	return l, nil
+}

@@ -1,0 +1,433 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/review"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
+	"github.com/docker/docker/api/types/mount"
+)
+
+// Container labels by which the engine finds its containers again.
+const (
+	labelSession = "dev.airlock.session"
+	labelEngine  = "dev.airlock.engine"
+)
+
+// Where things are inside a session's container.
+const (
+	workspacePath = "/workspace"
+	homePath      = "/home/airlock"
+	caPath        = "/etc/airlock/ca-bundle.pem"
+)
+
+// keepAlive is the container's main process: it idles until stopped, so
+// that commands run as execs and the container outlives each of them.
+var keepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"}
+
+// capAdd is what sessions keep of Docker's default capabilities: enough to
+// install packages and change file owners as root, without raw sockets,
+// device nodes, chroot, file capabilities or audit writes.
+var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETGID", "SETUID", "SETPCAP", "NET_BIND_SERVICE"}
+
+// Create makes a session: it mounts the workspace over the project, then
+// creates and starts the container with the merged view at /workspace.
+// On error nothing is left behind.
+func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
+	project, err := checkProject(req.Project)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if err := overlay.Check(); err != nil {
+		return api.Session{}, err
+	}
+	image := req.Image
+	if image == "" {
+		image = e.defaults.Image
+	}
+	limits := mergeLimits(req.Limits, e.defaults.Limits)
+	if err := checkLimits(limits); err != nil {
+		return api.Session{}, err
+	}
+	if _, err := e.docker.ImageInspect(ctx, image); err != nil {
+		err = dockerError("image "+image, err)
+		if errdefs.IsNotFound(err) {
+			hint := "build it with `airlock image build`"
+			if image != DefaultImage {
+				hint = "build or pull it first, or leave out --image to use " + DefaultImage
+			}
+			return api.Session{}, errdefs.NotFoundf("image %s is not available locally: %s", image, hint)
+		}
+		return api.Session{}, err
+	}
+	caBundle := req.CABundle
+	if caBundle == "" {
+		caBundle = e.defaults.CABundle
+	}
+	user := req.User
+	if user == "" {
+		st, _ := os.Stat(project)
+		sys := st.Sys().(*syscall.Stat_t)
+		user = fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
+	}
+
+	id := newID()
+	rec := store.Session{
+		ID: id, Project: project, Image: image, State: api.StateCreating, Created: time.Now(),
+		Dir: e.sessionDir(id), User: user, Limits: limits, Env: req.Env, CABundle: caBundle,
+	}
+	// Recorded first, so that a crash mid-create is cleaned up on restart.
+	if err := e.store.PutSession(ctx, rec); err != nil {
+		return api.Session{}, err
+	}
+	ok := false
+	defer func() {
+		if !ok {
+			e.teardown(context.WithoutCancel(ctx), rec)
+			e.store.DeleteSession(context.WithoutCancel(ctx), id)
+		}
+	}()
+	ws, err := overlay.Mount(project, rec.Dir, limits.WorkspaceSize)
+	if err != nil {
+		return api.Session{}, err
+	}
+	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + id}, req.Env...)
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: ws.Merged(), Target: workspacePath}}
+	if caBundle != "" {
+		path, err := writeCABundle(rec.Dir, caBundle)
+		if err != nil {
+			return api.Session{}, err
+		}
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: path, Target: caPath, ReadOnly: true})
+		env = append(env, caEnv()...)
+	}
+	init := true
+	pids := limits.Pids
+	created, err := e.docker.ContainerCreate(ctx, &container.Config{
+		Image:      image,
+		Cmd:        keepAlive,
+		Entrypoint: []string{},
+		WorkingDir: workspacePath,
+		User:       user,
+		Env:        env,
+		Labels:     map[string]string{labelSession: id, labelEngine: e.stateDir},
+		Hostname:   "airlock-" + id[:8],
+	}, &container.HostConfig{
+		Mounts:      mounts,
+		Init:        &init,
+		CapDrop:     []string{"ALL"},
+		CapAdd:      capAdd,
+		SecurityOpt: []string{"no-new-privileges"},
+		Tmpfs:       map[string]string{homePath: "mode=1777,size=512m"},
+		Resources: container.Resources{
+			NanoCPUs:   int64(limits.CPUs * 1e9),
+			Memory:     limits.Memory,
+			MemorySwap: limits.Memory, // no swap: the cap is real
+			PidsLimit:  &pids,
+		},
+	}, nil, nil, "airlock-"+id)
+	if err != nil {
+		return api.Session{}, dockerError("create the session's container", err)
+	}
+	rec.ContainerID = created.ID
+	if err := e.store.PutSession(ctx, rec); err != nil {
+		return api.Session{}, err
+	}
+	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return api.Session{}, dockerError("start the session's container", err)
+	}
+	rec.State = api.StateRunning
+	if err := e.store.PutSession(ctx, rec); err != nil {
+		return api.Session{}, err
+	}
+	e.mu.Lock()
+	e.sessions[id] = &live{ws: ws}
+	e.mu.Unlock()
+	ok = true
+	e.log.Info("session created", "session", id, "project", project, "image", image)
+	return e.view(rec, false), nil
+}
+
+func checkProject(p string) (string, error) {
+	if p == "" {
+		return "", errdefs.Invalidf("no project given: pass --project DIR (the folder the agent works on)")
+	}
+	if !filepath.IsAbs(p) {
+		return "", errdefs.Invalidf("project %q must be an absolute path", p)
+	}
+	real, err := filepath.EvalSymlinks(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return "", errdefs.NotFoundf("project %s does not exist: check the path given to --project", p)
+	}
+	if err != nil {
+		return "", errdefs.Invalidf("project %s: %v", p, err)
+	}
+	st, err := os.Stat(real)
+	if err != nil {
+		return "", errdefs.Invalidf("project %s: %v", p, err)
+	}
+	if !st.IsDir() {
+		return "", errdefs.Invalidf("project %s is not a directory: point --project at the folder to work on", p)
+	}
+	return real, nil
+}
+
+func mergeLimits(req, def api.Limits) api.Limits {
+	if req.CPUs == 0 {
+		req.CPUs = def.CPUs
+	}
+	if req.Memory == 0 {
+		req.Memory = def.Memory
+	}
+	if req.Pids == 0 {
+		req.Pids = def.Pids
+	}
+	if req.WorkspaceSize == 0 {
+		req.WorkspaceSize = def.WorkspaceSize
+	}
+	return req
+}
+
+func checkLimits(l api.Limits) error {
+	switch {
+	case l.CPUs < 0.01:
+		return errdefs.Invalidf("--cpus %.2f is too small: give at least 0.01", l.CPUs)
+	case l.WorkspaceSize < 1<<20:
+		return errdefs.Invalidf("--workspace-size must be at least 1m")
+	case l.Memory < l.WorkspaceSize+64<<20:
+		return errdefs.Invalidf("--memory (%d MiB) must exceed --workspace-size (%d MiB) by at least 64 MiB: workspace writes count against the session's memory",
+			l.Memory>>20, l.WorkspaceSize>>20)
+	case l.Pids < 16:
+		return errdefs.Invalidf("--pids %d is too small: give at least 16", l.Pids)
+	}
+	return nil
+}
+
+// writeCABundle writes the session's trust store: the host's system CAs
+// plus the extra bundle, so tools that take one file (SSL_CERT_FILE) keep
+// trusting public CAs too.
+func writeCABundle(dir, extra string) (string, error) {
+	b, err := os.ReadFile(extra)
+	if err != nil {
+		return "", errdefs.Invalidf("CA bundle %s: %v: give a readable PEM file to --ca-bundle", extra, err)
+	}
+	if !strings.Contains(string(b), "-----BEGIN CERTIFICATE-----") {
+		return "", errdefs.Invalidf("CA bundle %s holds no PEM certificate", extra)
+	}
+	var all []byte
+	for _, sys := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
+		if s, err := os.ReadFile(sys); err == nil && sys != extra {
+			all = append(s, '\n')
+			break
+		}
+	}
+	all = append(all, b...)
+	p := filepath.Join(dir, "ca-bundle.pem")
+	return p, os.WriteFile(p, all, 0o644)
+}
+
+// caEnv points the usual tools at the session's trust store.
+func caEnv() []string {
+	return []string{
+		"SSL_CERT_FILE=" + caPath,
+		"REQUESTS_CA_BUNDLE=" + caPath,
+		"CURL_CA_BUNDLE=" + caPath,
+		"NODE_EXTRA_CA_CERTS=" + caPath,
+		"GIT_SSL_CAINFO=" + caPath,
+		"PIP_CERT=" + caPath,
+		"NPM_CONFIG_CAFILE=" + caPath,
+	}
+}
+
+// teardown removes a session's container and mounts; what is gone already
+// is fine.
+func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
+	var errs []error
+	name := rec.ContainerID
+	if name == "" {
+		name = "airlock-" + rec.ID
+	}
+	if err := e.docker.ContainerRemove(ctx, name, container.RemoveOptions{Force: true}); err != nil {
+		if err := dockerError("remove container", err); !errdefs.IsNotFound(err) {
+			errs = append(errs, err)
+		}
+	}
+	if len(errs) == 0 { // never unmount under a live container
+		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
+		if err := ws.Unmount(); err != nil {
+			errs = append(errs, err)
+		}
+	}
+	return errors.Join(errs...)
+}
+
+// Remove ends a session: container removed, workspace unmounted, its
+// changes gone, its records deleted.
+func (e *Engine) Remove(ctx context.Context, id string) error {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	if err := e.teardown(ctx, rec); err != nil {
+		return err
+	}
+	e.mu.Lock()
+	delete(e.sessions, rec.ID)
+	e.mu.Unlock()
+	e.log.Info("session removed", "session", rec.ID)
+	return e.store.DeleteSession(ctx, rec.ID)
+}
+
+// List returns every session with its change count.
+func (e *Engine) List(ctx context.Context) ([]api.Session, error) {
+	recs, err := e.store.Sessions(ctx)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]api.Session, 0, len(recs))
+	for _, r := range recs {
+		out = append(out, e.view(r, true))
+	}
+	return out, nil
+}
+
+// Get returns one session by id or unique id prefix.
+func (e *Engine) Get(ctx context.Context, id string) (api.Session, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	return e.view(rec, true), nil
+}
+
+func (e *Engine) view(r store.Session, count bool) api.Session {
+	s := api.Session{
+		ID: r.ID, Project: r.Project, Image: r.Image, State: r.State, Created: r.Created,
+		ContainerID: r.ContainerID, User: r.User, Limits: r.Limits, Error: r.Error, Changed: -1,
+	}
+	if l := e.liveSession(r.ID); l != nil {
+		if u, err := l.ws.Usage(); err == nil {
+			s.Workspace = &api.Workspace{Used: u.Used, Size: u.Size, Full: u.Full, Files: u.Files}
+		}
+		if count {
+			if ch, err := review.Changes(review.Layers{Upper: l.ws.Upper(), Project: r.Project}); err == nil {
+				s.Changed = len(ch)
+			}
+		} else {
+			s.Changed = 0
+		}
+	}
+	return s
+}
+
+func (e *Engine) liveSession(id string) *live {
+	e.mu.Lock()
+	defer e.mu.Unlock()
+	return e.sessions[id]
+}
+
+// adopt reconciles stored sessions with the system after a (re)start.
+func (e *Engine) adopt(ctx context.Context) error {
+	recs, err := e.store.Sessions(ctx)
+	if err != nil {
+		return err
+	}
+	// One list call instead of an inspect per session keeps re-adoption
+	// fast with many sessions.
+	states := map[string]string{}
+	if len(recs) > 0 {
+		list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true,
+			Filters: filters.NewArgs(filters.Arg("label", labelSession))})
+		if err != nil {
+			return dockerError("list session containers", err)
+		}
+		for _, c := range list {
+			states[c.Labels[labelSession]] = c.State
+		}
+	}
+	for _, r := range recs {
+		if r.State == api.StateCreating {
+			e.log.Warn("cleaning up a session whose creation was interrupted", "session", r.ID)
+			e.teardown(ctx, r)
+			e.store.DeleteSession(ctx, r.ID)
+			continue
+		}
+		ws, err := overlay.Find(r.Project, r.Dir)
+		if err != nil {
+			if r.State != api.StateFailed {
+				msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot): its changes are lost; remove it with `airlock rm " + r.ID + "`"
+				e.log.Warn("session workspace lost", "session", r.ID, "err", err)
+				e.store.SetSessionState(ctx, r.ID, api.StateFailed, msg)
+			}
+			continue
+		}
+		e.sessions[r.ID] = &live{ws: ws}
+		state, found := states[r.ID]
+		switch {
+		case !found:
+			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
+		case state == "running" || state == "paused":
+			if r.State != api.StateRunning {
+				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
+			}
+		default:
+			// The container exited (e.g. Docker restarted); the mounts are
+			// still here, so start it again.
+			if err := e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{}); err != nil {
+				e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container could not be restarted: "+err.Error())
+			} else {
+				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
+			}
+		}
+	}
+	return e.settleCommands(ctx)
+}
+
+// settleCommands finishes the records of commands that were running when
+// the previous engine stopped: their exit codes come from Docker.
+func (e *Engine) settleCommands(ctx context.Context) error {
+	cmds, err := e.store.RunningCommands(ctx)
+	if err != nil {
+		return err
+	}
+	for _, c := range cmds {
+		c := c
+		e.bg.Add(1)
+		go func() {
+			defer e.bg.Done()
+			e.awaitOrphan(c)
+		}()
+	}
+	return nil
+}
+
+// awaitOrphan waits for a command whose output stream died with the
+// previous engine and records its exit code.
+func (e *Engine) awaitOrphan(c store.Command) {
+	ctx := context.Background()
+	for {
+		ins, err := e.docker.ContainerExecInspect(ctx, c.ExecID)
+		if err != nil {
+			e.store.FinishCommand(ctx, c.ID, "interrupted", nil, time.Now())
+			return
+		}
+		if !ins.Running {
+			code := ins.ExitCode
+			e.store.FinishCommand(ctx, c.ID, "exited", &code, time.Now())
+			return
+		}
+		time.Sleep(500 * time.Millisecond)
+	}
+}
