@@ -73,6 +73,18 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if err != nil {
 		return -1, dockerError("attach to the command", err)
 	}
+	if opts.ConsoleSize != nil {
+		// API 1.41 (Engine 20.10) ignores ConsoleSize on create: size the
+		// TTY once the process exists, as the docker CLI does.
+		go func() {
+			for i := 0; i < 10; i++ {
+				if e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: req.Height, Width: req.Width}) == nil {
+					return
+				}
+				time.Sleep(10 * time.Millisecond)
+			}
+		}()
+	}
 	started := time.Now()
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
 		Command: api.Command{Session: rec.ID, Argv: req.Argv, TTY: req.TTY, User: user, Started: started},

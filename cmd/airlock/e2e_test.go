@@ -1,0 +1,315 @@
+package main_test
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/creack/pty"
+)
+
+// cli runs the real airlock binary against an engine of the test's own.
+type cli struct {
+	t      *testing.T
+	bin    string
+	env    []string
+	socket string
+}
+
+func newCLI(t *testing.T) *cli {
+	enginetest.Require(t)
+	dir := t.TempDir()
+	bin := filepath.Join(dir, "airlock")
+	build := exec.Command("go", "build", "-o", bin, ".")
+	if out, err := build.CombinedOutput(); err != nil {
+		t.Fatalf("build: %v\n%s", err, out)
+	}
+	c := &cli{t: t, bin: bin, socket: filepath.Join(dir, "engine.sock")}
+	c.env = append(os.Environ(), "AIRLOCK_ENGINE="+c.socket, "AIRLOCK_STATE_DIR="+filepath.Join(dir, "state"), "NO_COLOR=1")
+	t.Cleanup(c.stopEngine)
+	return c
+}
+
+// stopEngine removes the test's sessions and stops the daemon the CLI
+// started on demand.
+func (c *cli) stopEngine() {
+	cl := client.New(c.socket)
+	ctx := context.Background()
+	if list, err := cl.Sessions(ctx); err == nil {
+		for _, s := range list {
+			cl.Remove(ctx, s.ID)
+		}
+	}
+	if v, err := cl.Ping(ctx); err == nil && v.PID > 0 {
+		syscall.Kill(v.PID, syscall.SIGTERM)
+		for i := 0; i < 100; i++ {
+			if syscall.Kill(v.PID, 0) != nil {
+				break
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+	}
+}
+
+// run runs airlock with args and returns exit code, stdout and stderr.
+func (c *cli) run(args ...string) (int, string, string) {
+	c.t.Helper()
+	cmd := exec.Command(c.bin, args...)
+	cmd.Env = c.env
+	var out, errb bytes.Buffer
+	cmd.Stdout, cmd.Stderr = &out, &errb
+	err := cmd.Run()
+	code := 0
+	if ee, ok := err.(*exec.ExitError); ok {
+		code = ee.ExitCode()
+	} else if err != nil {
+		c.t.Fatalf("airlock %v: %v", args, err)
+	}
+	return code, out.String(), errb.String()
+}
+
+func (c *cli) ok(args ...string) string {
+	c.t.Helper()
+	code, out, errs := c.run(args...)
+	if code != 0 {
+		c.t.Fatalf("airlock %s: exit %d\nstdout: %s\nstderr: %s", strings.Join(args, " "), code, out, errs)
+	}
+	return out
+}
+
+func sampleProject(t *testing.T) string {
+	p := filepath.Join(t.TempDir(), "app")
+	os.MkdirAll(filepath.Join(p, "src"), 0o755)
+	os.WriteFile(filepath.Join(p, "README.md"), []byte("# app\n"), 0o644)
+	os.WriteFile(filepath.Join(p, "src/app.py"), []byte("def greet():\n    return 'hello'\n"), 0o644)
+	return p
+}
+
+var sessionLine = regexp.MustCompile(`session ([0-9a-f]{12})`)
+
+// TestWalkthrough follows the README's five-minute walkthrough with the
+// real binary, daemon and Docker.
+func TestWalkthrough(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	pristine := filepath.Join(t.TempDir(), "pristine")
+	if out, err := exec.Command("cp", "-a", p, pristine).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+
+	c.ok("image", "build", "--tiny")
+
+	code, out, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--",
+		"sh", "-c", "echo hi > hello.txt; rm README.md; sed -i s/hello/bye/ src/app.py; echo done")
+	if code != 0 || out != "done\n" {
+		t.Fatalf("run: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	m := sessionLine.FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("run did not print the session id: %q", errs)
+	}
+	id := m[1]
+	if fi, err := os.Stat(filepath.Join(c.socket)); err != nil || fi.Mode().Perm() != 0o600 {
+		t.Errorf("engine socket mode: %v %v, want 0600", fi.Mode(), err)
+	}
+
+	// The command's exit code is airlock's.
+	if code, _, _ := c.run("exec", id, "--", "sh", "-c", "exit 7"); code != 7 {
+		t.Errorf("exec exit code %d, want 7", code)
+	}
+
+	ls := c.ok("ls")
+	if !strings.Contains(ls, id) || !strings.Contains(ls, "running") || !regexp.MustCompile(id+`.*\s3\s*$`).MatchString(strings.TrimSpace(ls)) {
+		t.Errorf("ls:\n%s", ls)
+	}
+
+	stat := c.ok("diff", id, "--stat")
+	for _, want := range []string{"added    hello.txt", "deleted  README.md", "modified src/app.py"} {
+		if !strings.Contains(stat, want) {
+			t.Errorf("diff --stat lacks %q:\n%s", want, stat)
+		}
+	}
+	diff := c.ok("diff", id)
+	if !strings.Contains(diff, "+hi") || !strings.Contains(diff, "-    return 'hello'") || !strings.Contains(diff, "+    return 'bye'") {
+		t.Errorf("diff:\n%s", diff)
+	}
+	var d api.Diff
+	if err := json.Unmarshal([]byte(c.ok("diff", id, "--json")), &d); err != nil || len(d.Files) != 3 {
+		t.Errorf("diff --json: %v, %d files", err, len(d.Files))
+	}
+	patch := c.ok("diff", id, "--patch")
+	apply := exec.Command("git", "apply", "-")
+	apply.Dir = pristine
+	apply.Stdin = strings.NewReader(patch)
+	if out, err := apply.CombinedOutput(); err != nil {
+		t.Errorf("git apply of diff --patch: %v\n%s\n%s", err, out, patch)
+	}
+
+	// Nothing reached the project yet.
+	if _, err := os.Stat(filepath.Join(p, "hello.txt")); err == nil {
+		t.Fatalf("hello.txt on the host before accept")
+	}
+	acc := c.ok("accept", id, "hello.txt", "src")
+	if !strings.Contains(acc, "hello.txt") || !strings.Contains(acc, "src/app.py") {
+		t.Errorf("accept output: %q", acc)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "src/app.py")); !strings.Contains(string(b), "bye") {
+		t.Errorf("accepted src/app.py = %q", b)
+	}
+	if _, err := os.Stat(filepath.Join(p, "README.md")); err != nil {
+		t.Errorf("README.md deleted on the host without being accepted")
+	}
+	c.ok("discard", id, "README.md")
+	if out := c.ok("exec", id, "--", "cat", "README.md"); out != "# app\n" {
+		t.Errorf("after discard the session has README.md = %q", out)
+	}
+	if _, _, errs := c.run("diff", id); !strings.Contains(errs, "no changes") {
+		t.Errorf("after accept+discard: %q", errs)
+	}
+
+	logs := c.ok("logs", id)
+	for _, want := range []string{"sed -i", "(exit 0", "exit 7", "(exit 7"} {
+		if !strings.Contains(logs, want) {
+			t.Errorf("logs lack %q:\n%s", want, logs)
+		}
+	}
+
+	c.ok("rm", id)
+	if ls := c.ok("ls", "-q"); strings.TrimSpace(ls) != "" {
+		t.Errorf("ls after rm: %q", ls)
+	}
+}
+
+func TestShellHasARealTerminal(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	c.ok("image", "build", "--tiny")
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "true")
+	id := sessionLine.FindStringSubmatch(errs)[1]
+
+	cmd := exec.Command(c.bin, "shell", id)
+	cmd.Env = c.env
+	f, err := pty.StartWithSize(cmd, &pty.Winsize{Rows: 30, Cols: 100})
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer f.Close()
+	var screen safeBuffer
+	go io.Copy(&screen, f)
+	expect := func(want string) {
+		t.Helper()
+		deadline := time.Now().Add(10 * time.Second)
+		for time.Now().Before(deadline) {
+			if strings.Contains(screen.String(), want) {
+				return
+			}
+			time.Sleep(20 * time.Millisecond)
+		}
+		t.Fatalf("never saw %q; screen:\n%s", want, screen.String())
+	}
+	expect("/workspace")
+	f.Write([]byte("tty; stty size; echo $((6*7))x\r"))
+	expect("42x")
+	expect("30 100")
+	expect("/dev/pts/")
+	// Ctrl-C interrupts the foreground command, not the shell.
+	f.Write([]byte("sleep 30; echo slept\r"))
+	time.Sleep(300 * time.Millisecond)
+	f.Write([]byte{3})
+	f.Write([]byte("echo after$((1+1))\r"))
+	expect("after2")
+	if strings.Contains(screen.String(), "\nslept\r\n") {
+		t.Errorf("Ctrl-C did not interrupt sleep")
+	}
+	// A resize reaches the session's terminal.
+	pty.Setsize(f, &pty.Winsize{Rows: 20, Cols: 70})
+	time.Sleep(200 * time.Millisecond)
+	f.Write([]byte("stty size\r"))
+	expect("20 70")
+	f.Write([]byte("exit 5\r"))
+	err = cmd.Wait()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 5 {
+		t.Errorf("shell exit: %v, want status 5", err)
+	}
+}
+
+func TestEngineCrashKeepsSessions(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	c.ok("image", "build", "--tiny")
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c", "echo survived > s.txt")
+	id := sessionLine.FindStringSubmatch(errs)[1]
+	v, err := client.New(c.socket).Ping(context.Background())
+	if err != nil {
+		t.Fatal(err)
+	}
+	syscall.Kill(v.PID, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(v.PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	// The next command starts a new engine, which re-adopts the session.
+	if out := c.ok("exec", id, "--", "cat", "s.txt"); out != "survived\n" {
+		t.Errorf("after engine kill -9: %q", out)
+	}
+	if !strings.Contains(c.ok("diff", id, "--stat"), "s.txt") {
+		t.Errorf("diff lost after engine restart")
+	}
+}
+
+func TestCLIErrors(t *testing.T) {
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"diff", "000000000000"}, 66, "no session"},
+		{[]string{"run", "--project", "/nonexistent/dir", "--image", enginetest.Image, "--", "true"}, 66, "does not exist"},
+		{[]string{"run", "--project", ".", "--image", "airlock/missing", "--", "true"}, 66, "not available locally"},
+		{[]string{"run", "--project", ".", "--image", enginetest.Image}, 64, "no command given"},
+		{[]string{"run", "--workspace-size", "lots", "--", "true"}, 64, "not a size"},
+		{[]string{"frobnicate"}, 64, "unknown command"},
+	} {
+		code, _, errs := c.run(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.says) {
+			t.Errorf("airlock %s: exit %d, stderr %q; want %d mentioning %q", strings.Join(tc.args, " "), code, errs, tc.code, tc.says)
+		}
+	}
+}
+
+type safeBuffer struct {
+	mu  chan struct{}
+	buf bytes.Buffer
+}
+
+func (b *safeBuffer) lock() {
+	if b.mu == nil {
+		b.mu = make(chan struct{}, 1)
+	}
+	b.mu <- struct{}{}
+}
+
+func (b *safeBuffer) Write(p []byte) (int, error) {
+	b.lock()
+	defer func() { <-b.mu }()
+	return b.buf.Write(p)
+}
+
+func (b *safeBuffer) String() string {
+	b.lock()
+	defer func() { <-b.mu }()
+	return b.buf.String()
+}

@@ -1,0 +1,282 @@
+package engine_test
+
+import (
+	"bytes"
+	"context"
+	"os"
+	"path/filepath"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/errdefs"
+)
+
+func project(t *testing.T) string {
+	t.Helper()
+	p := filepath.Join(t.TempDir(), "proj")
+	must(t, os.MkdirAll(filepath.Join(p, "src"), 0o755))
+	must(t, os.WriteFile(filepath.Join(p, "README.md"), []byte("# demo\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p, "src/main.c"), []byte("int main(void) { return 0; }\n"), 0o644))
+	return p
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}
+
+// run executes argv in a session and returns exit code and output.
+func run(t *testing.T, e *enginetest.Engine, id string, argv ...string) (int, string) {
+	t.Helper()
+	var out bytes.Buffer
+	code, err := e.Exec(context.Background(), id, api.ExecRequest{Argv: argv}, engine.ExecIO{Stdout: &out, Stderr: &out})
+	must(t, err)
+	return code, out.String()
+}
+
+func TestSessionLifecycle(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	if s.State != api.StateRunning {
+		t.Fatalf("state %s", s.State)
+	}
+	code, out := run(t, e, s.ID, "sh", "-c", "echo hi > hello.txt; rm README.md; echo '// edit' >> src/main.c; pwd; exit 3")
+	if code != 3 || !strings.Contains(out, "/workspace") {
+		t.Fatalf("exit %d, output %q: want 3 and the workdir /workspace", code, out)
+	}
+	// The host project is untouched.
+	if _, err := os.Stat(filepath.Join(p, "README.md")); err != nil {
+		t.Fatalf("host README.md gone before any accept: %v", err)
+	}
+	if _, err := os.Stat(filepath.Join(p, "hello.txt")); err == nil {
+		t.Fatalf("hello.txt reached the host before any accept")
+	}
+	d, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	kinds := map[string]string{}
+	for _, f := range d.Files {
+		kinds[f.Path] = string(f.Kind)
+	}
+	want := map[string]string{"hello.txt": "added", "README.md": "deleted", "src/main.c": "modified"}
+	for k, v := range want {
+		if kinds[k] != v {
+			t.Errorf("%s: %q, want %q (all: %v)", k, kinds[k], v, kinds)
+		}
+	}
+	// The same workspace across commands.
+	if _, out := run(t, e, s.ID, "cat", "hello.txt"); out != "hi\n" {
+		t.Errorf("second command sees %q", out)
+	}
+	// Accept one path, discard another.
+	res, err := e.Accept(ctx, s.ID, []string{"hello.txt"})
+	must(t, err)
+	if len(res) != 1 || !res[0].Applied {
+		t.Fatalf("accept: %+v", res)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "hello.txt")); string(b) != "hi\n" {
+		t.Errorf("accepted hello.txt = %q", b)
+	}
+	_, err = e.Discard(ctx, s.ID, []string{"README.md"})
+	must(t, err)
+	if _, out := run(t, e, s.ID, "cat", "README.md"); out != "# demo\n" {
+		t.Errorf("after discard the session sees README.md = %q", out)
+	}
+	d, err = e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	if len(d.Files) != 1 || d.Files[0].Path != "src/main.c" {
+		t.Errorf("left after accept+discard: %+v", d.Stats)
+	}
+	cmds, err := e.Commands(ctx, s.ID, true)
+	must(t, err)
+	if len(cmds) < 3 || cmds[0].ExitCode == nil || *cmds[0].ExitCode != 3 || !strings.Contains(cmds[0].Output, "/workspace") {
+		t.Errorf("first command record: %+v", cmds[0])
+	}
+	// Removal unmounts and removes the container.
+	must(t, e.Remove(ctx, s.ID))
+	if _, err := os.Stat(filepath.Join(e.StateDir, "sessions", s.ID)); err == nil {
+		t.Errorf("workspace directory left after rm")
+	}
+	if _, err := e.Docker.ContainerInspect(ctx, s.ContainerID); err == nil {
+		t.Errorf("container left after rm")
+	}
+	if mounts, _ := os.ReadFile("/proc/self/mountinfo"); strings.Contains(string(mounts), s.ID) {
+		t.Errorf("mounts left after rm")
+	}
+}
+
+func TestRestartReadoptsSessions(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt")
+	// A second engine over the same state, as after kill -9 and restart.
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	got, err := e2.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateRunning || got.Changed != 1 {
+		t.Fatalf("re-adopted session: state %s, changed %d", got.State, got.Changed)
+	}
+	if _, out := run(t, e2, s.ID, "cat", "kept.txt"); out != "kept\n" {
+		t.Errorf("re-adopted workspace lost its contents: %q", out)
+	}
+}
+
+func TestBadInput(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	file := filepath.Join(t.TempDir(), "file")
+	must(t, os.WriteFile(file, nil, 0o644))
+	for _, tc := range []struct {
+		name  string
+		req   api.CreateRequest
+		class errdefs.Class
+		says  string
+	}{
+		{"missing project", api.CreateRequest{Project: "/nonexistent/proj"}, errdefs.NotFound, "does not exist"},
+		{"project is a file", api.CreateRequest{Project: file}, errdefs.Invalid, "not a directory"},
+		{"relative project", api.CreateRequest{Project: "proj"}, errdefs.Invalid, "absolute"},
+		{"image missing", api.CreateRequest{Project: project(t), Image: "airlock/no-such-image"}, errdefs.NotFound, "not available locally"},
+		{"memory below workspace", api.CreateRequest{Project: project(t), Limits: api.Limits{Memory: 32 << 20}}, errdefs.Invalid, "--memory"},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			_, err := e.Create(ctx, tc.req)
+			if err == nil || errdefs.ClassOf(err) != tc.class || !strings.Contains(err.Error(), tc.says) {
+				t.Fatalf("err = %v (class %s), want class %s mentioning %q", err, errdefs.ClassOf(err), tc.class, tc.says)
+			}
+		})
+	}
+	if _, err := e.Diff(ctx, "ffffffffffff", nil); !errdefs.IsNotFound(err) {
+		t.Errorf("unknown session: %v", err)
+	}
+	if list, _ := e.List(ctx); len(list) != 0 {
+		t.Errorf("failed creates left sessions: %+v", list)
+	}
+}
+
+func TestWorkspaceFull(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Limits: api.Limits{WorkspaceSize: 4 << 20}})
+	must(t, err)
+	code, out := run(t, e, s.ID, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=8")
+	if code == 0 || !strings.Contains(out, "No space left") {
+		t.Fatalf("writing past the cap: exit %d, %q; want ENOSPC", code, out)
+	}
+	d, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	if !d.Workspace.Full {
+		t.Errorf("diff should report the workspace full: %+v", d.Workspace)
+	}
+	if len(d.Files) != 1 || d.Files[0].Path != "big" {
+		t.Errorf("diff of a full workspace: %+v", d.Stats)
+	}
+}
+
+func TestContainerHardening(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), User: "0:0"})
+	must(t, err)
+	ins, err := e.Docker.ContainerInspect(ctx, s.ContainerID)
+	must(t, err)
+	hc := ins.HostConfig
+	if hc.Privileged {
+		t.Errorf("session container is privileged")
+	}
+	for _, c := range []string{"NET_RAW", "MKNOD", "SYS_CHROOT", "SYS_ADMIN"} {
+		for _, a := range hc.CapAdd {
+			if a == c {
+				t.Errorf("capability %s granted", c)
+			}
+		}
+	}
+	for _, m := range ins.Mounts {
+		if strings.Contains(m.Source, "docker.sock") {
+			t.Errorf("Docker socket mounted into the session")
+		}
+	}
+	if hc.Memory != 256<<20 || hc.PidsLimit == nil || *hc.PidsLimit != engine.DefaultPids || hc.NanoCPUs == 0 {
+		t.Errorf("limits not applied: memory %d, pids %v, cpus %d", hc.Memory, hc.PidsLimit, hc.NanoCPUs)
+	}
+	// Even as root inside, the trimmed capabilities hold.
+	if code, out := run(t, e, s.ID, "mknod", "/tmp/dev", "c", "1", "3"); code == 0 {
+		t.Errorf("mknod succeeded as root in the session: %s", out)
+	}
+	if _, out := run(t, e, s.ID, "sh", "-c", "grep NoNewPrivs /proc/self/status"); !strings.Contains(out, "1") {
+		t.Errorf("no_new_privs not set: %q", out)
+	}
+}
+
+func TestRunsAsProjectOwner(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	for _, f := range []string{p, filepath.Join(p, "src"), filepath.Join(p, "README.md"), filepath.Join(p, "src/main.c")} {
+		must(t, os.Chown(f, 1234, 2345))
+	}
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	if s.User != "1234:2345" {
+		t.Errorf("session user %q, want the project owner 1234:2345", s.User)
+	}
+	code, out := run(t, e, s.ID, "sh", "-c", "id -u; id -g; echo new > src/new.c; chmod 4755 src/new.c; echo edit >> README.md")
+	if code != 0 || !strings.HasPrefix(out, "1234\n2345\n") {
+		t.Fatalf("exit %d, %q", code, out)
+	}
+	res, err := e.Accept(ctx, s.ID, nil)
+	must(t, err)
+	for _, o := range res {
+		if !o.Applied {
+			t.Errorf("%s: %s", o.Path, o.Error)
+		}
+	}
+	fi, err := os.Stat(filepath.Join(p, "src/new.c"))
+	must(t, err)
+	st := fi.Sys().(*syscall.Stat_t)
+	if st.Uid != 1234 || st.Gid != 2345 {
+		t.Errorf("accepted file owned by %d:%d, want 1234:2345", st.Uid, st.Gid)
+	}
+	if fi.Mode()&os.ModeSetuid != 0 || fi.Mode().Perm() != 0o755 {
+		t.Errorf("accepted mode %v: want 0755 without setuid", fi.Mode())
+	}
+}
+
+func TestCommandOutlivesCaller(t *testing.T) {
+	e := enginetest.Start(t)
+	s, err := e.Create(context.Background(), api.CreateRequest{Project: project(t)})
+	must(t, err)
+	ctx, cancel := context.WithCancel(context.Background())
+	started := make(chan struct{})
+	go func() {
+		<-started
+		cancel() // the client goes away
+	}()
+	_, err = e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo start; sleep 0.5; echo end > done.txt; echo end; exit 4"}},
+		engine.ExecIO{Stdout: &bytes.Buffer{}, Started: func(int64) { close(started) }})
+	if err == nil {
+		t.Fatalf("Exec should report the cancelled caller")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		cmds, _ := e.Commands(context.Background(), s.ID, true)
+		if len(cmds) == 1 && cmds[0].ExitCode != nil {
+			if *cmds[0].ExitCode != 4 || !strings.Contains(cmds[0].Output, "end") {
+				t.Fatalf("record %+v: want exit 4 with the whole output", cmds[0])
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the command's end was never recorded")
+}
