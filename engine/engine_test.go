@@ -280,3 +280,22 @@ func TestCommandOutlivesCaller(t *testing.T) {
 	}
 	t.Fatalf("the command's end was never recorded")
 }
+
+func TestCABundleReachesTools(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	pem := filepath.Join(t.TempDir(), "corp.pem")
+	must(t, os.WriteFile(pem, []byte("-----BEGIN CERTIFICATE-----\nTUlJQ29ycA==\n-----END CERTIFICATE-----\n"), 0o644))
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), CABundle: pem})
+	must(t, err)
+	code, out := run(t, e, s.ID, "sh", "-c", `echo "$SSL_CERT_FILE $NODE_EXTRA_CA_CERTS $GIT_SSL_CAINFO $REQUESTS_CA_BUNDLE $PIP_CERT $NPM_CONFIG_CAFILE"; grep -c TUlJQ29ycA== "$SSL_CERT_FILE"; echo x >> "$SSL_CERT_FILE"`)
+	if code == 0 {
+		t.Errorf("the CA bundle is writable inside the session")
+	}
+	if strings.Count(out, "/etc/airlock/ca-bundle.pem") != 6 || !strings.Contains(out, "\n1\n") {
+		t.Errorf("CA bundle not registered for the usual tools: %q", out)
+	}
+	if _, err := e.Create(ctx, api.CreateRequest{Project: project(t), CABundle: "/nonexistent.pem"}); !errdefs.IsInvalid(err) {
+		t.Errorf("a missing CA bundle: %v, want an invalid-input error", err)
+	}
+}

@@ -374,7 +374,7 @@ func binaryLiteral(buf *bytes.Buffer, data []byte) error {
 // Unified writes a human-oriented unified diff: like Patch but with a one
 // line summary for binary, special and directory changes. color adds ANSI
 // colors for a terminal.
-func Unified(w io.Writer, l Layers, diffs []FileDiff, color bool) error {
+func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 	paint := func(code, s string) string {
 		if !color {
 			return s

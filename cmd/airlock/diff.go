@@ -44,7 +44,7 @@ func diffCmd(g *globals) *cobra.Command {
 			colored := color == "always" || color == "auto" && term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""
 			if stat {
 				printStat(os.Stdout, d, colored)
-			} else if err := review.Unified(os.Stdout, review.Layers{}, d.Files, colored); err != nil {
+			} else if err := review.Unified(os.Stdout, d.Files, colored); err != nil {
 				return err
 			}
 			if len(d.Files) == 0 {

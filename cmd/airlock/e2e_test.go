@@ -313,3 +313,40 @@ func (b *safeBuffer) String() string {
 	defer func() { <-b.mu }()
 	return b.buf.String()
 }
+
+// TestEngineRefusesWithoutPrerequisites checks the messages a user gets
+// when Docker is not running or the engine is not root.
+func TestEngineRefusesWithoutPrerequisites(t *testing.T) {
+	c := newCLI(t)
+	noDocker := exec.Command(c.bin, "serve", "--engine", filepath.Join(t.TempDir(), "x.sock"), "--state-dir", t.TempDir())
+	noDocker.Env = append(c.env, "DOCKER_HOST=unix:///nonexistent/docker.sock")
+	out, err := noDocker.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 || !strings.Contains(string(out), "Docker is not running") || !strings.Contains(string(out), "dockerd") {
+		t.Errorf("serve without Docker: %v, %q; want exit 69 saying how to start Docker", err, out)
+	}
+
+	nobody := &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: 65534, Gid: 65534}}
+	// A copy of the binary that user nobody can run.
+	pub, err := os.MkdirTemp("", "airlock-pub-")
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer os.RemoveAll(pub)
+	os.Chmod(pub, 0o755)
+	bin := filepath.Join(pub, "airlock")
+	if out, err := exec.Command("cp", c.bin, bin).CombinedOutput(); err != nil {
+		t.Fatalf("cp: %v %s", err, out)
+	}
+	serve := exec.Command(bin, "serve", "--engine", "/tmp/airlock-nobody.sock", "--state-dir", "/tmp/airlock-nobody")
+	serve.SysProcAttr = nobody
+	out, err = serve.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 77 || !strings.Contains(string(out), "root or CAP_SYS_ADMIN") {
+		t.Errorf("serve as nobody: %v, %q; want exit 77 explaining root is needed", err, out)
+	}
+	ls := exec.Command(bin, "ls", "--engine", "/tmp/airlock-none.sock")
+	ls.SysProcAttr = nobody
+	out, err = ls.CombinedOutput()
+	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 || !strings.Contains(string(out), "sudo airlock serve") {
+		t.Errorf("ls as nobody with no engine: %v, %q; want exit 69 saying how to start one", err, out)
+	}
+}

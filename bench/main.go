@@ -1,0 +1,368 @@
+// Command bench measures Airlock against the obvious alternative in the
+// same run and writes the results to docs/BENCHMARKS.md:
+//
+//  1. session create to first command running vs `docker run --rm`
+//  2. diff of 100 changed files in a 100,000-file project vs `git status --porcelain`
+//  3. accept of 10,000 small files vs `cp -a`
+//  4. engine memory (RSS) idle and with 20 live sessions
+//
+// It starts an engine of its own (own socket and state directory) and
+// drives it through the real CLI, as a user would. Run it with `make bench`.
+package main
+
+import (
+	"bytes"
+	"context"
+	"flag"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"regexp"
+	"runtime"
+	"sort"
+	"strconv"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine/client"
+)
+
+type bench struct {
+	bin    string
+	env    []string
+	socket string
+	work   string
+	image  string
+	report []string
+}
+
+func main() {
+	bin := flag.String("airlock", "bin/airlock", "airlock binary")
+	out := flag.String("out", "docs/BENCHMARKS.md", "report file")
+	image := flag.String("image", "airlock/base", "image for benchmark 1")
+	files := flag.Int("files", 100000, "project size for benchmark 2")
+	accept := flag.Int("accept", 10000, "files for benchmark 3")
+	runs := flag.Int("runs", 20, "runs for benchmark 1")
+	flag.Parse()
+	abs, err := filepath.Abs(*bin)
+	check(err)
+	work, err := os.MkdirTemp("/var/tmp", "airlock-bench-")
+	check(err)
+	b := &bench{bin: abs, work: work, image: *image, socket: filepath.Join(work, "engine.sock")}
+	b.env = append(os.Environ(), "AIRLOCK_ENGINE="+b.socket, "AIRLOCK_STATE_DIR="+filepath.Join(work, "state"), "NO_COLOR=1")
+	atExit = b.cleanup
+	defer b.cleanup()
+
+	b.must("image", "build")
+	b.must("image", "build", "--tiny")
+	b.sessionCreate(*runs)
+	b.diffVsGit(*files, 100)
+	b.acceptVsCp(*accept)
+	b.memory(20)
+	check(b.write(*out))
+	fmt.Println("wrote", *out)
+}
+
+// atExit undoes the run's sessions, engine and files when check fails.
+var atExit = func() {}
+
+func check(err error) {
+	if err != nil {
+		fmt.Fprintln(os.Stderr, "bench:", err)
+		atExit()
+		os.Exit(1)
+	}
+}
+
+func (b *bench) cmd(name string, args ...string) *exec.Cmd {
+	c := exec.Command(name, args...)
+	c.Env = b.env
+	return c
+}
+
+func (b *bench) must(args ...string) string {
+	var out, errb bytes.Buffer
+	c := b.cmd(b.bin, args...)
+	c.Stdout, c.Stderr = &out, &errb
+	if err := c.Run(); err != nil {
+		check(fmt.Errorf("airlock %s: %v\n%s%s", strings.Join(args, " "), err, out.String(), errb.String()))
+	}
+	return out.String() + errb.String()
+}
+
+var sessionRE = regexp.MustCompile(`session ([0-9a-f]{12})`)
+
+func (b *bench) newSession(project, image string, script string) string {
+	out := b.must("run", "--project", project, "--image", image, "--", "sh", "-c", script)
+	m := sessionRE.FindStringSubmatch(out)
+	if m == nil {
+		check(fmt.Errorf("no session id in %q", out))
+	}
+	return m[1]
+}
+
+func (b *bench) log(format string, args ...any) {
+	line := fmt.Sprintf(format, args...)
+	fmt.Println(line)
+	b.report = append(b.report, line)
+}
+
+func pct(d []time.Duration, p float64) time.Duration {
+	s := append([]time.Duration(nil), d...)
+	sort.Slice(s, func(i, j int) bool { return s[i] < s[j] })
+	idx := int(float64(len(s)-1)*p + 0.5)
+	return s[idx]
+}
+
+func ms(d time.Duration) string { return fmt.Sprintf("%.1f ms", float64(d.Microseconds())/1000) }
+
+func timeIt(f func()) time.Duration {
+	t := time.Now()
+	f()
+	return time.Since(t)
+}
+
+// startLatency runs cmd, whose first action prints the container's clock
+// (ns); the latency is that time minus the launch time.
+func startLatency(c *exec.Cmd) (time.Duration, time.Duration) {
+	var out bytes.Buffer
+	c.Stdout = &out
+	t0 := time.Now()
+	if err := c.Run(); err != nil {
+		check(fmt.Errorf("%v: %v (%s)", c.Args, err, out.String()))
+	}
+	total := time.Since(t0)
+	ns, err := strconv.ParseInt(strings.TrimSpace(strings.SplitN(out.String(), "\n", 2)[0]), 10, 64)
+	check(err)
+	return time.Unix(0, ns).Sub(t0), total
+}
+
+func (b *bench) sessionCreate(runs int) {
+	project := filepath.Join(b.work, "p1")
+	check(os.MkdirAll(project, 0o755))
+	os.WriteFile(filepath.Join(project, "README.md"), []byte("x\n"), 0o644)
+	var al, alTotal, dk, dkTotal []time.Duration
+	for i := 0; i < runs+2; i++ {
+		a, at := startLatency(b.cmd(b.bin, "run", "--project", project, "--image", b.image, "--", "date", "+%s%N"))
+		d, dt := startLatency(b.cmd("docker", "run", "--rm", b.image, "date", "+%s%N"))
+		if i >= 2 { // the first runs warm caches
+			al, alTotal, dk, dkTotal = append(al, a), append(alTotal, at), append(dk, d), append(dkTotal, dt)
+		}
+		for _, id := range strings.Fields(b.must("ls", "-q")) {
+			b.must("rm", id)
+		}
+	}
+	b.log("### 1. Session create to first command running (%s, %d runs)", b.image, runs)
+	b.log("")
+	b.log("| | p50 | p95 | whole command p50 |")
+	b.log("|---|---|---|---|")
+	b.log("| `airlock run --project P -- CMD` | %s | %s | %s |", ms(pct(al, .5)), ms(pct(al, .95)), ms(pct(alTotal, .5)))
+	b.log("| `docker run --rm IMAGE CMD` | %s | %s | %s |", ms(pct(dk, .5)), ms(pct(dk, .95)), ms(pct(dkTotal, .5)))
+	b.log("")
+	b.log("Ratio airlock/docker to first command, p50: **%.2f** (target ≤ 1.2); p95: %.2f.", float64(pct(al, .5))/float64(pct(dk, .5)), float64(pct(al, .95))/float64(pct(dk, .95)))
+	b.log("")
+}
+
+func (b *bench) diffVsGit(files, changed int) {
+	project := filepath.Join(b.work, "p2")
+	fmt.Printf("generating a %d-file project...\n", files)
+	for i := 0; i < files; i++ {
+		dir := filepath.Join(project, fmt.Sprintf("d%03d", i/100))
+		if i%100 == 0 {
+			check(os.MkdirAll(dir, 0o755))
+		}
+		check(os.WriteFile(filepath.Join(dir, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("file %d\nline two\n", i)), 0o644))
+	}
+	git := func(dir string, args ...string) *exec.Cmd {
+		c := exec.Command("git", append([]string{"-c", "user.name=b", "-c", "user.email=b@example.com", "-c", "gc.auto=0"}, args...)...)
+		c.Dir = dir
+		return c
+	}
+	for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-qm", "gen"}} {
+		out, err := git(project, args...).CombinedOutput()
+		check(errorf(err, out))
+	}
+	// The same change for git: a native copy with the same 100 edits.
+	copyDir := filepath.Join(b.work, "p2-git")
+	out, err := exec.Command("cp", "-a", project, copyDir).CombinedOutput()
+	check(errorf(err, out))
+	script := fmt.Sprintf("for i in $(seq 0 %d); do d=$(printf d%%03d $((i*%d/100))); echo changed >> $d/f000.txt; done", changed-1, files/changed)
+	id := b.newSession(project, "airlock/tiny", script)
+	sh := exec.Command("sh", "-c", script)
+	sh.Dir = copyDir
+	out, err = sh.CombinedOutput()
+	check(errorf(err, out))
+	stat := b.must("diff", id, "--stat")
+	if n := strings.Count(stat, "modified"); n != changed {
+		check(fmt.Errorf("diff --stat lists %d modified files, want %d", n, changed))
+	}
+	var al, gs []time.Duration
+	for i := 0; i < 12; i++ {
+		al = append(al, timeIt(func() { b.must("diff", id, "--stat") }))
+		gs = append(gs, timeIt(func() {
+			out, err := git(copyDir, "status", "--porcelain").CombinedOutput()
+			check(errorf(err, out))
+		}))
+	}
+	al, gs = al[2:], gs[2:]
+	b.log("### 2. Diff of %d changed files in a %d-file project (median of 10, warm cache)", changed, files)
+	b.log("")
+	b.log("| | median |")
+	b.log("|---|---|")
+	b.log("| `airlock diff ID --stat` | %s |", ms(pct(al, .5)))
+	b.log("| `git status --porcelain` (same tree, native disk) | %s |", ms(pct(gs, .5)))
+	b.log("")
+	b.log("Ratio airlock/git: **%.3f** (target ≤ 0.1).", float64(pct(al, .5))/float64(pct(gs, .5)))
+	b.log("")
+	b.must("rm", id)
+}
+
+func errorf(err error, out []byte) error {
+	if err != nil {
+		return fmt.Errorf("%v: %s", err, out)
+	}
+	return nil
+}
+
+func (b *bench) acceptVsCp(n int) {
+	script := fmt.Sprintf("for d in $(seq 1 %d); do mkdir -p dir$d; for f in $(seq 1 100); do echo content $d $f > dir$d/file$f.txt; done; done", n/100)
+	var al, cp []time.Duration
+	for rep := 0; rep < 3; rep++ {
+		project := filepath.Join(b.work, fmt.Sprintf("p3-%d", rep))
+		check(os.MkdirAll(project, 0o755))
+		id := b.newSession(project, "airlock/tiny", script)
+		upper := filepath.Join(b.work, "state", "sessions", id, "ws", "upper")
+		target := filepath.Join(b.work, fmt.Sprintf("cp-%d", rep))
+		exec.Command("sync").Run()
+		cp = append(cp, timeIt(func() {
+			out, err := exec.Command("cp", "-a", upper, target).CombinedOutput()
+			check(errorf(err, out))
+		}))
+		exec.Command("sync").Run()
+		al = append(al, timeIt(func() { b.must("accept", id) }))
+		entries, _ := filepath.Glob(filepath.Join(project, "dir*", "*.txt"))
+		if len(entries) != n {
+			check(fmt.Errorf("accept wrote %d files, want %d", len(entries), n))
+		}
+		b.must("rm", id)
+		os.RemoveAll(project)
+		os.RemoveAll(target)
+	}
+	b.log("### 3. Accept of %d small files (median of 3)", n)
+	b.log("")
+	b.log("| | median |")
+	b.log("|---|---|")
+	b.log("| `airlock accept ID` (atomic per file, data synced before rename) | %s |", ms(pct(al, .5)))
+	b.log("| `cp -a` of the same files (no sync) | %s |", ms(pct(cp, .5)))
+	b.log("")
+	b.log("Ratio airlock/cp: **%.2f** (target ≤ 3).", float64(pct(al, .5))/float64(pct(cp, .5)))
+	b.log("")
+}
+
+func rss(pid int) int64 {
+	data, err := os.ReadFile(fmt.Sprintf("/proc/%d/status", pid))
+	check(err)
+	for _, l := range strings.Split(string(data), "\n") {
+		if v, ok := strings.CutPrefix(l, "VmRSS:"); ok {
+			kb, _ := strconv.ParseInt(strings.TrimSpace(strings.TrimSuffix(strings.TrimSpace(v), "kB")), 10, 64)
+			return kb << 10
+		}
+	}
+	return 0
+}
+
+func (b *bench) memory(n int) {
+	// A fresh engine, so earlier benchmarks' work does not count.
+	b.stopEngine()
+	b.must("ls")
+	v, err := client.New(b.socket).Ping(context.Background())
+	check(err)
+	time.Sleep(time.Second)
+	idle := rss(v.PID)
+	project := filepath.Join(b.work, "p4")
+	check(os.MkdirAll(project, 0o755))
+	os.WriteFile(filepath.Join(project, "a.txt"), []byte("a\n"), 0o644)
+	for i := 0; i < n; i++ {
+		b.newSession(project, "airlock/tiny", "echo $RANDOM > a.txt; echo new > b.txt")
+	}
+	b.must("ls")
+	b.must("ls")
+	time.Sleep(time.Second)
+	loaded := rss(v.PID)
+	b.log("### 4. Engine memory")
+	b.log("")
+	b.log("| | RSS |")
+	b.log("|---|---|")
+	b.log("| idle, no sessions | %.1f MB |", float64(idle)/1e6)
+	b.log("| %d live sessions, each after a command, after `airlock ls` | %.1f MB |", n, float64(loaded)/1e6)
+	b.log("")
+	b.log("Target: under 60 MB with %d sessions.", n)
+	b.log("")
+	for _, id := range strings.Fields(b.must("ls", "-q")) {
+		b.must("rm", id)
+	}
+}
+
+func (b *bench) stopEngine() {
+	v, err := client.New(b.socket).Ping(context.Background())
+	if err != nil {
+		return
+	}
+	syscall.Kill(v.PID, syscall.SIGTERM)
+	for i := 0; i < 200 && syscall.Kill(v.PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+}
+
+func (b *bench) cleanup() {
+	if out, err := b.cmd(b.bin, "ls", "-q").Output(); err == nil {
+		for _, id := range strings.Fields(string(out)) {
+			b.cmd(b.bin, "rm", id).Run()
+		}
+	}
+	b.stopEngine()
+	os.RemoveAll(b.work)
+}
+
+func machine() string {
+	cpu := "unknown CPU"
+	if data, err := os.ReadFile("/proc/cpuinfo"); err == nil {
+		for _, l := range strings.Split(string(data), "\n") {
+			if v, ok := strings.CutPrefix(l, "model name"); ok {
+				cpu = strings.TrimSpace(strings.TrimPrefix(strings.TrimSpace(v), ":"))
+				break
+			}
+		}
+	}
+	var mem string
+	if data, err := os.ReadFile("/proc/meminfo"); err == nil {
+		mem = strings.Fields(strings.Split(string(data), "\n")[0])[1]
+		kb, _ := strconv.ParseInt(mem, 10, 64)
+		mem = fmt.Sprintf("%.0f GiB", float64(kb)/(1<<20))
+	}
+	var uts syscall.Utsname
+	syscall.Uname(&uts)
+	rel := make([]byte, 0, 65)
+	for _, c := range uts.Release {
+		if c == 0 {
+			break
+		}
+		rel = append(rel, byte(c))
+	}
+	dv, _ := exec.Command("docker", "version", "--format", "{{.Server.Version}} (API {{.Server.APIVersion}})").Output()
+	fs, _ := exec.Command("stat", "-f", "-c", "%T", "/var/tmp").Output()
+	return fmt.Sprintf("%d cores (%s), %s RAM, Linux %s, Docker %s, %s, project disk %s",
+		runtime.NumCPU(), cpu, mem, rel, strings.TrimSpace(string(dv)), runtime.Version(), strings.TrimSpace(string(fs)))
+}
+
+func (b *bench) write(path string) error {
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "# Benchmarks\n\nLatest results of `make bench` (source: `bench/main.go`). Each benchmark runs Airlock and the obvious alternative in the same run, through their command lines as a user would.\n\n")
+	fmt.Fprintf(&buf, "- Date: %s\n- Machine: %s\n- Command: `make bench` (= `go run ./bench -airlock bin/airlock -out docs/BENCHMARKS.md`)\n\n", time.Now().UTC().Format("2006-01-02 15:04 MST"), machine())
+	for _, l := range b.report {
+		buf.WriteString(l + "\n")
+	}
+	return os.WriteFile(path, buf.Bytes(), 0o644)
+}

@@ -1,0 +1,101 @@
+//go:build !desktop
+
+package main
+
+import (
+	"encoding/json"
+	"os/exec"
+	"strings"
+	"testing"
+)
+
+type pkg struct {
+	ImportPath string
+	Doc        string
+	Imports    []string
+	Deps       []string
+	Name       string
+}
+
+func listPackages(t *testing.T) []pkg {
+	t.Helper()
+	out, err := exec.Command("go", "list", "-json", "-deps=false", "./...").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	var pkgs []pkg
+	dec := json.NewDecoder(strings.NewReader(string(out)))
+	for dec.More() {
+		var p pkg
+		if err := dec.Decode(&p); err != nil {
+			t.Fatal(err)
+		}
+		pkgs = append(pkgs, p)
+	}
+	return pkgs
+}
+
+const mod = "github.com/airlock/airlock"
+
+// TestDependencyDirection keeps the layering of docs/ARCHITECTURE.md:
+// main/cmd and app -> engine -> overlay, review; nothing imports app or
+// cmd; only app and the root main.go import Wails; the libraries below
+// the engine never import it.
+func TestDependencyDirection(t *testing.T) {
+	rules := []struct {
+		pkg       string // import path prefix (relative to the module)
+		forbidden []string
+	}{
+		{"overlay", []string{"engine", "app", "cmd", "review", "github.com/docker", "github.com/wailsapp"}},
+		{"review", []string{"engine", "app", "cmd", "overlay", "github.com/docker", "github.com/wailsapp"}},
+		{"errdefs", []string{"engine", "app", "cmd", "overlay", "review"}},
+		{"engine", []string{"app", "cmd", "github.com/wailsapp"}},
+		{"engine/api", []string{"engine/", "github.com/docker", "github.com/mattn"}},
+		{"engine/client", []string{"engine/store", "engine/server", "github.com/docker", "github.com/mattn"}},
+		{"cmd", []string{"app", "github.com/wailsapp"}},
+	}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		for _, r := range rules {
+			if rel != r.pkg && !strings.HasPrefix(rel, r.pkg+"/") {
+				continue
+			}
+			for _, imp := range p.Imports {
+				irel := strings.TrimPrefix(strings.TrimPrefix(imp, mod), "/")
+				for _, f := range r.forbidden {
+					bad := false
+					if strings.HasSuffix(f, "/") {
+						bad = strings.HasPrefix(irel, f) && strings.HasPrefix(imp, mod)
+					} else if strings.HasPrefix(f, "github.com/") {
+						bad = strings.HasPrefix(imp, f)
+					} else {
+						bad = strings.HasPrefix(imp, mod) && (irel == f || strings.HasPrefix(irel, f+"/"))
+					}
+					if bad && irel != rel {
+						t.Errorf("%s imports %s: forbidden by the layering (see docs/ARCHITECTURE.md)", p.ImportPath, imp)
+					}
+				}
+			}
+		}
+	}
+	// Nothing outside app and the root imports app.
+	for _, p := range listPackages(t) {
+		for _, imp := range p.Imports {
+			if imp == mod+"/app" && p.ImportPath != mod {
+				t.Errorf("%s imports app: only the desktop main.go may", p.ImportPath)
+			}
+			if strings.HasPrefix(imp, "github.com/wailsapp") && p.ImportPath != mod+"/app" && p.ImportPath != mod {
+				t.Errorf("%s imports Wails: only app/ and main.go may", p.ImportPath)
+			}
+		}
+	}
+}
+
+// TestEveryPackageHasADocComment keeps `go doc` useful.
+func TestEveryPackageHasADocComment(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.Doc == "" {
+			t.Errorf("%s has no package doc comment", p.ImportPath)
+		}
+	}
+}
