@@ -122,31 +122,28 @@ func Mount(lower, dir string, size int64) (*Workspace, error) {
 	if err := os.Mkdir(w.work(), 0o700); err != nil {
 		return nil, err
 	}
-	lowerArg := lower
-	if strings.ContainsAny(lower, ",:\\") {
-		// Overlay's option parser splits on these; a magic /proc link to an
-		// open directory resolves at mount time and needs no escaping.
-		f, err := os.Open(lower)
-		if err != nil {
-			return nil, err
-		}
-		defer f.Close()
-		lowerArg = fmt.Sprintf("/proc/self/fd/%d", f.Fd())
-	}
+	lowerArg := escapeOpt(lower)
 	// redirect_dir and metacopy stay off so that the upper layer always holds
 	// whole files and renamed directories are plain copies plus whiteouts:
 	// the review reads the upper layer and relies on that.
 	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off,index=off",
-		lowerArg, w.Upper(), w.work())
+		lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
 	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, opts); err != nil {
 		// Older kernels reject some of the explicit feature switches.
-		plain := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowerArg, w.Upper(), w.work())
+		plain := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
 		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, plain); err2 != nil {
 			return nil, mountError("overlay", err)
 		}
 	}
 	ok = true
 	return w, nil
+}
+
+// escapeOpt escapes the characters overlay's option parser splits on
+// (',' between options, ':' between lower layers) and its escape '\'.
+func escapeOpt(p string) string {
+	r := strings.NewReplacer(`\`, `\\`, `,`, `\,`, `:`, `\:`)
+	return r.Replace(p)
 }
 
 func mountError(what string, err error) error {
@@ -159,8 +156,9 @@ func mountError(what string, err error) error {
 	return errdefs.Unavailablef("mounting the workspace %s failed: %w", what, err)
 }
 
-// Find returns the workspace mounted at dir over lower, or a NotFound error
-// when its mounts are gone (for example after a host reboot, which loses the
+// Find returns the workspace mounted at dir over lower, mounting its
+// overlay again if only the tmpfs survived, or a NotFound error when the
+// tmpfs is gone (for example after a host reboot, which loses the
 // tmpfs and with it the session's changes).
 func Find(lower, dir string) (*Workspace, error) {
 	w := &Workspace{Dir: dir, Lower: lower}
@@ -172,15 +170,16 @@ func Find(lower, dir string) (*Workspace, error) {
 		return nil, errdefs.NotFoundf("workspace %s is not mounted (its tmpfs is gone, e.g. after a reboot)", dir)
 	}
 	if mounts[w.Merged()] != "overlay" {
-		return nil, errdefs.NotFoundf("workspace %s has its tmpfs but no overlay mount", dir)
+		// The writes survive in the tmpfs: mount the overlay over them again.
+		if err := w.remount(); err != nil {
+			return nil, err
+		}
 	}
 	return w, nil
 }
 
-// Remount mounts the overlay again over a workspace whose tmpfs survived
-// but whose overlay did not.
-func (w *Workspace) Remount() error {
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", w.Lower, w.Upper(), w.work())
+func (w *Workspace) remount() error {
+	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
 	return mountError("overlay", unix.Mount("airlock", w.Merged(), "overlay", 0, opts))
 }
 

@@ -1,0 +1,86 @@
+package overlay_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/overlay"
+)
+
+func needRoot(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root: mounts tmpfs and overlayfs")
+	}
+	if err := overlay.Check(); err != nil {
+		t.Skip(err)
+	}
+}
+
+func TestMountFindUnmount(t *testing.T) {
+	needRoot(t)
+	for _, name := range []string{"plain", "odd,name:with\\chars and space"} {
+		t.Run(name, func(t *testing.T) {
+			lower := filepath.Join(t.TempDir(), name)
+			os.MkdirAll(lower, 0o750)
+			os.WriteFile(filepath.Join(lower, "a.txt"), []byte("lower\n"), 0o644)
+			dir := filepath.Join(t.TempDir(), "ws")
+			ws, err := overlay.Mount(lower, dir, 8<<20)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Unmount()
+			os.WriteFile(filepath.Join(ws.Merged(), "a.txt"), []byte("upper\n"), 0o644)
+			if b, _ := os.ReadFile(filepath.Join(lower, "a.txt")); string(b) != "lower\n" {
+				t.Fatalf("the lower layer was written: %q", b)
+			}
+			if b, _ := os.ReadFile(filepath.Join(ws.Upper(), "a.txt")); string(b) != "upper\n" {
+				t.Fatalf("the write did not land in the upper layer: %q", b)
+			}
+			fi, _ := os.Stat(ws.Merged())
+			if fi.Mode().Perm() != 0o750 {
+				t.Errorf("merged root mode %v, want the project's 0750", fi.Mode().Perm())
+			}
+			// Found again as after a restart.
+			found, err := overlay.Find(lower, dir)
+			if err != nil || found.Upper() != ws.Upper() {
+				t.Fatalf("Find: %v", err)
+			}
+			u, err := ws.Usage()
+			if err != nil || u.Size != 8<<20 || u.Full {
+				t.Errorf("usage %+v, %v", u, err)
+			}
+			if err := ws.Unmount(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := overlay.Find(lower, dir); !errdefs.IsNotFound(err) {
+				t.Errorf("Find after Unmount: %v", err)
+			}
+			if _, err := os.Stat(dir); err == nil {
+				t.Errorf("workspace directory left behind")
+			}
+		})
+	}
+}
+
+func TestMountRefusesBadInput(t *testing.T) {
+	needRoot(t)
+	file := filepath.Join(t.TempDir(), "f")
+	os.WriteFile(file, nil, 0o644)
+	for _, tc := range []struct {
+		lower string
+		size  int64
+		says  string
+	}{
+		{"/nonexistent", 8 << 20, "nonexistent"},
+		{file, 8 << 20, "not a directory"},
+		{t.TempDir(), 1000, "too small"},
+	} {
+		_, err := overlay.Mount(tc.lower, filepath.Join(t.TempDir(), "ws"), tc.size)
+		if err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("Mount(%s, %d): %v, want %q", tc.lower, tc.size, err, tc.says)
+		}
+	}
+}
