@@ -6,6 +6,7 @@ package server
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"errors"
@@ -162,18 +163,14 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	// Rendered to memory first so that an error is still a proper response.
-	var buf bytesBuffer
+	var buf bytes.Buffer
 	if err := s.eng.Patch(r.Context(), r.PathValue("id"), r.URL.Query()["path"], &buf); err != nil {
 		writeError(w, err)
 		return
 	}
 	w.Header().Set("Content-Type", "text/x-diff")
-	w.Write(buf.b)
+	w.Write(buf.Bytes())
 }
-
-type bytesBuffer struct{ b []byte }
-
-func (b *bytesBuffer) Write(p []byte) (int, error) { b.b = append(b.b, p...); return len(p), nil }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 	s.outcomes(w, r, s.eng.Accept)
