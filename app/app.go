@@ -34,12 +34,12 @@ func (a *App) Diff(id string) (api.Diff, error) { return a.client.Diff(a.ctx, id
 // Accept writes the session's changes at paths (all when none) into the
 // project.
 func (a *App) Accept(id string, paths []string) (api.Outcomes, error) {
-	return a.client.Accept(a.ctx, id, paths)
+	return a.client.Accept(a.ctx, id, api.Selection{Paths: paths})
 }
 
 // Discard drops the session's changes at paths (all when none).
 func (a *App) Discard(id string, paths []string) (api.Outcomes, error) {
-	return a.client.Discard(a.ctx, id, paths)
+	return a.client.Discard(a.ctx, id, api.Selection{Paths: paths})
 }
 
 // PickProject opens the native folder dialog.

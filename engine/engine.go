@@ -25,6 +25,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/review"
 )
 
 // Defaults are the settings a session gets when its request leaves them
@@ -87,8 +88,9 @@ type Engine struct {
 
 // live is the in-memory side of a session.
 type live struct {
-	mu sync.Mutex // serializes accept and discard
-	ws *overlay.Workspace
+	mu   sync.Mutex // serializes accept and discard
+	ws   *overlay.Workspace
+	base *review.Base
 }
 
 // New starts an engine over the given Docker client and store and re-adopts

@@ -78,7 +78,7 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("second command sees %q", out)
 	}
 	// Accept one path, discard another.
-	res, err := e.Accept(ctx, s.ID, []string{"hello.txt"})
+	res, err := e.Accept(ctx, s.ID, api.Selection{Paths: []string{"hello.txt"}})
 	must(t, err)
 	if len(res) != 1 || !res[0].Applied {
 		t.Fatalf("accept: %+v", res)
@@ -86,7 +86,7 @@ func TestSessionLifecycle(t *testing.T) {
 	if b, _ := os.ReadFile(filepath.Join(p, "hello.txt")); string(b) != "hi\n" {
 		t.Errorf("accepted hello.txt = %q", b)
 	}
-	_, err = e.Discard(ctx, s.ID, []string{"README.md"})
+	_, err = e.Discard(ctx, s.ID, api.Selection{Paths: []string{"README.md"}})
 	must(t, err)
 	if _, out := run(t, e, s.ID, "cat", "README.md"); out != "# demo\n" {
 		t.Errorf("after discard the session sees README.md = %q", out)
@@ -234,7 +234,7 @@ func TestRunsAsProjectOwner(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "1234\n2345\n") {
 		t.Fatalf("exit %d, %q", code, out)
 	}
-	res, err := e.Accept(ctx, s.ID, nil)
+	res, err := e.Accept(ctx, s.ID, api.Selection{})
 	must(t, err)
 	for _, o := range res {
 		if !o.Applied {

@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"io"
+	"path/filepath"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
@@ -20,7 +21,7 @@ func (e *Engine) reviewable(ctx context.Context, id string) (string, *live, revi
 	if l == nil {
 		return "", nil, review.Layers{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
 	}
-	return rec.ID, l, review.Layers{Upper: l.ws.Upper(), Project: rec.Project}, nil
+	return rec.ID, l, review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base}, nil
 }
 
 func (e *Engine) usage(l *live) api.Workspace {
@@ -33,7 +34,7 @@ func (e *Engine) usage(l *live) api.Workspace {
 
 func selectErr(err error) error {
 	switch err.(type) {
-	case *review.NoMatchError:
+	case *review.NoMatchError, *review.NotFoundError:
 		return errdefs.Wrap(errdefs.NotFound, err)
 	case *review.PathError:
 		return errdefs.Wrap(errdefs.Invalid, err)
@@ -41,23 +42,20 @@ func selectErr(err error) error {
 	return err
 }
 
-// Diff returns the session's changes at paths (all when empty) with hunks.
+// Diff returns the session's changes at paths (all when empty) with hunks
+// and conflicts.
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
 	}
-	all, err := review.Changes(layers)
+	all, err := review.Review(layers)
 	if err != nil {
 		return api.Diff{}, err
 	}
-	sel, err := review.Select(all, paths)
+	files, err := review.SelectFiles(all, paths)
 	if err != nil {
 		return api.Diff{}, selectErr(err)
-	}
-	files, err := review.Diff(layers, sel)
-	if err != nil {
-		return api.Diff{}, err
 	}
 	return api.Diff{Session: sid, Files: files, Stats: review.Stats(files), Workspace: e.usage(l)}, nil
 }
@@ -79,46 +77,42 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	return review.Patch(w, layers, sel)
 }
 
-// Accept writes the session's changes at paths (all when empty) into the
-// project. This is the only operation that writes the project.
-func (e *Engine) Accept(ctx context.Context, id string, paths []string) ([]review.Outcome, error) {
+// Accept writes the selected changes into the project, all or nothing.
+// This is the only operation that writes the project.
+func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	all, err := review.Changes(layers)
+	all, err := review.Review(layers)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := review.Select(all, paths)
-	if err != nil {
-		return nil, selectErr(err)
-	}
-	out, err := review.Accept(layers, sel)
-	e.log.Info("accept", "session", sid, "changes", len(sel), "err", err)
-	return out, err
+	out, err := review.Accept(layers, all, sel, e.journalPath(sid))
+	e.log.Info("accept", "session", sid, "selected", len(out), "err", err)
+	return out, selectErr(err)
 }
 
-// Discard drops the session's changes at paths (all when empty), through
-// the session's own view of the workspace.
-func (e *Engine) Discard(ctx context.Context, id string, paths []string) ([]review.Outcome, error) {
+// Discard drops the selected changes from the session, through the
+// session's own view of the workspace.
+func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return nil, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	all, err := review.Changes(layers)
+	all, err := review.Review(layers)
 	if err != nil {
 		return nil, err
 	}
-	sel, err := review.Select(all, paths)
-	if err != nil {
-		return nil, selectErr(err)
-	}
-	out, err := review.Discard(layers, l.ws.Merged(), sel)
-	e.log.Info("discard", "session", sid, "changes", len(sel), "err", err)
-	return out, err
+	out, err := review.Discard(layers, l.ws.Merged(), all, sel)
+	e.log.Info("discard", "session", sid, "selected", len(out), "err", err)
+	return out, selectErr(err)
+}
+
+func (e *Engine) journalPath(id string) string {
+	return filepath.Join(e.sessionDir(id), "accept.journal")
 }

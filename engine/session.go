@@ -103,6 +103,22 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	if err != nil {
 		return api.Session{}, err
 	}
+	// The base is captured while Docker creates and starts the container,
+	// and is complete before the first command runs.
+	type captured struct {
+		base *review.Base
+		err  error
+	}
+	baseDone := make(chan captured, 1)
+	go func() {
+		b, err := review.CaptureBase(project, baseDir(rec.Dir))
+		baseDone <- captured{b, err}
+	}()
+	defer func() {
+		if !ok {
+			<-baseDone
+		}
+	}()
 	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + id}, req.Env...)
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: ws.Merged(), Target: workspacePath}}
 	if caBundle != "" {
@@ -148,14 +164,27 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return api.Session{}, dockerError("start the session's container", err)
 	}
+	cb := <-baseDone
+	baseDone <- cb // for the deferred cleanup
+	if cb.err != nil {
+		return api.Session{}, fmt.Errorf("record the project's state at start: %w", cb.err)
+	}
 	rec.State = api.StateRunning
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: ws}
+	e.sessions[id] = &live{ws: ws, base: cb.base}
 	e.mu.Unlock()
 	ok = true
+	// Start contents the git index does not give, while cheap.
+	e.bg.Add(1)
+	go func() {
+		defer e.bg.Done()
+		if err := cb.base.CaptureContent(baseMaxFile, baseBudget); err != nil {
+			e.log.Warn("base content capture", "session", id, "err", err)
+		}
+	}()
 	e.log.Info("session created", "session", id, "project", project, "image", image)
 	return e.view(rec, false), nil
 }
@@ -273,11 +302,22 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 	return errors.Join(errs...)
 }
 
+// What the base keeps of file contents the git index does not give.
+const (
+	baseMaxFile = 1 << 20
+	baseBudget  = 64 << 20
+)
+
+func baseDir(sessionDir string) string { return filepath.Join(sessionDir, "base") }
+
 // Remove ends a session: container removed, workspace unmounted, its
 // changes gone, its records deleted.
 func (e *Engine) Remove(ctx context.Context, id string) error {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
+		return err
+	}
+	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
 	}
 	if err := e.teardown(ctx, rec); err != nil {
@@ -373,7 +413,10 @@ func (e *Engine) adopt(ctx context.Context) error {
 			}
 			continue
 		}
-		e.sessions[r.ID] = &live{ws: ws}
+		if err := review.Recover(e.journalPath(r.ID)); err != nil {
+			e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
+		}
+		e.sessions[r.ID] = &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir))}
 		state, found := states[r.ID]
 		switch {
 		case !found:

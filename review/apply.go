@@ -2,6 +2,7 @@ package review
 
 import (
 	"crypto/rand"
+	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
@@ -10,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"strings"
 	"syscall"
 
 	"golang.org/x/sys/unix"
@@ -20,21 +22,32 @@ type Outcome struct {
 	Path    string `json:"path"`
 	Kind    Kind   `json:"kind"`
 	Applied bool   `json:"applied"`
-	// Error says why the change was skipped; the project's file is untouched.
+	// Partial is set when only some hunks or lines were taken.
+	Partial bool `json:"partial,omitempty"`
+	// Error says why the change was not applied; the project's file is
+	// untouched.
 	Error string `json:"error,omitempty"`
 }
 
-// Accept writes the selected changes into the project. Each file is
-// replaced atomically (a temporary file in the same directory, renamed over
-// the old one after the data is on disk), so a crash leaves every file
-// either old or new. Nothing is written outside the project root or
-// through a symlink; device files, FIFOs and sockets are skipped. Files
-// belong to the project root's owner and keep the session's permission
-// bits without setuid and setgid.
+// Accept writes the selected changes into the project, all or nothing:
+// see the journal. Before anything is written, changes that cannot be
+// accepted are set aside and reported (an unresolved conflict, a device
+// file, a path through a symlink); if writing the others fails (a full
+// disk), none of them is applied. Nothing is written outside the project
+// root or through a symlink. Files belong to the project root's owner and
+// keep the session's permission bits without setuid and setgid (a partial
+// accept keeps the project file's mode).
 //
-// A change that cannot be applied is reported in its Outcome and does not
-// stop the others; the error return is for failures that stop everything.
-func Accept(l Layers, changes []Change) ([]Outcome, error) {
+// journalPath is where the accept journal lives while the accept runs;
+// call Recover on it after a crash.
+func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Outcome, error) {
+	if err := Recover(journalPath); err != nil {
+		return nil, err
+	}
+	items, err := plan(l, diffs, sel, true)
+	if err != nil {
+		return nil, err
+	}
 	st, err := os.Stat(l.Project)
 	if err != nil {
 		return nil, fmt.Errorf("project %s: %w", l.Project, err)
@@ -45,110 +58,193 @@ func Accept(l Layers, changes []Change) ([]Outcome, error) {
 		return nil, err
 	}
 	defer t.close()
-	// New parent directories take the session's mode for that directory.
 	mkMode := func(rel string) fs.FileMode {
 		if fi, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(rel))); err == nil && fi.IsDir() {
 			return fi.Mode()
 		}
 		return 0o755
 	}
-	out := make([]Outcome, len(changes))
-	type pending struct {
-		i         int
-		dirfd     int
-		tmp, name string
-	}
-	var staged []pending
-	fail := func(i int, err error) { out[i].Error = err.Error() }
 
-	// Pass 1, in path order: structural changes take effect at once, and
-	// file contents are staged as temporary files.
-	for i, c := range changes {
-		out[i] = Outcome{Path: c.Path, Kind: c.Kind}
+	out := make([]Outcome, len(items))
+	j := &journal{State: journalStaging, Project: l.Project, Staging: ".airlock-staging-" + randHex()}
+	type stageJob struct {
+		item int
+		tmp  string
+	}
+	var jobs []stageJob
+	sums := make([]string, len(items))
+	for i, it := range items {
+		c := it.d.Change
+		out[i] = Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}
+		if it.err != nil {
+			out[i].Error = it.err.Error()
+			continue
+		}
+		if it.skip {
+			out[i].Applied = true
+			continue
+		}
 		if _, err := CleanPath(c.Path); err != nil || c.Path == "." {
-			fail(i, fmt.Errorf("refusing unsafe path %q", c.Path))
+			out[i].Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
 			continue
 		}
-		if c.Type == Special {
-			fail(i, fmt.Errorf("skipped: %s", c.Note))
+		if c.Type == Special && it.content == nil {
+			out[i].Error = "skipped: " + c.Note
 			continue
 		}
-		pfd, name, err := t.parent(c.Path, mkMode)
-		if err != nil {
-			fail(i, err)
+		if err := t.check(c.Path); err != nil {
+			out[i].Error = err.Error()
 			continue
 		}
-		switch {
-		case c.Kind == Deleted:
-			err = removeAll(pfd, name)
-		case c.Type == Dir:
-			err = applyDir(t, pfd, name, c)
-		case c.Kind == Mode:
-			err = chmodFile(pfd, name, c.Mode)
-		default:
-			if c.OldType == Dir {
-				if err = removeAll(pfd, name); err != nil {
-					break
-				}
-			}
-			var tmp string
-			tmp, err = stage(t, pfd, filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c)
-			if err == nil {
-				staged = append(staged, pending{i, pfd, tmp, name})
+		if c.Kind == Renamed {
+			if err := t.check(c.From); err != nil {
+				out[i].Error = err.Error()
 				continue
 			}
 		}
+		ops, staged := opsFor(it, i)
+		if staged {
+			jobs = append(jobs, stageJob{i, ops[len(ops)-1].Tmp})
+		}
+		j.Ops = append(j.Ops, ops...)
+	}
+	if len(j.Ops) == 0 {
+		return out, nil
+	}
+	if err := writeJournal(journalPath, j); err != nil {
+		return nil, fmt.Errorf("write the accept journal: %w", err)
+	}
+	rollback := func(cause error) ([]Outcome, error) {
+		removeAll(t.fds["."], j.Staging)
+		removeJournal(journalPath)
+		for _, op := range j.Ops {
+			out[op.Item].Applied = false
+			out[op.Item].Error = "not applied: " + cause.Error()
+		}
+		return out, nil
+	}
+	if len(jobs) > 0 {
+		if err := unix.Mkdirat(t.fds["."], j.Staging, 0o700); err != nil {
+			return rollback(fmt.Errorf("create the staging directory: %w", err))
+		}
+		sfd, err := t.dir(j.Staging, nil)
 		if err != nil {
-			fail(i, err)
-		} else {
+			return rollback(err)
+		}
+		for _, job := range jobs {
+			sum, err := stage(t, sfd, job.tmp, l, items[job.item])
+			sums[job.item] = sum
+			if err != nil {
+				return rollback(fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", items[job.item].d.Path, err))
+			}
+		}
+		// One syncfs puts every staged file's data on disk before the
+		// commit; far cheaper than an fsync per file.
+		if err := unix.Syncfs(t.fds["."]); err != nil {
+			return rollback(fmt.Errorf("sync: %w", err))
+		}
+	}
+	j.State = journalCommitted
+	if err := writeJournal(journalPath, j); err != nil {
+		return rollback(fmt.Errorf("commit the accept journal: %w", err))
+	}
+	// Committed: from here a crash is finished by Recover.
+	failed := map[int]bool{}
+	for _, op := range j.Ops {
+		if failed[op.Item] {
+			continue
+		}
+		if err := t.do(op, j.Staging, mkMode); err != nil {
+			failed[op.Item] = true
+			out[op.Item].Error = err.Error()
+		}
+	}
+	for i := range out {
+		if out[i].Error == "" && !failed[i] && items[i].err == nil {
 			out[i].Applied = true
 		}
 	}
-	if len(staged) == 0 {
-		return out, nil
+	unix.Syncfs(t.fds["."])
+	if len(jobs) > 0 {
+		removeAll(t.fds["."], j.Staging)
 	}
-	// Pass 2: one syncfs puts every staged file's data on disk before any
-	// rename makes it visible; far cheaper than an fsync per file.
-	if err := unix.Syncfs(t.fds["."]); err != nil {
-		for _, s := range staged {
-			unix.Unlinkat(s.dirfd, s.tmp, 0)
-			fail(s.i, fmt.Errorf("sync: %w", err))
-		}
-		return out, nil
+	if err := removeJournal(journalPath); err != nil {
+		return out, err
 	}
-	for _, s := range staged {
-		if err := unix.Renameat(s.dirfd, s.tmp, s.dirfd, s.name); err != nil {
-			unix.Unlinkat(s.dirfd, s.tmp, 0)
-			if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) {
-				err = fmt.Errorf("the project has a directory at %s now: move it aside, then accept again", changes[s.i].Path)
-			}
-			fail(s.i, err)
+	// What was written is the new common base of the host and the session.
+	var acc []AcceptedFile
+	for i, it := range items {
+		if !out[i].Applied || it.skip || it.d.Type == Dir {
 			continue
 		}
-		out[s.i].Applied = true
+		acc = append(acc, AcceptedFile{Path: it.d.Path, Content: it.content, SessionSum: sums[i]})
+		if it.d.Kind == Renamed {
+			acc = append(acc, AcceptedFile{Path: it.d.From})
+		}
 	}
-	// And one more so the renames themselves are durable.
-	if err := unix.Syncfs(t.fds["."]); err != nil {
-		return out, fmt.Errorf("sync after accept: %w", err)
+	if err := l.Base.Accepted(acc); err != nil {
+		return out, fmt.Errorf("record the accepted files in the session's base: %w", err)
 	}
 	return out, nil
 }
 
-func applyDir(t *tree, pfd int, name string, c Change) error {
-	var st unix.Stat_t
-	err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW)
+// opsFor lists the journal operations for one item; staged reports whether
+// the last one is a replace whose content must be staged.
+func opsFor(it item, i int) ([]jop, bool) {
+	c := it.d.Change
 	switch {
-	case errors.Is(err, unix.ENOENT):
-		return t.mkdir(pfd, name, c.Mode)
-	case err != nil:
-		return err
-	case st.Mode&unix.S_IFMT != unix.S_IFDIR:
-		if err := unix.Unlinkat(pfd, name, 0); err != nil {
+	case c.Kind == Deleted:
+		return []jop{{Op: "remove", Path: c.Path, Item: i}}, false
+	case c.Type == Dir:
+		if c.Kind == Mode {
+			return []jop{{Op: "chmod", Path: c.Path, Mode: unixMode(c.Mode), IsDir: true, Item: i}}, false
+		}
+		return []jop{{Op: "mkdir", Path: c.Path, Mode: unixMode(c.Mode), Item: i}}, false
+	case c.Kind == Mode && it.whole:
+		return []jop{{Op: "chmod", Path: c.Path, Mode: unixMode(c.Mode), Item: i}}, false
+	case c.Kind == Deleted || it.whole && c.Type == None:
+		return []jop{{Op: "remove", Path: c.Path, Item: i}}, false
+	}
+	var ops []jop
+	if c.Kind == Renamed && it.whole {
+		ops = append(ops, jop{Op: "rename", From: c.From, Path: c.Path, Item: i})
+	}
+	if c.Type == None && it.content == nil { // a conflict settled as a deletion
+		return append(ops, jop{Op: "remove", Path: c.Path, Item: i}), false
+	}
+	return append(ops, jop{Op: "replace", Path: c.Path, Tmp: fmt.Sprintf("%d", i), Item: i}), true
+}
+
+// check walks the existing part of rel's parents without creating
+// anything, refusing symlinks and non-directories on the way.
+func (t *tree) check(rel string) error {
+	dir := path.Dir(rel)
+	if dir == "." {
+		return nil
+	}
+	parts := strings.Split(dir, "/")
+	for k := range parts {
+		p := strings.Join(parts[:k+1], "/")
+		_, err := t.dir(p, nil)
+		if err == nil {
+			continue
+		}
+		var r *refusal
+		if errors.As(err, &r) {
 			return err
 		}
-		return t.mkdir(pfd, name, c.Mode)
+		if errors.Is(err, unix.ENOENT) {
+			return nil // created at commit
+		}
+		return err
 	}
-	return unix.Fchmodat(pfd, name, unixMode(c.Mode), 0)
+	return nil
+}
+
+func randHex() string {
+	var b [6]byte
+	rand.Read(b[:])
+	return hex.EncodeToString(b[:])
 }
 
 // chmodFile changes a regular file's mode without following a symlink.
@@ -164,67 +260,109 @@ func chmodFile(pfd int, name string, mode fs.FileMode) error {
 	return unix.Fchmod(fd, unixMode(mode))
 }
 
-func tmpName(name string) string {
-	var b [6]byte
-	rand.Read(b[:])
-	base := name
-	if len(base) > 100 {
-		base = base[:100]
+// stage writes an item's new content (given, or the session's file or
+// symlink) as tmp in the staging directory sfd.
+func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, err error) {
+	c := it.d.Change
+	src := filepath.Join(l.Upper, filepath.FromSlash(c.Path))
+	mode := c.Mode
+	if it.keepMode || c.Type == None {
+		if fi, err := os.Lstat(filepath.Join(l.Project, filepath.FromSlash(c.Path))); err == nil {
+			mode = fi.Mode()
+		} else if c.Type == None {
+			mode = c.OldMode
+		}
 	}
-	return ".airlock-" + hex.EncodeToString(b[:]) + "-" + base + ".tmp"
-}
-
-// stage writes the session's version of a file or symlink to a temporary
-// name in pfd and returns that name.
-func stage(t *tree, pfd int, src string, c Change) (string, error) {
-	tmp := tmpName(path.Base(c.Path))
-	if c.Type == Symlink {
+	if it.content == nil && c.Type == Symlink {
 		target, err := os.Readlink(src)
 		if err != nil {
 			return "", err
 		}
-		if err := unix.Symlinkat(target, pfd, tmp); err != nil {
+		if err := unix.Symlinkat(target, sfd, tmp); err != nil {
 			return "", err
 		}
-		if err := unix.Fchownat(pfd, tmp, t.uid, t.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
-			unix.Unlinkat(pfd, tmp, 0)
+		return "", unix.Fchownat(sfd, tmp, t.uid, t.gid, unix.AT_SYMLINK_NOFOLLOW)
+	}
+	if it.content != nil && c.Type == Symlink && !it.keepMode {
+		if err := unix.Symlinkat(strings.TrimSuffix(*it.content, "\n"), sfd, tmp); err != nil {
 			return "", err
 		}
-		return tmp, nil
+		return "", unix.Fchownat(sfd, tmp, t.uid, t.gid, unix.AT_SYMLINK_NOFOLLOW)
 	}
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
-	if err != nil {
-		return "", fmt.Errorf("read session file: %w", err)
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return "", err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", fmt.Errorf("the session's %s is no longer a regular file: look at the diff again", c.Path)
-	}
-	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	fd, err := unix.Openat(sfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
 	if err != nil {
 		return "", err
 	}
 	out := os.NewFile(uintptr(fd), tmp)
-	_, err = io.Copy(out, in)
+	if it.content != nil {
+		_, err = io.WriteString(out, *it.content)
+	} else {
+		var in *os.File
+		in, err = os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+		if err == nil {
+			var fi os.FileInfo
+			if fi, err = in.Stat(); err == nil && !fi.Mode().IsRegular() {
+				err = fmt.Errorf("the session's %s is no longer a regular file: look at the diff again", c.Path)
+			}
+			if err == nil {
+				mode = fi.Mode()
+				err = copySparse(out, in, fi.Size())
+			}
+			if err == nil {
+				h := sha256.New()
+				if _, err = in.Seek(0, io.SeekStart); err == nil {
+					_, err = io.Copy(h, in)
+				}
+				sum = hex.EncodeToString(h.Sum(nil))
+			}
+			in.Close()
+		}
+	}
 	if err == nil {
 		err = out.Chown(t.uid, t.gid)
 	}
 	if err == nil {
-		err = unix.Fchmod(fd, unixMode(fi.Mode()))
+		err = unix.Fchmod(fd, unixMode(mode))
 	}
 	if cerr := out.Close(); err == nil {
 		err = cerr
 	}
-	if err != nil {
-		unix.Unlinkat(pfd, tmp, 0)
-		if errors.Is(err, unix.ENOSPC) {
-			return "", fmt.Errorf("the project's disk is full: free space, then accept again (the project file is unchanged)")
-		}
-		return "", err
+	if errors.Is(err, unix.ENOSPC) || errors.Is(err, unix.EDQUOT) {
+		return "", fmt.Errorf("the project's disk is full")
 	}
-	return tmp, nil
+	return sum, err
+}
+
+// copySparse copies a regular file, keeping holes as holes.
+func copySparse(dst, src *os.File, size int64) error {
+	var off int64
+	for off < size {
+		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
+		if err != nil {
+			if errors.Is(err, unix.ENXIO) {
+				break // only a hole is left
+			}
+			// No SEEK_DATA support: plain copy.
+			if _, err := src.Seek(0, io.SeekStart); err != nil {
+				return err
+			}
+			_, err := io.Copy(dst, src)
+			return err
+		}
+		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
+		if err != nil {
+			return err
+		}
+		if _, err := src.Seek(data, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := dst.Seek(data, io.SeekStart); err != nil {
+			return err
+		}
+		if _, err := io.CopyN(dst, src, hole-data); err != nil {
+			return err
+		}
+		off = hole
+	}
+	return dst.Truncate(size)
 }

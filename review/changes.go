@@ -35,6 +35,7 @@ const (
 	Mode     Kind = "mode"     // only the permission bits changed
 	Deleted  Kind = "deleted"
 	Replaced Kind = "replaced" // the type changed (file <-> dir <-> symlink)
+	Renamed  Kind = "renamed"  // moved from From, with at most small edits
 )
 
 // Type is what kind of filesystem object a path is.
@@ -67,6 +68,19 @@ type Change struct {
 	OldLink     string `json:"old_link,omitempty"` // symlink target in the project
 	// Note explains why a change cannot be accepted, when it cannot.
 	Note string `json:"note,omitempty"`
+	// HostChanged is set when the project's version of the path changed
+	// since the session started (known from the session's base).
+	HostChanged bool `json:"host_changed,omitempty"`
+	// Merged is set when the session's change was merged with the host's
+	// changes without overlap: accepting writes the merge.
+	Merged bool `json:"merged,omitempty"`
+	// Conflict is set when the host and the session changed the path in
+	// ways that overlap; ConflictReason says how. Accept needs a choice.
+	Conflict       bool   `json:"conflict,omitempty"`
+	ConflictReason string `json:"conflict_reason,omitempty"`
+	// From is the project path this one was renamed from (Kind Renamed).
+	From       string `json:"from,omitempty"`
+	Similarity int    `json:"similarity,omitempty"` // percent, for renames
 }
 
 // Layers is where a review reads from: the session's upper layer and the
@@ -74,6 +88,9 @@ type Change struct {
 type Layers struct {
 	Upper   string
 	Project string
+	// Base is the project as the session started, when it was captured;
+	// nil compares with the current project only.
+	Base *Base
 }
 
 // Changes lists what the upper layer changes relative to the current project,
@@ -131,6 +148,11 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 	for _, e := range entries {
 		name := e.Name()
 		p := path.Join(rel, name)
+		if name == ".git" {
+			// Repository internals never reach the project as files; commits
+			// made in the session are offered separately (see Commits).
+			continue
+		}
 		up := filepath.Join(udir, name)
 		ufi, err := os.Lstat(up)
 		if err != nil {
@@ -246,6 +268,9 @@ func hostOnly(l Layers, p, up string, out *[]Change) error {
 		return nil // the project's side is gone: nothing to delete
 	}
 	for _, e := range entries {
+		if e.Name() == ".git" {
+			continue
+		}
 		if _, err := os.Lstat(filepath.Join(up, e.Name())); err == nil {
 			continue
 		}

@@ -12,10 +12,12 @@ const Context = 3
 
 // Hunk is one contiguous region of a text diff.
 type Hunk struct {
-	OldStart int `json:"old_start"`
-	OldLines int `json:"old_lines"`
-	NewStart int `json:"new_start"`
-	NewLines int `json:"new_lines"`
+	// ID names the hunk for per-hunk accept and discard; see hunkIDs.
+	ID       string `json:"id"`
+	OldStart int    `json:"old_start"`
+	OldLines int    `json:"old_lines"`
+	NewStart int    `json:"new_start"`
+	NewLines int    `json:"new_lines"`
 	// Lines are prefixed with ' ', '-' or '+' and keep their newline; a line
 	// without one is the file's last and has no newline at end of file.
 	Lines []string `json:"lines"`

@@ -15,31 +15,51 @@ import (
 )
 
 // Discard drops the selected changes from the session by restoring the
-// project's version of each path in the session's merged view (never by
-// editing the upper or lower layer under a mounted overlay, which the
-// kernel leaves undefined). Added paths are removed; modified, deleted and
-// replaced paths get the project's content, type and mode back.
-func Discard(l Layers, merged string, changes []Change) ([]Outcome, error) {
+// project's version of each path (or, for single hunks, the session's file
+// without them) in the session's merged view, never by editing the upper
+// or lower layer under a mounted overlay, which the kernel leaves
+// undefined. Added paths are removed; modified, deleted and replaced paths
+// get the project's content, type and mode back.
+func Discard(l Layers, merged string, diffs []FileDiff, sel Selection) ([]Outcome, error) {
+	items, err := plan(l, diffs, sel, false)
+	if err != nil {
+		return nil, err
+	}
 	t, err := openTree(merged, 0, 0)
 	if err != nil {
 		return nil, err
 	}
 	defer t.close()
-	out := make([]Outcome, len(changes))
+	out := make([]Outcome, len(items))
 	// Deepest first, so removing an entry never races its parent's restore.
-	order := make([]int, len(changes))
+	order := make([]int, len(items))
 	for i := range order {
 		order[i] = i
 	}
-	sort.SliceStable(order, func(a, b int) bool { return changes[order[a]].Path > changes[order[b]].Path })
+	sort.SliceStable(order, func(a, b int) bool { return items[order[a]].d.Path > items[order[b]].d.Path })
 	for _, i := range order {
-		c := changes[i]
-		out[i] = Outcome{Path: c.Path, Kind: c.Kind}
+		it := items[i]
+		c := it.d.Change
+		out[i] = Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}
+		if it.err != nil {
+			out[i].Error = it.err.Error()
+			continue
+		}
 		if _, err := CleanPath(c.Path); err != nil || c.Path == "." {
 			out[i].Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
 			continue
 		}
-		if err := discardOne(t, l, c); err != nil {
+		var err error
+		if it.whole {
+			err = discardOne(t, l, c)
+			if err == nil && c.Kind == Renamed {
+				// The rename's other half: the project's file comes back.
+				err = discardOne(t, l, Change{Path: c.From, Kind: Deleted})
+			}
+		} else {
+			err = rewriteInSession(t, c.Path, *it.content)
+		}
+		if err != nil {
 			out[i].Error = err.Error()
 			continue
 		}
@@ -48,11 +68,61 @@ func Discard(l Layers, merged string, changes []Change) ([]Outcome, error) {
 	// Directories left empty by removing added entries go too, unless the
 	// project has them.
 	for _, i := range order {
-		if out[i].Applied && changes[i].Kind == Added {
-			pruneEmpty(t, l, path.Dir(changes[i].Path))
+		if out[i].Applied && items[i].d.Kind == Added {
+			pruneEmpty(t, l, path.Dir(items[i].d.Path))
 		}
 	}
 	return out, nil
+}
+
+// rewriteInSession replaces a session file's content through the merged
+// view, keeping its owner and mode.
+func rewriteInSession(t *tree, p, content string) error {
+	pfd, name, err := t.parent(p, nil)
+	if err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT != unix.S_IFREG {
+		return fmt.Errorf("%s is not a regular file in the session", p)
+	}
+	tmp := tmpName(name)
+	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = io.WriteString(f, content)
+	if err == nil {
+		err = f.Chown(int(st.Uid), int(st.Gid))
+	}
+	if err == nil {
+		err = unix.Fchmod(fd, st.Mode&0o7777)
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(pfd, tmp, pfd, name)
+	}
+	if err != nil {
+		unix.Unlinkat(pfd, tmp, 0)
+		if errors.Is(err, unix.ENOSPC) {
+			return fmt.Errorf("the session's workspace is full: discard whole files first, or start a session with a larger --workspace-size")
+		}
+	}
+	return err
+}
+
+func tmpName(name string) string {
+	base := name
+	if len(base) > 100 {
+		base = base[:100]
+	}
+	return ".airlock-" + randHex() + "-" + base + ".tmp"
 }
 
 func discardOne(t *tree, l Layers, c Change) error {

@@ -20,24 +20,12 @@ import (
 type FileDiff struct {
 	Change
 	Hunks []Hunk `json:"hunks,omitempty"`
-}
+	// Conflicts are the regions both sides changed (Conflict is set).
+	Conflicts []Conflict `json:"conflicts,omitempty"`
 
-// Diff computes the hunks for each change. Text of deleted and added files
-// diffs against the empty file; symlinks diff their targets as git does.
-func Diff(l Layers, changes []Change) ([]FileDiff, error) {
-	out := make([]FileDiff, 0, len(changes))
-	for _, c := range changes {
-		fd := FileDiff{Change: c}
-		if !c.Binary && (c.Type == File || c.OldType == File || c.Type == Symlink || c.OldType == Symlink) {
-			a, b, err := sides(l, c)
-			if err != nil {
-				return nil, err
-			}
-			fd.Hunks = Hunks(a, b)
-		}
-		out = append(out, fd)
-	}
-	return out, nil
+	target *string // what accepting the whole file writes, when not the session's file
+	chunks []chunk // the three-way merge, when there was one
+	whole  bool    // the conflict covers the whole file
 }
 
 // sides returns the old and new text of a file or symlink change. A side of
@@ -388,6 +376,15 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 		if d.Type == Dir || (d.Type == None && d.OldType == Dir) {
 			title += "/"
 		}
+		if d.Kind == Renamed {
+			title = fmt.Sprintf("renamed %s -> %s (%d%% similar)", quote(d.From), quote(d.Path), d.Similarity)
+		}
+		switch {
+		case d.Conflict:
+			title += " " + paint("1;31", "CONFLICT: "+d.ConflictReason)
+		case d.Merged:
+			title += " (merged with changes made on the host since the session started)"
+		}
 		fmt.Fprintln(&buf, paint("1", "=== "+title))
 		switch {
 		case d.Note != "":
@@ -409,8 +406,25 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 				fmt.Fprintf(&buf, "symlink %q -> %q\n", d.OldLink, d.Link)
 			}
 		}
+		for _, c := range d.Conflicts {
+			if c.Host == nil && c.Agent == nil && c.Base == nil {
+				fmt.Fprintf(&buf, "%s whole file: --take agent or --take host\n", paint("1;31", "conflict #"+c.ID))
+				continue
+			}
+			fmt.Fprintf(&buf, "%s at line %d of the project's file\n", paint("1;31", "conflict #"+c.ID), c.HostStart)
+			for _, part := range []struct {
+				name  string
+				lines []string
+			}{{"<<<<<<< host", c.Host}, {"||||||| base", c.Base}, {"======= session", c.Agent}} {
+				fmt.Fprintln(&buf, paint("33", part.name))
+				for _, l := range part.lines {
+					buf.WriteString(strings.TrimSuffix(l, "\n") + "\n")
+				}
+			}
+			fmt.Fprintln(&buf, paint("33", ">>>>>>>"))
+		}
 		for _, h := range d.Hunks {
-			fmt.Fprintln(&buf, paint("36", h.Header()))
+			fmt.Fprintln(&buf, paint("36", h.Header())+" "+paint("2", "#"+h.ID))
 			for _, line := range h.Lines {
 				text := strings.TrimSuffix(line, "\n")
 				switch line[0] {

@@ -81,6 +81,8 @@ func agent(t *testing.T, m string) {
 	must(t, syscall.Mkfifo(filepath.Join(m, "fifo"), 0o644))           // special
 }
 
+func journal(t *testing.T) string { return filepath.Join(t.TempDir(), "accept.journal") }
+
 func must(t *testing.T, err error) {
 	t.Helper()
 	if err != nil {
@@ -180,9 +182,9 @@ func TestAcceptAll(t *testing.T) {
 	agent(t, ws.Merged())
 	must(t, os.Chmod(filepath.Join(ws.Merged(), "hello.txt"), 0o4755)) // setuid must not survive
 	l := review.Layers{Upper: ws.Upper(), Project: p}
-	changes, err := review.Changes(l)
+	diffs, err := review.Review(l)
 	must(t, err)
-	outcomes, err := review.Accept(l, changes)
+	outcomes, err := review.Accept(l, diffs, review.Selection{}, journal(t))
 	must(t, err)
 	for _, o := range outcomes {
 		if o.Path == "fifo" {
@@ -220,11 +222,11 @@ func TestAcceptSelectedPaths(t *testing.T) {
 	ws := mountWS(t, p)
 	agent(t, ws.Merged())
 	l := review.Layers{Upper: ws.Upper(), Project: p}
+	diffs, err := review.Review(l)
+	must(t, err)
+	_, err = review.Accept(l, diffs, review.Selection{Paths: []string{"hello.txt", "lib"}}, journal(t))
+	must(t, err)
 	all, err := review.Changes(l)
-	must(t, err)
-	sel, err := review.Select(all, []string{"hello.txt", "lib"})
-	must(t, err)
-	_, err = review.Accept(l, sel)
 	must(t, err)
 	if b, _ := os.ReadFile(filepath.Join(p, "hello.txt")); string(b) != "hi\n" {
 		t.Errorf("hello.txt = %q", b)
@@ -266,14 +268,9 @@ func TestAcceptRefusals(t *testing.T) {
 			l := review.Layers{Upper: ws.Upper(), Project: p}
 			// The session's change is made before the host diverges.
 			tc.setup(t, p, ws.Merged())
-			all, err := review.Changes(l)
+			diffs, err := review.Review(l)
 			must(t, err)
-			sel, err := review.Select(all, []string{tc.path})
-			if err != nil {
-				// The host change can hide the session's (e.g. parent is a file).
-				sel = []review.Change{{Path: tc.path, Kind: review.Added, Type: review.File}}
-			}
-			out, err := review.Accept(l, sel)
+			out, err := review.Accept(l, diffs, review.Selection{Paths: []string{tc.path}}, journal(t))
 			must(t, err)
 			if len(out) != 1 || out[0].Applied || !strings.Contains(out[0].Error, tc.want) {
 				t.Fatalf("outcome %+v, want refusal mentioning %q", out, tc.want)
@@ -295,9 +292,9 @@ func TestDiscardRestoresProjectView(t *testing.T) {
 	ws := mountWS(t, p)
 	agent(t, ws.Merged())
 	l := review.Layers{Upper: ws.Upper(), Project: p}
-	all, err := review.Changes(l)
+	all, err := review.Review(l)
 	must(t, err)
-	out, err := review.Discard(l, ws.Merged(), all)
+	out, err := review.Discard(l, ws.Merged(), all, review.Selection{})
 	must(t, err)
 	for _, o := range out {
 		if !o.Applied {

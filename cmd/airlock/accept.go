@@ -5,43 +5,67 @@ import (
 	"encoding/json"
 	"fmt"
 	"os"
+	"strings"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/review"
 	"github.com/spf13/cobra"
 )
 
 func acceptCmd(g *globals) *cobra.Command {
-	return outcomeCmd(g, "accept", "Write a session's changes (all, or those at PATHs) into the project",
-		"accepted", func(ctx context.Context, c clientAPI, id string, paths []string) (api.Outcomes, error) {
-			return c.Accept(ctx, id, paths)
+	return outcomeCmd(g, "accept", "Write a session's changes (all, some paths, hunks or lines) into the project",
+		"accepted", func(ctx context.Context, c clientAPI, id string, sel api.Selection) (api.Outcomes, error) {
+			return c.Accept(ctx, id, sel)
 		})
 }
 
 func discardCmd(g *globals) *cobra.Command {
-	return outcomeCmd(g, "discard", "Drop a session's changes (all, or those at PATHs); the project is not touched",
-		"discarded", func(ctx context.Context, c clientAPI, id string, paths []string) (api.Outcomes, error) {
-			return c.Discard(ctx, id, paths)
+	return outcomeCmd(g, "discard", "Drop a session's changes (all, some paths, hunks or lines); the project is not touched",
+		"discarded", func(ctx context.Context, c clientAPI, id string, sel api.Selection) (api.Outcomes, error) {
+			return c.Discard(ctx, id, sel)
 		})
 }
 
 type clientAPI interface {
-	Accept(ctx context.Context, id string, paths []string) (api.Outcomes, error)
-	Discard(ctx context.Context, id string, paths []string) (api.Outcomes, error)
+	Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
+	Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
 }
 
-func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, clientAPI, string, []string) (api.Outcomes, error)) *cobra.Command {
+func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, clientAPI, string, api.Selection) (api.Outcomes, error)) *cobra.Command {
 	var asJSON bool
+	var hunks, lines []string
+	var take string
 	cmd := &cobra.Command{
 		Use:   verb + " ID [PATH...]",
 		Short: short,
-		Args:  cobra.MinimumNArgs(1),
+		Long: short + ".\n\nWith no PATH and no --hunk, everything. Hunk and conflict ids come from `airlock diff ID` (shown as #id) or --json.\n" +
+			"--lines ID:2-4,7 takes only those lines (counted from 1 within the hunk).\n" +
+			"Conflicts (the host changed the same lines since the session started) need --take agent or --take host;\n" +
+			"--take markers writes git-style conflict markers instead, only when you ask for it.",
+		Example: "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3\n  airlock accept 3f2a config.yaml --take agent",
+		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take)}
+			for _, l := range lines {
+				id, ranges, ok := strings.Cut(l, ":")
+				if !ok {
+					return usageErr("--lines %q: write it as HUNK:2-4,7", l)
+				}
+				n, err := review.LineRanges(ranges)
+				if err != nil {
+					return usageErr("%v", err)
+				}
+				if sel.Lines == nil {
+					sel.Lines = map[string][]int{}
+				}
+				sel.Lines[id] = append(sel.Lines[id], n...)
+			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
 			if err != nil {
 				return err
 			}
-			res, err := do(ctx, c, args[0], args[1:])
+			res, err := do(ctx, c, args[0], sel)
 			if err != nil {
 				return err
 			}
@@ -54,7 +78,11 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 			for _, o := range res.Outcomes {
 				if o.Applied {
 					if !asJSON {
-						fmt.Printf("%s %-8s %s\n", done, o.Kind, o.Path)
+						part := ""
+						if o.Partial {
+							part = " (part)"
+						}
+						fmt.Printf("%s %-8s %s%s\n", done, o.Kind, o.Path, part)
 					}
 					continue
 				}
@@ -72,5 +100,10 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the per-path outcomes as JSON")
+	cmd.Flags().StringArrayVar(&hunks, "hunk", nil, "a hunk or conflict id (repeatable)")
+	cmd.Flags().StringArrayVar(&lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
+	if verb == "accept" {
+		cmd.Flags().StringVar(&take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
+	}
 	return cmd
 }

@@ -77,11 +77,10 @@ type Diff struct {
 	Workspace Workspace         `json:"workspace"`
 }
 
-// PathsRequest selects changes by path (all when empty) for accept and
-// discard.
-type PathsRequest struct {
-	Paths []string `json:"paths,omitempty"`
-}
+// Selection picks changes for accept and discard: whole files by path,
+// hunks and conflicts by id, lines within hunks, and how to settle
+// conflicts. An empty selection takes everything.
+type Selection = review.Selection
 
 // Outcomes is the per-path result of an accept or discard.
 type Outcomes struct {

@@ -176,17 +176,18 @@ func (c *Client) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	return err
 }
 
-// Accept writes the session's changes at paths (all when none) into the
-// project.
-func (c *Client) Accept(ctx context.Context, id string, paths []string) (api.Outcomes, error) {
+// Accept writes the selected changes (all for an empty selection) into
+// the project, all or nothing.
+func (c *Client) Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
 	var out api.Outcomes
-	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/accept", nil, api.PathsRequest{Paths: paths}, &out)
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/accept", nil, sel, &out)
 }
 
-// Discard drops the session's changes at paths (all when none).
-func (c *Client) Discard(ctx context.Context, id string, paths []string) (api.Outcomes, error) {
+// Discard drops the selected changes (all for an empty selection) from the
+// session.
+func (c *Client) Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
 	var out api.Outcomes
-	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/discard", nil, api.PathsRequest{Paths: paths}, &out)
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/discard", nil, sel, &out)
 }
 
 // Commands lists what ran in a session.

@@ -180,14 +180,14 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 	s.outcomes(w, r, s.eng.Discard)
 }
 
-func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, []string) ([]review.Outcome, error)) {
-	var req api.PathsRequest
+func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) ([]review.Outcome, error)) {
+	var req api.Selection
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
 	// An accept, once started, finishes even if the client goes away.
-	out, err := do(context.WithoutCancel(r.Context()), r.PathValue("id"), req.Paths)
+	out, err := do(context.WithoutCancel(r.Context()), r.PathValue("id"), req)
 	if err != nil {
 		writeError(w, err)
 		return

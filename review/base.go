@@ -1,0 +1,586 @@
+package review
+
+import (
+	"bufio"
+	"bytes"
+	"crypto/sha256"
+	"encoding/binary"
+	"encoding/hex"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"io/fs"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"runtime"
+	"sort"
+	"sync"
+	"syscall"
+
+	"github.com/go-git/go-git/v5/plumbing/format/index"
+	"golang.org/x/sys/unix"
+)
+
+// Base records what the project looked like when a session started, so
+// that a later review can tell the session's changes from the host's and
+// merge the two. See docs/ARCHITECTURE.md ("Base capture") for the choice
+// and its cost.
+//
+// At start: a stat manifest of every project file (size, mtime, ctime,
+// inode, mode) and, for git projects, a copy of .git/index, whose blob ids
+// give the start content of every file that was clean then. After start,
+// in the background, the content of the other files (untracked or dirty in
+// git, or all files of a non-git project) is captured while it is cheap
+// (files up to 1 MiB, a total budget).
+type Base struct {
+	dir     string
+	project string
+
+	once     sync.Once
+	manifest manifest
+	loadErr  error
+	gitIndex *index.Index
+	contents map[string]string // path -> object id
+	// overrides record what accepts wrote since the start: the new common
+	// ancestor of the host and the session for those paths.
+	overrides map[string]override
+	mu        sync.Mutex
+}
+
+// override is the base of a path after an accept wrote it.
+type override struct {
+	Path    string    `json:"path"`
+	Gone    bool      `json:"gone,omitempty"` // deleted by the accept
+	Stat    statEntry `json:"stat"`
+	Object  string    `json:"object,omitempty"`  // content stored in objects/
+	Session string    `json:"session,omitempty"` // sha256 of the session's file it came from
+}
+
+type statEntry struct {
+	Size  int64
+	Mtime int64
+	Ctime int64
+	Ino   uint64
+	Mode  uint32
+}
+
+func entryOf(fi fs.FileInfo) statEntry {
+	st := fi.Sys().(*syscall.Stat_t)
+	return statEntry{Size: fi.Size(), Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino, Mode: uint32(fi.Mode())}
+}
+
+const (
+	manifestName  = "manifest"
+	gitIndexName  = "git-index"
+	contentsName  = "contents"
+	objectsDir    = "objects"
+	overridesName = "overrides"
+)
+
+// CaptureBase walks project and records its base in dir.
+func CaptureBase(project, dir string) (*Base, error) {
+	if err := os.MkdirAll(filepath.Join(dir, objectsDir), 0o700); err != nil {
+		return nil, err
+	}
+	// The git index first: a copy taken before the walk can only be older
+	// than what the walk sees, which the racy-entry check allows for.
+	if data, err := os.ReadFile(filepath.Join(project, ".git", "index")); err == nil {
+		if err := os.WriteFile(filepath.Join(dir, gitIndexName), data, 0o600); err != nil {
+			return nil, err
+		}
+	}
+	entries, err := walkStats(project)
+	if err != nil {
+		return nil, err
+	}
+	if err := writeManifest(filepath.Join(dir, manifestName), entries); err != nil {
+		return nil, err
+	}
+	return OpenBase(project, dir), nil
+}
+
+// OpenBase opens a base recorded by CaptureBase; it is loaded on first use.
+func OpenBase(project, dir string) *Base {
+	return &Base{dir: dir, project: project}
+}
+
+func (b *Base) load() error {
+	b.once.Do(func() {
+		data, err := os.ReadFile(filepath.Join(b.dir, manifestName))
+		if err != nil {
+			b.loadErr = fmt.Errorf("read the session's base manifest: %w", err)
+			return
+		}
+		m, err := parseManifest(data)
+		if err != nil {
+			b.loadErr = err
+			return
+		}
+		b.manifest = m
+		b.overrides = map[string]override{}
+		if data, err := os.ReadFile(filepath.Join(b.dir, overridesName)); err == nil {
+			dec := json.NewDecoder(bytes.NewReader(data))
+			for {
+				var o override
+				if dec.Decode(&o) != nil {
+					break // a torn last record (crash mid-append) is ignored
+				}
+				b.overrides[o.Path] = o
+			}
+		}
+		b.contents = map[string]string{}
+		if data, err := os.ReadFile(filepath.Join(b.dir, contentsName)); err == nil {
+			for _, line := range bytes.Split(data, []byte{0}) {
+				if p, id, ok := bytes.Cut(line, []byte{'\n'}); ok {
+					b.contents[string(p)] = string(id)
+				}
+			}
+		}
+	})
+	return b.loadErr
+}
+
+func (b *Base) index() *index.Index {
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.gitIndex != nil {
+		return b.gitIndex
+	}
+	f, err := os.Open(filepath.Join(b.dir, gitIndexName))
+	if err != nil {
+		return nil
+	}
+	defer f.Close()
+	idx := &index.Index{}
+	if err := index.NewDecoder(bufio.NewReader(f)).Decode(idx); err != nil {
+		return nil
+	}
+	b.gitIndex = idx
+	return idx
+}
+
+// HostChanged reports whether the project's entry at p differs from what
+// it was when the session started. hfi is its current Lstat (nil when it
+// does not exist now).
+func (b *Base) HostChanged(p string, hfi fs.FileInfo) (bool, error) {
+	if b == nil {
+		return false, nil
+	}
+	if err := b.load(); err != nil {
+		return false, err
+	}
+	e, had := b.start(p)
+	switch {
+	case !had && hfi == nil:
+		return false, nil
+	case !had || hfi == nil:
+		return true, nil
+	}
+	if hfi.IsDir() {
+		return fs.FileMode(e.Mode).IsDir() == false, nil
+	}
+	return entryOf(hfi) != e, nil
+}
+
+// Had reports whether the project had p when the session started.
+func (b *Base) Had(p string) bool {
+	if b == nil || b.load() != nil {
+		return false
+	}
+	_, ok := b.start(p)
+	return ok
+}
+
+// start returns the base stat of p: after an accept wrote p, what it
+// wrote; otherwise what p was when the session started.
+func (b *Base) start(p string) (statEntry, bool) {
+	b.mu.Lock()
+	o, ok := b.overrides[p]
+	b.mu.Unlock()
+	if ok {
+		return o.Stat, !o.Gone
+	}
+	return b.manifest.lookup(p)
+}
+
+// Content returns the base content of p (see start), if it is known. upper
+// is the session's upper directory, where an accepted file's content may
+// still be. ok is false when the base of p is unknown.
+func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
+	if b == nil {
+		return nil, false, nil
+	}
+	if err := b.load(); err != nil {
+		return nil, false, err
+	}
+	b.mu.Lock()
+	o, overridden := b.overrides[p]
+	b.mu.Unlock()
+	if overridden {
+		switch {
+		case o.Gone:
+			return nil, true, nil
+		case o.Object != "":
+			data, err := os.ReadFile(filepath.Join(b.dir, objectsDir, o.Object))
+			return data, err == nil, err
+		case o.Session != "":
+			data, err := os.ReadFile(filepath.Join(upper, filepath.FromSlash(p)))
+			if err == nil && sha256hex(data) == o.Session {
+				return data, true, nil
+			}
+			return nil, false, nil
+		}
+		// Only the mode changed: the content's base is the original one.
+	}
+	e, had := b.manifest.lookup(p)
+	if !had {
+		return nil, true, nil // did not exist: the base is empty
+	}
+	b.mu.Lock()
+	id, captured := b.contents[p]
+	b.mu.Unlock()
+	if captured {
+		data, err := os.ReadFile(filepath.Join(b.dir, objectsDir, id))
+		return data, err == nil, err
+	}
+	if idx := b.index(); idx != nil {
+		if ie, err := idx.Entry(p); err == nil && cleanInIndex(ie, e, idx) {
+			out, err := exec.Command("git", "-C", b.project, "cat-file", "blob", ie.Hash.String()).Output()
+			if err == nil {
+				return out, true, nil
+			}
+		}
+	}
+	return nil, false, nil
+}
+
+// cleanInIndex reports whether a file with manifest entry e matched its
+// git index entry ie at start: same stat data, and not "racily clean"
+// (modified in the same second the index was written).
+func cleanInIndex(ie *index.Entry, e statEntry, idx *index.Index) bool {
+	if int64(ie.Size) != e.Size&0xffffffff || uint64(ie.Inode) != e.Ino&0xffffffff {
+		return false
+	}
+	if ie.ModifiedAt.UnixNano() != e.Mtime || ie.CreatedAt.UnixNano() != e.Ctime {
+		return false
+	}
+	return true
+}
+
+// CaptureContent copies the start content of files whose base the git
+// index does not give, while that is cheap: regular files up to maxFile
+// bytes, at most budget bytes in all, skipping any file that changes while
+// it is read. It runs after the session has started.
+func (b *Base) CaptureContent(maxFile, budget int64) error {
+	if err := b.load(); err != nil {
+		return err
+	}
+	idx := b.index()
+	var list []string
+	var sizes []statEntry
+	b.manifest.each(func(p string, e statEntry) {
+		if !fs.FileMode(e.Mode).IsRegular() || e.Size > maxFile {
+			return
+		}
+		if idx != nil {
+			if ie, err := idx.Entry(p); err == nil && cleanInIndex(ie, e, idx) {
+				return
+			}
+		}
+		list = append(list, p)
+		sizes = append(sizes, e)
+	})
+	var spent int64
+	var out bytes.Buffer
+	for i, p := range list {
+		e := sizes[i]
+		if spent+e.Size > budget {
+			continue
+		}
+		full := filepath.Join(b.project, filepath.FromSlash(p))
+		f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		if err != nil {
+			continue
+		}
+		data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+		fi, serr := f.Stat()
+		f.Close()
+		if err != nil || serr != nil || entryOf(fi) != e {
+			continue // changed since start: its base stays unknown
+		}
+		sum := sha256.Sum256(data)
+		id := hex.EncodeToString(sum[:])
+		obj := filepath.Join(b.dir, objectsDir, id)
+		if _, err := os.Stat(obj); err != nil {
+			if err := os.WriteFile(obj, data, 0o600); err != nil {
+				return err
+			}
+		}
+		spent += e.Size
+		b.mu.Lock()
+		b.contents[p] = id
+		b.mu.Unlock()
+		out.WriteString(p + "\n" + id + "\x00")
+	}
+	return os.WriteFile(filepath.Join(b.dir, contentsName), out.Bytes(), 0o600)
+}
+
+// walkStats lstats every entry under root (not descending into .git) with
+// a few goroutines, and returns slash-separated relative paths.
+func walkStats(root string) (map[string]statEntry, error) {
+	out := map[string]statEntry{}
+	var mu sync.Mutex
+	var firstErr error
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, max(4, 2*runtime.NumCPU()))
+	var visit func(rel string)
+	visit = func(rel string) {
+		defer wg.Done()
+		sem <- struct{}{}
+		dir := filepath.Join(root, filepath.FromSlash(rel))
+		f, err := os.Open(dir)
+		if err != nil {
+			<-sem
+			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, fs.ErrPermission) {
+				mu.Lock()
+				firstErr = errors.Join(firstErr, err)
+				mu.Unlock()
+			}
+			return
+		}
+		names, _ := f.Readdirnames(-1)
+		local := make(map[string]statEntry, len(names))
+		var subdirs []string
+		for _, n := range names {
+			p := n
+			if rel != "" {
+				p = rel + "/" + n
+			}
+			if p == ".git" {
+				continue
+			}
+			var st unix.Stat_t
+			if err := unix.Fstatat(int(f.Fd()), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+				continue
+			}
+			e := statEntry{Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino, Mode: uint32(modeOf(st.Mode))}
+			local[p] = e
+			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+				subdirs = append(subdirs, p)
+			}
+		}
+		f.Close()
+		<-sem
+		mu.Lock()
+		for k, v := range local {
+			out[k] = v
+		}
+		mu.Unlock()
+		for _, s := range subdirs {
+			wg.Add(1)
+			go visit(s)
+		}
+	}
+	wg.Add(1)
+	visit("")
+	wg.Wait()
+	return out, firstErr
+}
+
+// modeOf converts a stat mode to an fs.FileMode as os.Lstat does.
+func modeOf(m uint32) fs.FileMode {
+	fm := fs.FileMode(m & 0o777)
+	switch m & syscall.S_IFMT {
+	case syscall.S_IFDIR:
+		fm |= fs.ModeDir
+	case syscall.S_IFLNK:
+		fm |= fs.ModeSymlink
+	case syscall.S_IFIFO:
+		fm |= fs.ModeNamedPipe
+	case syscall.S_IFSOCK:
+		fm |= fs.ModeSocket
+	case syscall.S_IFBLK:
+		fm |= fs.ModeDevice
+	case syscall.S_IFCHR:
+		fm |= fs.ModeDevice | fs.ModeCharDevice
+	}
+	if m&syscall.S_ISUID != 0 {
+		fm |= fs.ModeSetuid
+	}
+	if m&syscall.S_ISGID != 0 {
+		fm |= fs.ModeSetgid
+	}
+	if m&syscall.S_ISVTX != 0 {
+		fm |= fs.ModeSticky
+	}
+	return fm
+}
+
+// manifest is the serialized stat manifest: entries sorted by path, then a
+// table of their offsets, then the count and a magic, so a lookup is a
+// binary search over the file's bytes with nothing decoded up front.
+type manifest struct {
+	data    []byte
+	offsets []byte // 4 bytes per entry
+	n       int
+}
+
+const manifestMagic = "ALBM1\n"
+
+func writeManifest(path string, entries map[string]statEntry) error {
+	paths := make([]string, 0, len(entries))
+	for p := range entries {
+		paths = append(paths, p)
+	}
+	sort.Strings(paths)
+	var buf bytes.Buffer
+	buf.Grow(len(paths) * 48)
+	offsets := make([]byte, 0, 4*len(paths))
+	var tmp [binary.MaxVarintLen64]byte
+	for _, p := range paths {
+		offsets = binary.LittleEndian.AppendUint32(offsets, uint32(buf.Len()))
+		e := entries[p]
+		buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(len(p)))])
+		buf.WriteString(p)
+		for _, v := range []int64{e.Size, e.Mtime, e.Ctime} {
+			buf.Write(tmp[:binary.PutVarint(tmp[:], v)])
+		}
+		buf.Write(tmp[:binary.PutUvarint(tmp[:], e.Ino)])
+		buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(e.Mode))])
+	}
+	if buf.Len() > 1<<32-1 {
+		return fmt.Errorf("project too large for a base manifest")
+	}
+	buf.Write(offsets)
+	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(paths))))
+	buf.WriteString(manifestMagic)
+	return os.WriteFile(path, buf.Bytes(), 0o600)
+}
+
+var errCorrupt = errors.New("the session's base manifest is corrupt: its conflict detection is unavailable")
+
+func parseManifest(data []byte) (manifest, error) {
+	if len(data) < 4+len(manifestMagic) || string(data[len(data)-len(manifestMagic):]) != manifestMagic {
+		return manifest{}, errCorrupt
+	}
+	end := len(data) - len(manifestMagic)
+	n := int(binary.LittleEndian.Uint32(data[end-4 : end]))
+	start := end - 4 - 4*n
+	if start < 0 {
+		return manifest{}, errCorrupt
+	}
+	return manifest{data: data[:start], offsets: data[start : end-4], n: n}, nil
+}
+
+// at decodes entry i.
+func (m manifest) at(i int) (string, statEntry, bool) {
+	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
+	if off >= len(m.data) {
+		return "", statEntry{}, false
+	}
+	r := bytes.NewReader(m.data[off:])
+	n, err := binary.ReadUvarint(r)
+	if err != nil || n > uint64(r.Len()) {
+		return "", statEntry{}, false
+	}
+	p := make([]byte, n)
+	io.ReadFull(r, p)
+	var e statEntry
+	e.Size, _ = binary.ReadVarint(r)
+	e.Mtime, _ = binary.ReadVarint(r)
+	e.Ctime, _ = binary.ReadVarint(r)
+	e.Ino, _ = binary.ReadUvarint(r)
+	mode, err := binary.ReadUvarint(r)
+	e.Mode = uint32(mode)
+	return string(p), e, err == nil
+}
+
+func (m manifest) pathAt(i int) string {
+	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
+	n, k := binary.Uvarint(m.data[off:])
+	if k <= 0 || off+k+int(n) > len(m.data) {
+		return ""
+	}
+	return string(m.data[off+k : off+k+int(n)])
+}
+
+func (m manifest) lookup(p string) (statEntry, bool) {
+	i := sort.Search(m.n, func(i int) bool { return m.pathAt(i) >= p })
+	if i >= m.n {
+		return statEntry{}, false
+	}
+	q, e, ok := m.at(i)
+	return e, ok && q == p
+}
+
+func (m manifest) each(f func(string, statEntry)) {
+	for i := 0; i < m.n; i++ {
+		if p, e, ok := m.at(i); ok {
+			f(p, e)
+		}
+	}
+}
+
+func sha256hex(data []byte) string {
+	sum := sha256.Sum256(data)
+	return hex.EncodeToString(sum[:])
+}
+
+// Accepted records that an accept wrote p: from now on the project's p as
+// it is now is the base of p. content is what was written when the accept
+// computed it (a partial accept or a merge); sessionSum identifies the
+// session file that was copied otherwise.
+func (b *Base) Accepted(list []AcceptedFile) error {
+	if b == nil || len(list) == 0 {
+		return nil
+	}
+	if err := b.load(); err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	enc := json.NewEncoder(&buf)
+	for _, a := range list {
+		o := override{Path: a.Path}
+		fi, err := os.Lstat(filepath.Join(b.project, filepath.FromSlash(a.Path)))
+		if err != nil {
+			o.Gone = true
+		} else {
+			o.Stat = entryOf(fi)
+			switch {
+			case a.Content != nil:
+				data := []byte(*a.Content)
+				o.Object = sha256hex(data)
+				obj := filepath.Join(b.dir, objectsDir, o.Object)
+				if _, err := os.Stat(obj); err != nil {
+					if err := os.WriteFile(obj, data, 0o600); err != nil {
+						return err
+					}
+				}
+			default:
+				o.Session = a.SessionSum
+			}
+		}
+		enc.Encode(o)
+		b.mu.Lock()
+		b.overrides[a.Path] = o
+		b.mu.Unlock()
+	}
+	f, err := os.OpenFile(filepath.Join(b.dir, overridesName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+	if err != nil {
+		return err
+	}
+	if _, err := f.Write(buf.Bytes()); err != nil {
+		f.Close()
+		return err
+	}
+	return f.Close()
+}
+
+// AcceptedFile is one path an accept wrote (see Base.Accepted).
+type AcceptedFile struct {
+	Path       string
+	Content    *string
+	SessionSum string
+}

@@ -1,0 +1,215 @@
+package review
+
+import (
+	"errors"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"strings"
+)
+
+// Review is the full picture of a session's changes: every change with its
+// hunks against the current project. Where the host changed a path since
+// the session started, the session's change is merged with the host's
+// (three-way, against the session's base) when they do not overlap, and
+// marked as a conflict when they do; nothing is ever decided silently.
+func Review(l Layers) ([]FileDiff, error) {
+	changes, err := Changes(l)
+	if err != nil {
+		return nil, err
+	}
+	changes, err = detectRenames(l, changes)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]FileDiff, 0, len(changes))
+	for _, c := range changes {
+		fd, keep, err := reviewOne(l, c)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			out = append(out, fd)
+		}
+	}
+	return out, nil
+}
+
+// Diff is Review restricted to changes (kept for callers that already
+// selected them): each change with its hunks.
+func Diff(l Layers, changes []Change) ([]FileDiff, error) {
+	out := make([]FileDiff, 0, len(changes))
+	for _, c := range changes {
+		fd, keep, err := reviewOne(l, c)
+		if err != nil {
+			return nil, err
+		}
+		if keep {
+			out = append(out, fd)
+		}
+	}
+	return out, nil
+}
+
+func textual(c Change) bool {
+	return !c.Binary && (c.Type == File || c.OldType == File || c.Type == Symlink || c.OldType == Symlink)
+}
+
+// maxTextDiff is the largest file given a text diff; larger files are
+// shown like binaries (size only) so a review never stalls on them.
+const maxTextDiff = 16 << 20
+
+func reviewOne(l Layers, c Change) (FileDiff, bool, error) {
+	fd := FileDiff{Change: c}
+	if c.Size > maxTextDiff || c.OldSize > maxTextDiff {
+		fd.Binary = true
+	}
+	hp := filepath.Join(l.Project, filepath.FromSlash(c.Path))
+	hfi, err := os.Lstat(hp)
+	if err != nil {
+		hfi = nil
+	}
+	if l.Base != nil && c.Type != Dir && c.Kind != Mode && c.Type != Special && c.Kind != Renamed {
+		if fd.HostChanged, err = l.Base.HostChanged(c.Path, hfi); err != nil {
+			return fd, false, err
+		}
+	}
+	if !fd.HostChanged {
+		if textual(fd.Change) {
+			a, b, err := sides(l, fd.Change)
+			if err != nil {
+				return fd, false, err
+			}
+			fd.Hunks = Hunks(a, b)
+			hunkIDs(c.Path, fd.Hunks)
+		}
+		return fd, true, nil
+	}
+
+	// The host changed this path since the session started.
+	agent, agentOK := readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
+	host, hostOK := readSide(hp, typeOfInfo(hfi))
+	switch {
+	case c.Kind == Deleted:
+		fd.conflict("deleted in the session; changed on the host since the session started")
+		if hostOK && textual(fd.Change) {
+			fd.Hunks = Hunks(host, "")
+			hunkIDs(c.Path, fd.Hunks)
+		}
+		fd.wholeConflict(c.Path, "", host, "", false)
+		return fd, true, nil
+	case hfi == nil:
+		fd.conflict("changed in the session; deleted on the host since the session started")
+		if agentOK && textual(fd.Change) {
+			fd.Hunks = Hunks("", agent)
+			hunkIDs(c.Path, fd.Hunks)
+		}
+		fd.wholeConflict(c.Path, "", "", agent, false)
+		return fd, true, nil
+	case fd.Binary || !agentOK || !hostOK || c.Type != typeOfInfo(hfi) || c.Type != File:
+		fd.conflict("changed on the host since the session started; it cannot be merged line by line (binary, symlink or type change)")
+		fd.wholeConflict(c.Path, "", host, agent, true)
+		return fd, true, nil
+	}
+	base, known, err := l.Base.Content(c.Path, l.Upper)
+	if err != nil {
+		return fd, false, err
+	}
+	if !known {
+		fd.conflict("changed on the host since the session started, and its version at the start was not captured: choose a side")
+		fd.wholeConflict(c.Path, "", host, agent, false)
+		fd.Hunks = Hunks(host, agent)
+		hunkIDs(c.Path, fd.Hunks)
+		return fd, true, nil
+	}
+	chunks := merge3(c.Path, string(base), host, agent)
+	merged := render(chunks, nil)
+	fd.Conflicts = conflictsOf(chunks)
+	fd.chunks = chunks
+	if len(fd.Conflicts) == 0 {
+		if merged == host {
+			return fd, false, nil // the session's change is already in the project
+		}
+		fd.Merged = true
+		fd.Kind = Modified
+		fd.target = &merged
+	} else {
+		fd.conflict("the host and the session changed overlapping lines since the session started")
+	}
+	fd.Hunks = Hunks(host, merged)
+	hunkIDs(c.Path, fd.Hunks)
+	return fd, true, nil
+}
+
+func (fd *FileDiff) conflict(reason string) {
+	fd.Conflict = true
+	fd.ConflictReason = reason
+}
+
+// wholeConflict records a conflict over the whole file (no line merge).
+func (fd *FileDiff) wholeConflict(p, base, host, agent string, opaque bool) {
+	c := &Conflict{Base: splitLines(base), Host: splitLines(host), Agent: splitLines(agent), HostLines: len(splitLines(host)), HostStart: 1}
+	if opaque {
+		c.Base, c.Host, c.Agent = nil, nil, nil
+	}
+	chunks := []chunk{{conflict: c}}
+	merge3IDs(p, chunks)
+	fd.Conflicts = []Conflict{*c}
+	fd.chunks = chunks
+	fd.whole = true
+}
+
+func readSide(p string, t Type) (string, bool) {
+	switch t {
+	case File:
+		fi, err := os.Stat(p)
+		if err != nil || fi.Size() > maxTextDiff {
+			return "", false
+		}
+		b, err := os.ReadFile(p)
+		if err != nil {
+			return "", false
+		}
+		return string(b), true
+	case Symlink:
+		s, err := os.Readlink(p)
+		return s, err == nil
+	}
+	return "", false
+}
+
+func typeOfInfo(fi fs.FileInfo) Type {
+	if fi == nil {
+		return None
+	}
+	return typeOf(fi.Mode())
+}
+
+// SelectFiles returns the diffs at or under any of paths (all when paths is
+// empty), or an error naming a path that matches nothing.
+func SelectFiles(all []FileDiff, paths []string) ([]FileDiff, error) {
+	changes := make([]Change, len(all))
+	for i, d := range all {
+		changes[i] = d.Change
+	}
+	sel, err := Select(changes, paths)
+	if err != nil {
+		return nil, err
+	}
+	keep := map[string]bool{}
+	for _, c := range sel {
+		keep[c.Path] = true
+	}
+	var out []FileDiff
+	for _, d := range all {
+		if keep[d.Path] {
+			out = append(out, d)
+		}
+	}
+	return out, nil
+}
+
+// errNoBase is returned when an operation needs the base and it is gone.
+var errNoBase = errors.New("no base")
+
+var _ = strings.Join
