@@ -66,15 +66,19 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	if err != nil {
 		return err
 	}
-	all, err := review.Changes(layers)
+	all, err := review.Review(layers)
 	if err != nil {
 		return err
 	}
-	sel, err := review.Select(all, paths)
+	files, err := review.SelectFiles(all, paths)
 	if err != nil {
 		return selectErr(err)
 	}
-	return review.Patch(w, layers, sel)
+	changes := make([]review.Change, len(files))
+	for i, f := range files {
+		changes[i] = f.Change
+	}
+	return review.Patch(w, layers, changes)
 }
 
 // Accept writes the selected changes into the project, all or nothing.

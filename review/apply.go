@@ -11,6 +11,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"sort"
 	"strings"
 	"syscall"
 
@@ -48,6 +49,11 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 	if err != nil {
 		return nil, err
 	}
+	// Renames move their sources before a deleted directory that held
+	// them goes.
+	sort.SliceStable(items, func(i, j int) bool {
+		return items[i].d.Kind == Renamed && items[j].d.Kind != Renamed
+	})
 	st, err := os.Stat(l.Project)
 	if err != nil {
 		return nil, fmt.Errorf("project %s: %w", l.Project, err)
@@ -208,6 +214,12 @@ func opsFor(it item, i int) ([]jop, bool) {
 	var ops []jop
 	if c.Kind == Renamed && it.whole {
 		ops = append(ops, jop{Op: "rename", From: c.From, Path: c.Path, Item: i})
+		if c.Similarity == 100 {
+			if c.Mode != c.OldMode {
+				ops = append(ops, jop{Op: "chmod", Path: c.Path, Mode: unixMode(c.Mode), Item: i})
+			}
+			return ops, false
+		}
 	}
 	if c.Type == None && it.content == nil { // a conflict settled as a deletion
 		return append(ops, jop{Op: "remove", Path: c.Path, Item: i}), false

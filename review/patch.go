@@ -31,8 +31,8 @@ type FileDiff struct {
 // sides returns the old and new text of a file or symlink change. A side of
 // another type is empty.
 func sides(l Layers, c Change) (string, string, error) {
-	read := func(root string, t Type) (string, error) {
-		p := filepath.Join(root, filepath.FromSlash(c.Path))
+	readAt := func(root, rel string, t Type) (string, error) {
+		p := filepath.Join(root, filepath.FromSlash(rel))
 		switch t {
 		case File:
 			b, err := os.ReadFile(p)
@@ -42,11 +42,15 @@ func sides(l Layers, c Change) (string, string, error) {
 		}
 		return "", nil
 	}
-	a, err := read(l.Project, c.OldType)
+	old := c
+	if c.Kind == Renamed {
+		old.Path = c.From
+	}
+	a, err := readAt(l.Project, old.Path, c.OldType)
 	if err != nil {
 		return "", "", err
 	}
-	b, err := read(l.Upper, c.Type)
+	b, err := readAt(l.Upper, c.Path, c.Type)
 	return a, b, err
 }
 
@@ -69,8 +73,14 @@ func gitMode(t Type, m fs.FileMode) string {
 // patch format; directories appear only through the files under them (git
 // does not track empty directories); special files are left out.
 func Patch(w io.Writer, l Layers, changes []Change) error {
+	moved := map[string]bool{} // rename sources, not deletions
 	for _, c := range changes {
-		if err := patchOne(w, l, c); err != nil {
+		if c.Kind == Renamed {
+			moved[c.From] = true
+		}
+	}
+	for _, c := range changes {
+		if err := patchOne(w, l, c, moved); err != nil {
 			return err
 		}
 	}
@@ -83,9 +93,12 @@ type side struct {
 	data []byte
 }
 
-func patchOne(w io.Writer, l Layers, c Change) error {
+func patchOne(w io.Writer, l Layers, c Change, moved map[string]bool) error {
 	if c.Type == Special {
 		return nil
+	}
+	if c.Kind == Renamed {
+		return renameSection(w, l, c)
 	}
 	load := func(root string, t Type, m fs.FileMode) (*side, error) {
 		p := filepath.Join(root, filepath.FromSlash(c.Path))
@@ -102,7 +115,7 @@ func patchOne(w io.Writer, l Layers, c Change) error {
 	// A deleted or replaced directory deletes every file under it; a new
 	// directory in place of a file adds nothing by itself.
 	if c.OldType == Dir && c.Type != Dir {
-		if err := deleteTree(w, l, c.Path); err != nil {
+		if err := deleteTree(w, l, c.Path, moved); err != nil {
 			return err
 		}
 	}
@@ -127,9 +140,54 @@ func patchOne(w io.Writer, l Layers, c Change) error {
 	return section(w, c.Path, old, nw)
 }
 
+// renameSection writes a git rename, with the edits if any.
+func renameSection(w io.Writer, l Layers, c Change) error {
+	od, err := os.ReadFile(filepath.Join(l.Project, filepath.FromSlash(c.From)))
+	if err != nil {
+		return err
+	}
+	nd, err := os.ReadFile(filepath.Join(l.Upper, filepath.FromSlash(c.Path)))
+	if err != nil {
+		return err
+	}
+	var buf bytes.Buffer
+	fmt.Fprintf(&buf, "diff --git %s %s\n", quote("a/"+c.From), quote("b/"+c.Path))
+	om, nm := gitMode(File, c.OldMode), gitMode(File, c.Mode)
+	if om != nm {
+		fmt.Fprintf(&buf, "old mode %s\nnew mode %s\n", om, nm)
+	}
+	fmt.Fprintf(&buf, "similarity index %d%%\nrename from %s\nrename to %s\n", c.Similarity, quoteBare(c.From), quoteBare(c.Path))
+	if !bytes.Equal(od, nd) {
+		fmt.Fprintf(&buf, "index %s..%s\n", blobID(od), blobID(nd))
+		if isBinary(od) || isBinary(nd) {
+			buf.WriteString("GIT binary patch\n")
+			if err := binaryLiteral(&buf, nd); err != nil {
+				return err
+			}
+			if err := binaryLiteral(&buf, od); err != nil {
+				return err
+			}
+		} else {
+			from, to := quote("a/"+c.From), quote("b/"+c.Path)
+			fmt.Fprintf(&buf, "--- %s%s\n+++ %s%s\n", from, tabIfSpace(from), to, tabIfSpace(to))
+			for _, h := range Hunks(string(od), string(nd)) {
+				buf.WriteString(h.Header())
+				buf.WriteByte('\n')
+				writeLines(&buf, h.Lines)
+			}
+		}
+	}
+	_, err = w.Write(buf.Bytes())
+	return err
+}
+
+// quoteBare quotes a name for "rename from/to" lines, which carry no a/ b/
+// prefix.
+func quoteBare(name string) string { return quote(name) }
+
 // deleteTree writes deletions for every file and symlink under dir in the
 // project, in path order.
-func deleteTree(w io.Writer, l Layers, dir string) error {
+func deleteTree(w io.Writer, l Layers, dir string, moved map[string]bool) error {
 	root := filepath.Join(l.Project, filepath.FromSlash(dir))
 	var paths []string
 	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
@@ -151,6 +209,9 @@ func deleteTree(w io.Writer, l Layers, dir string) error {
 			return err
 		}
 		rel, _ := filepath.Rel(l.Project, p)
+		if moved[filepath.ToSlash(rel)] {
+			continue
+		}
 		s := &side{t: typeOf(fi.Mode()), mode: fi.Mode()}
 		switch s.t {
 		case File:

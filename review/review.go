@@ -1,11 +1,9 @@
 package review
 
 import (
-	"errors"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"strings"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -208,8 +206,3 @@ func SelectFiles(all []FileDiff, paths []string) ([]FileDiff, error) {
 	}
 	return out, nil
 }
-
-// errNoBase is returned when an operation needs the base and it is gone.
-var errNoBase = errors.New("no base")
-
-var _ = strings.Join
