@@ -49,7 +49,7 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, err
 	}
-	all, err := review.Review(layers)
+	all, err := e.review(layers)
 	if err != nil {
 		return api.Diff{}, err
 	}
@@ -90,7 +90,7 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) ([
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
-	all, err := review.Review(layers)
+	all, err := e.review(layers)
 	if err != nil {
 		return nil, err
 	}
@@ -115,6 +115,23 @@ func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) (
 	out, err := review.Discard(layers, l.ws.Merged(), all, sel)
 	e.log.Info("discard", "session", sid, "selected", len(out), "err", err)
 	return out, selectErr(err)
+}
+
+// review lists the session's changes and applies the project's accept
+// policy, read from the host's copy of the project (never the session's).
+func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
+	all, err := review.Review(layers)
+	if err != nil {
+		return nil, err
+	}
+	pol, err := review.LoadPolicy(filepath.Join(layers.Project, review.PolicyFile), true)
+	if err != nil {
+		return nil, errdefs.Wrap(errdefs.Invalid, err)
+	}
+	if err := pol.Check(layers, all); err != nil {
+		return nil, err
+	}
+	return all, nil
 }
 
 func (e *Engine) journalPath(id string) string {

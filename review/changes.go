@@ -228,7 +228,7 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			switch {
 			case !same:
 				c.Kind = Modified
-			case ufi.Mode() != hfi.Mode():
+			case acceptable(ufi.Mode()) != acceptable(hfi.Mode()):
 				c.Kind = Mode
 			default:
 				continue
@@ -244,6 +244,10 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 	}
 	return nil
 }
+
+// acceptable is the part of a mode an accept can carry: setuid and setgid
+// never reach the project, so a difference in them alone is no change.
+func acceptable(m fs.FileMode) fs.FileMode { return m &^ (fs.ModeSetuid | fs.ModeSetgid) }
 
 func deletion(p string, hfi fs.FileInfo, hp string) Change {
 	c := Change{Path: p, Kind: Deleted, OldType: typeOf(hfi.Mode()), OldMode: hfi.Mode(), OldSize: hfi.Size()}

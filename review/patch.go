@@ -22,6 +22,12 @@ type FileDiff struct {
 	Hunks []Hunk `json:"hunks,omitempty"`
 	// Conflicts are the regions both sides changed (Conflict is set).
 	Conflicts []Conflict `json:"conflicts,omitempty"`
+	// Held says why the policy holds this change for a human; AutoAccept
+	// is set when the policy would accept it without one (if nothing
+	// holds it and no scanner flags it).
+	Held       string    `json:"held,omitempty"`
+	AutoAccept bool      `json:"auto_accept,omitempty"`
+	Findings   []Finding `json:"findings,omitempty"`
 
 	target *string // what accepting the whole file writes, when not the session's file
 	chunks []chunk // the three-way merge, when there was one
@@ -447,6 +453,16 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 			title += " (merged with changes made on the host since the session started)"
 		}
 		fmt.Fprintln(&buf, paint("1", "=== "+title))
+		if d.Held != "" {
+			fmt.Fprintln(&buf, paint("1;33", "HELD: "+d.Held))
+		}
+		for _, f := range d.Findings {
+			where := ""
+			if f.Line > 0 {
+				where = fmt.Sprintf(" (line %d)", f.Line)
+			}
+			fmt.Fprintln(&buf, paint("1;33", "FINDING "+f.Scanner+where+": "+f.Message))
+		}
 		switch {
 		case d.Note != "":
 			fmt.Fprintf(&buf, "%s (%s)\n", d.Note, d.Type)

@@ -180,7 +180,7 @@ func TestAcceptAll(t *testing.T) {
 	p := project(t)
 	ws := mountWS(t, p)
 	agent(t, ws.Merged())
-	must(t, os.Chmod(filepath.Join(ws.Merged(), "hello.txt"), 0o4755)) // setuid must not survive
+	must(t, os.Chmod(filepath.Join(ws.Merged(), "hello.txt"), os.ModeSetuid|0o755)) // must not survive
 	l := review.Layers{Upper: ws.Upper(), Project: p}
 	diffs, err := review.Review(l)
 	must(t, err)

@@ -16,6 +16,9 @@ type Selection struct {
 	Hunks []string         `json:"hunks,omitempty"`
 	Lines map[string][]int `json:"lines,omitempty"` // hunk id -> 1-based indexes into its lines
 	Take  Resolution       `json:"take,omitempty"`
+	// Auto takes only the changes the policy auto-accepts: matched by
+	// auto_accept, not held, no scanner finding, no conflict.
+	Auto bool `json:"auto,omitempty"`
 }
 
 // item is what an accept or discard does to one file.
@@ -43,6 +46,15 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 		return nil, &PathError{Path: string(sel.Take), Reason: "--take must be agent, host or markers"}
 	}
 	var items []item
+	if sel.Auto {
+		for i := range diffs {
+			d := &diffs[i]
+			if d.AutoAccept && d.Held == "" && len(d.Findings) == 0 && !d.Conflict {
+				items = append(items, wholeItem(d, "", forAccept))
+			}
+		}
+		return items, nil
+	}
 	if len(sel.Paths) > 0 || len(sel.Hunks) == 0 {
 		files, err := SelectFiles(diffs, sel.Paths)
 		if err != nil {

@@ -35,6 +35,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 	var asJSON bool
 	var hunks, lines []string
 	var take string
+	var auto bool
 	cmd := &cobra.Command{
 		Use:   verb + " ID [PATH...]",
 		Short: short,
@@ -45,7 +46,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		Example: "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3\n  airlock accept 3f2a config.yaml --take agent",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take)}
+			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take), Auto: auto}
 			for _, l := range lines {
 				id, ranges, ok := strings.Cut(l, ":")
 				if !ok {
@@ -104,6 +105,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 	cmd.Flags().StringArrayVar(&lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
 	if verb == "accept" {
 		cmd.Flags().StringVar(&take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
+		cmd.Flags().BoolVar(&auto, "auto", false, "accept only what the project's policy auto-accepts (.airlock/policy.yaml on the host)")
 	}
 	return cmd
 }

@@ -1,0 +1,214 @@
+package review
+
+import (
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path"
+	"path/filepath"
+	"strings"
+	"sync"
+
+	"github.com/bmatcuk/doublestar/v4"
+	"github.com/zricethezav/gitleaks/v8/detect"
+	"gopkg.in/yaml.v3"
+)
+
+// Policy decides which changes may be accepted without a human: paths to
+// auto-accept, paths always held for review, and scanners whose findings
+// block auto-accept. It is read from the host side only (the project's
+// .airlock/policy.yaml as it is on the host, or a file the user names),
+// never from the session, so an agent cannot loosen it.
+type Policy struct {
+	AutoAccept []string `yaml:"auto_accept" json:"auto_accept"`
+	// Hold adds to DefaultHold unless NoDefaultHold is set.
+	Hold          []string `yaml:"hold" json:"hold"`
+	NoDefaultHold bool     `yaml:"no_default_hold" json:"no_default_hold,omitempty"`
+	Scanners      Scanners `yaml:"scanners" json:"scanners"`
+}
+
+// Scanners configures the pre-accept scanners. All are on by default.
+type Scanners struct {
+	Secrets *bool `yaml:"secrets" json:"secrets,omitempty"`
+	// LargeBinary is the size from which a binary file is a finding
+	// (default 1 MiB; 0 keeps the default, -1 turns the scanner off).
+	LargeBinary   int64 `yaml:"large_binary" json:"large_binary,omitempty"`
+	ExecBit       *bool `yaml:"exec_bit" json:"exec_bit,omitempty"`
+	Setuid        *bool `yaml:"setuid" json:"setuid,omitempty"`
+	SymlinkEscape *bool `yaml:"symlink_escape" json:"symlink_escape,omitempty"`
+}
+
+// DefaultHold are paths that always need a human: lockfiles, CI
+// configuration, environment files, git's own files, Airlock's policy.
+var DefaultHold = []string{
+	"package-lock.json", "yarn.lock", "pnpm-lock.yaml", "npm-shrinkwrap.json", "go.sum", "Cargo.lock",
+	"poetry.lock", "Pipfile.lock", "composer.lock", "Gemfile.lock", "uv.lock",
+	".github/**", ".gitlab-ci.yml", ".gitlab/**", ".circleci/**", "Jenkinsfile", ".travis.yml",
+	"azure-pipelines.yml", ".buildkite/**", ".drone.yml",
+	".env", ".env.*", ".envrc",
+	".gitignore", ".gitattributes", ".gitmodules", ".git*",
+	".airlock/**",
+}
+
+// PolicyFile is where a project keeps its policy, read on the host side.
+const PolicyFile = ".airlock/policy.yaml"
+
+// LoadPolicy reads a policy file; a missing file gives the defaults when
+// optional.
+func LoadPolicy(file string, optional bool) (Policy, error) {
+	var p Policy
+	data, err := os.ReadFile(file)
+	if errors.Is(err, fs.ErrNotExist) && optional {
+		return p, nil
+	}
+	if err != nil {
+		return p, fmt.Errorf("policy %s: %w", file, err)
+	}
+	dec := yaml.NewDecoder(strings.NewReader(string(data)))
+	dec.KnownFields(true)
+	if err := dec.Decode(&p); err != nil && err.Error() != "EOF" {
+		return p, &PathError{Path: file, Reason: fmt.Sprintf("invalid policy: %v (fields: auto_accept, hold, no_default_hold, scanners)", err)}
+	}
+	for _, g := range append(append([]string{}, p.AutoAccept...), p.Hold...) {
+		if !doublestar.ValidatePattern(g) {
+			return p, &PathError{Path: file, Reason: fmt.Sprintf("invalid glob %q", g)}
+		}
+	}
+	return p, nil
+}
+
+// matchGlob matches a slash path against a glob: a glob without '/'
+// matches the base name at any depth (like .gitignore), one with '/'
+// matches the whole path; ** crosses directories.
+func matchGlob(g, p string) bool {
+	if !strings.Contains(g, "/") {
+		ok, _ := doublestar.Match(g, path.Base(p))
+		return ok
+	}
+	ok, _ := doublestar.Match(strings.TrimPrefix(g, "/"), p)
+	return ok
+}
+
+func (p Policy) holds() []string {
+	if p.NoDefaultHold {
+		return p.Hold
+	}
+	return append(append([]string{}, DefaultHold...), p.Hold...)
+}
+
+// Finding is something a scanner flagged in a change.
+type Finding struct {
+	Scanner string `json:"scanner"` // secrets, large_binary, exec_bit, setuid, symlink_escape
+	Message string `json:"message"`
+	Line    int    `json:"line,omitempty"`
+	Rule    string `json:"rule,omitempty"`
+}
+
+func on(b *bool) bool { return b == nil || *b }
+
+var (
+	detectorOnce sync.Once
+	detector     *detect.Detector
+	detectorErr  error
+)
+
+// secrets scans text with gitleaks' default rules.
+func secrets(text string) ([]Finding, error) {
+	detectorOnce.Do(func() { detector, detectorErr = detect.NewDetectorDefaultConfig() })
+	if detectorErr != nil {
+		return nil, detectorErr
+	}
+	var out []Finding
+	for _, f := range detector.DetectString(text) {
+		out = append(out, Finding{Scanner: "secrets", Rule: f.RuleID, Line: f.StartLine + 1,
+			Message: fmt.Sprintf("looks like a secret (%s): %s", f.RuleID, f.Description)})
+	}
+	return out, nil
+}
+
+// Check applies the policy to each diff: it sets Held (with the glob that
+// holds it), AutoAccept, and Findings.
+func (p Policy) Check(l Layers, diffs []FileDiff) error {
+	for i := range diffs {
+		d := &diffs[i]
+		for _, g := range p.holds() {
+			if matchGlob(g, d.Path) || d.From != "" && matchGlob(g, d.From) {
+				d.Held = "held by policy (" + g + ")"
+				break
+			}
+		}
+		for _, g := range p.AutoAccept {
+			if matchGlob(g, d.Path) {
+				d.AutoAccept = true
+				break
+			}
+		}
+		if err := p.scan(l, d); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+func (p Policy) scan(l Layers, d *FileDiff) error {
+	s := p.Scanners
+	if on(s.Secrets) && d.Type == File && !d.Binary && len(d.Hunks) > 0 {
+		// Only what the session adds: a secret already in the project is
+		// not this session's doing.
+		var added strings.Builder
+		lineOf := map[int]int{}
+		n := 0
+		for _, h := range d.Hunks {
+			newLine := h.NewStart
+			for _, ln := range h.Lines {
+				switch ln[0] {
+				case '+':
+					added.WriteString(ln[1:])
+					if !strings.HasSuffix(ln, "\n") {
+						added.WriteByte('\n')
+					}
+					n++
+					lineOf[n] = newLine
+					newLine++
+				case ' ':
+					newLine++
+				}
+			}
+		}
+		found, err := secrets(added.String())
+		if err != nil {
+			return err
+		}
+		for _, f := range found {
+			f.Line = lineOf[f.Line]
+			d.Findings = append(d.Findings, f)
+		}
+	}
+	limit := s.LargeBinary
+	if limit == 0 {
+		limit = 1 << 20
+	}
+	if limit > 0 && d.Binary && d.Type == File && d.Size >= limit {
+		d.Findings = append(d.Findings, Finding{Scanner: "large_binary", Message: fmt.Sprintf("binary file of %d bytes (%s)", d.Size, d.ContentType)})
+	}
+	if on(s.ExecBit) && d.Type == File && d.Mode&0o111 != 0 && (d.OldType != File || d.OldMode&0o111 == 0) {
+		d.Findings = append(d.Findings, Finding{Scanner: "exec_bit", Message: fmt.Sprintf("becomes executable (%v)", d.Mode.Perm())})
+	}
+	if on(s.Setuid) && d.Mode&(fs.ModeSetuid|fs.ModeSetgid) != 0 {
+		d.Findings = append(d.Findings, Finding{Scanner: "setuid", Message: "setuid/setgid bit set in the session (accept strips it)"})
+	}
+	if on(s.SymlinkEscape) && d.Type == Symlink && escapes(d.Path, d.Link) {
+		d.Findings = append(d.Findings, Finding{Scanner: "symlink_escape", Message: fmt.Sprintf("symlink points outside the project: %s", d.Link)})
+	}
+	return nil
+}
+
+// escapes reports whether a symlink at p with target leaves the project.
+func escapes(p, target string) bool {
+	if filepath.IsAbs(target) {
+		return !strings.HasPrefix(path.Clean(target)+"/", "/workspace/")
+	}
+	joined := path.Join(path.Dir(p), target)
+	return joined == ".." || strings.HasPrefix(joined, "../")
+}

@@ -1,0 +1,110 @@
+package review_test
+
+import (
+	"os"
+	"path/filepath"
+	"strings"
+	"testing"
+
+	"github.com/airlock/airlock/review"
+)
+
+func TestPolicyAndScanners(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "proj")
+	write(t, filepath.Join(p, "README.md"), "# r\n", 0o644)
+	write(t, filepath.Join(p, "tool.sh"), "echo\n", 0o644)
+	write(t, filepath.Join(p, PolicyPath()), "auto_accept: [\"docs/**\", \"*.md\"]\nhold: [\"secret-config/**\"]\nscanners:\n  large_binary: 1000\n", 0o644)
+	ws := mountWS(t, p)
+	m := ws.Merged()
+	write(t, filepath.Join(m, "docs/guide.md"), "how to\n", 0o644)                                          // auto
+	write(t, filepath.Join(m, "README.md"), "# r\nmore\n", 0o644)                                           // auto (*.md)
+	write(t, filepath.Join(m, "package-lock.json"), "{}\n", 0o644)                                          // held by default
+	write(t, filepath.Join(m, ".github/workflows/ci.yml"), "on: push\n", 0o644)                             // held by default
+	write(t, filepath.Join(m, "secret-config/x"), "x\n", 0o644)                                             // held by the project
+	write(t, filepath.Join(m, PolicyPath()), "auto_accept: [\"**\"]\n", 0o644)                              // the agent loosening the policy: held
+	write(t, filepath.Join(m, "docs/keys.md"), "stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF\n", 0o644) // auto, but a secret
+	write(t, filepath.Join(m, "blob.bin"), strings.Repeat("\x00\x01", 1000), 0o644)                         // large binary
+	must(t, os.Chmod(filepath.Join(m, "tool.sh"), 0o755))                                                   // exec bit
+	write(t, filepath.Join(m, "suid"), "x\n", 0o644)
+	must(t, os.Chmod(filepath.Join(m, "suid"), os.ModeSetuid|0o755))
+	must(t, os.Symlink("../../etc/passwd", filepath.Join(m, "docs/escape.md")))
+
+	l := review.Layers{Upper: ws.Upper(), Project: p}
+	// The policy comes from the host's copy of the project.
+	pol, err := review.LoadPolicy(filepath.Join(p, PolicyPath()), false)
+	must(t, err)
+	diffs, err := review.Review(l)
+	must(t, err)
+	must(t, pol.Check(l, diffs))
+	by := map[string]review.FileDiff{}
+	for _, d := range diffs {
+		by[d.Path] = d
+	}
+	for path, want := range map[string]string{
+		"package-lock.json":        "package-lock.json",
+		".github/workflows/ci.yml": ".github/**",
+		"secret-config/x":          "secret-config/**",
+		PolicyPath():               ".airlock/**",
+	} {
+		if !strings.Contains(by[path].Held, want) {
+			t.Errorf("%s: held %q, want by %q", path, by[path].Held, want)
+		}
+	}
+	scanner := func(path string) string {
+		var s []string
+		for _, f := range by[path].Findings {
+			s = append(s, f.Scanner)
+		}
+		return strings.Join(s, ",")
+	}
+	for path, want := range map[string]string{
+		"docs/keys.md":   "secrets",
+		"blob.bin":       "large_binary",
+		"tool.sh":        "exec_bit",
+		"suid":           "exec_bit,setuid",
+		"docs/escape.md": "symlink_escape",
+		"docs/guide.md":  "",
+	} {
+		if got := scanner(path); got != want {
+			t.Errorf("%s: findings %q, want %q", path, got, want)
+		}
+	}
+	if f := by["docs/keys.md"].Findings; len(f) == 0 || f[0].Line != 1 {
+		t.Errorf("secret finding should name line 1: %+v", f)
+	}
+	// Auto-accept takes exactly the clean auto-accept paths.
+	out, err := review.Accept(l, diffs, review.Selection{Auto: true}, journal(t))
+	must(t, err)
+	var accepted []string
+	for _, o := range out {
+		if o.Applied {
+			accepted = append(accepted, o.Path)
+		}
+	}
+	if strings.Join(accepted, ",") != "README.md,docs/guide.md" {
+		t.Errorf("auto-accepted %v, want README.md and docs/guide.md", accepted)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, PolicyPath())); strings.Contains(string(b), `"**"`) {
+		t.Errorf("the agent's policy reached the host")
+	}
+}
+
+func TestPolicyRejectsBadInput(t *testing.T) {
+	dir := t.TempDir()
+	for _, tc := range []struct{ body, says string }{
+		{"auto_accept: [\"[\"]\n", "invalid glob"},
+		{"unknown_field: 1\n", "invalid policy"},
+		{"auto_accept: 5\n", "invalid policy"},
+	} {
+		f := filepath.Join(dir, "p.yaml")
+		os.WriteFile(f, []byte(tc.body), 0o644)
+		if _, err := review.LoadPolicy(f, false); err == nil || !strings.Contains(err.Error(), tc.says) {
+			t.Errorf("%q: %v, want %q", tc.body, err, tc.says)
+		}
+	}
+	if _, err := review.LoadPolicy(filepath.Join(dir, "missing.yaml"), false); err == nil {
+		t.Errorf("a missing required policy file should fail")
+	}
+}
+
+func PolicyPath() string { return review.PolicyFile }
