@@ -78,8 +78,9 @@ func TestSessionLifecycle(t *testing.T) {
 		t.Errorf("second command sees %q", out)
 	}
 	// Accept one path, discard another.
-	res, err := e.Accept(ctx, s.ID, api.Selection{Paths: []string{"hello.txt"}})
+	acc, err := e.Accept(ctx, s.ID, api.Selection{Paths: []string{"hello.txt"}})
 	must(t, err)
+	res := acc.Outcomes
 	if len(res) != 1 || !res[0].Applied {
 		t.Fatalf("accept: %+v", res)
 	}
@@ -234,9 +235,9 @@ func TestRunsAsProjectOwner(t *testing.T) {
 	if code != 0 || !strings.HasPrefix(out, "1234\n2345\n") {
 		t.Fatalf("exit %d, %q", code, out)
 	}
-	res, err := e.Accept(ctx, s.ID, api.Selection{})
+	acc, err := e.Accept(ctx, s.ID, api.Selection{})
 	must(t, err)
-	for _, o := range res {
+	for _, o := range acc.Outcomes {
 		if !o.Applied {
 			t.Errorf("%s: %s", o.Path, o.Error)
 		}

@@ -36,6 +36,8 @@ func selectErr(err error) error {
 	switch err.(type) {
 	case *review.NoMatchError, *review.NotFoundError:
 		return errdefs.Wrap(errdefs.NotFound, err)
+	case nil:
+		return nil
 	case *review.PathError:
 		return errdefs.Wrap(errdefs.Invalid, err)
 	}
@@ -57,7 +59,11 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, selectErr(err)
 	}
-	return api.Diff{Session: sid, Files: files, Stats: review.Stats(files), Workspace: e.usage(l)}, nil
+	commits, err := review.Commits(layers.Project, l.ws.Merged())
+	if err != nil {
+		e.log.Warn("read the session's commits", "session", sid, "err", err)
+	}
+	return api.Diff{Session: sid, Files: files, Stats: review.Stats(files), Workspace: e.usage(l), Commits: commits}, nil
 }
 
 // Patch writes the session's changes at paths as a git-apply patch.
@@ -81,15 +87,36 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	return review.Patch(w, layers, changes)
 }
 
-// Accept writes the selected changes into the project, all or nothing.
-// This is the only operation that writes the project.
-func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
+// Accept writes the selected changes into the project, all or nothing, and
+// imports the session's commits as a branch when asked. This is the only
+// operation that writes the project.
+func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
-		return nil, err
+		return api.Outcomes{}, err
 	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	var res api.Outcomes
+	if sel.Commits {
+		res.Branch = sel.Branch
+		if res.Branch == "" {
+			res.Branch = "airlock/" + sid
+		}
+		if res.Commits, err = review.ImportCommits(layers.Project, l.ws.Merged(), res.Branch); err != nil {
+			return res, selectErr(err)
+		}
+		e.log.Info("imported commits", "session", sid, "branch", res.Branch, "commits", len(res.Commits))
+		if len(sel.Paths) == 0 && len(sel.Hunks) == 0 && !sel.Auto {
+			res.Outcomes = []review.Outcome{}
+			return res, nil
+		}
+	}
+	res.Outcomes, err = e.acceptFiles(sid, layers, sel)
+	return res, err
+}
+
+func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Selection) ([]review.Outcome, error) {
 	all, err := e.review(layers)
 	if err != nil {
 		return nil, err
@@ -101,7 +128,12 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) ([
 
 // Discard drops the selected changes from the session, through the
 // session's own view of the workspace.
-func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
+func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error) {
+	out, err := e.discard(ctx, id, sel)
+	return api.Outcomes{Outcomes: out}, err
+}
+
+func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return nil, err

@@ -19,6 +19,11 @@ type Selection struct {
 	// Auto takes only the changes the policy auto-accepts: matched by
 	// auto_accept, not held, no scanner finding, no conflict.
 	Auto bool `json:"auto,omitempty"`
+	// Commits (accept only) imports the session's git commits into the
+	// project's repository as Branch (default airlock/<session>), leaving
+	// the working tree alone. With no paths or hunks, only that happens.
+	Commits bool   `json:"commits,omitempty"`
+	Branch  string `json:"branch,omitempty"`
 }
 
 // item is what an accept or discard does to one file.

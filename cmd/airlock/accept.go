@@ -34,8 +34,8 @@ type clientAPI interface {
 func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, clientAPI, string, api.Selection) (api.Outcomes, error)) *cobra.Command {
 	var asJSON bool
 	var hunks, lines []string
-	var take string
-	var auto bool
+	var take, branch string
+	var auto, commits bool
 	cmd := &cobra.Command{
 		Use:   verb + " ID [PATH...]",
 		Short: short,
@@ -46,7 +46,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		Example: "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3\n  airlock accept 3f2a config.yaml --take agent",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take), Auto: auto}
+			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch}
 			for _, l := range lines {
 				id, ranges, ok := strings.Cut(l, ":")
 				if !ok {
@@ -75,6 +75,9 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 				enc.SetIndent("", "  ")
 				enc.Encode(res)
 			}
+			if len(res.Commits) > 0 && !asJSON {
+				fmt.Printf("imported %d commit(s) as branch %s (the working tree is unchanged)\n", len(res.Commits), res.Branch)
+			}
 			failed := 0
 			for _, o := range res.Outcomes {
 				if o.Applied {
@@ -90,7 +93,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 				failed++
 				fmt.Fprintf(os.Stderr, "airlock: not %s: %s: %s\n", done, o.Path, o.Error)
 			}
-			if len(res.Outcomes) == 0 && !asJSON {
+			if len(res.Outcomes) == 0 && !asJSON && !commits {
 				fmt.Fprintf(os.Stderr, "nothing to %s: the session has no changes\n", verb)
 			}
 			if failed > 0 {
@@ -105,6 +108,8 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 	cmd.Flags().StringArrayVar(&lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
 	if verb == "accept" {
 		cmd.Flags().StringVar(&take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
+		cmd.Flags().BoolVar(&commits, "commits", false, "import the session's git commits into the project's repository as a branch (working tree untouched)")
+		cmd.Flags().StringVar(&branch, "branch", "", "branch name for --commits (default airlock/ID)")
 		cmd.Flags().BoolVar(&auto, "auto", false, "accept only what the project's policy auto-accepts (.airlock/policy.yaml on the host)")
 	}
 	return cmd

@@ -42,12 +42,18 @@ func diffCmd(g *globals) *cobra.Command {
 				return enc.Encode(d)
 			}
 			colored := color == "always" || color == "auto" && term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""
+			if len(d.Commits) > 0 {
+				fmt.Printf("%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(d.Commits))
+				for _, c := range d.Commits {
+					fmt.Printf("  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
+				}
+			}
 			if stat {
 				printStat(os.Stdout, d, colored)
 			} else if err := review.Unified(os.Stdout, d.Files, colored); err != nil {
 				return err
 			}
-			if len(d.Files) == 0 {
+			if len(d.Files) == 0 && len(d.Commits) == 0 {
 				fmt.Fprintln(os.Stderr, "no changes")
 			}
 			if d.Workspace.Full {
@@ -64,6 +70,27 @@ func diffCmd(g *globals) *cobra.Command {
 }
 
 func printStat(w io.Writer, d api.Diff, colored bool) {
+	flags := map[string]string{}
+	for _, f := range d.Files {
+		var marks []string
+		if f.Kind == "renamed" {
+			marks = append(marks, "from "+f.From)
+		}
+		if f.Conflict {
+			marks = append(marks, "CONFLICT")
+		} else if f.Merged {
+			marks = append(marks, "merged with host changes")
+		}
+		if f.Held != "" {
+			marks = append(marks, "held")
+		}
+		for _, x := range f.Findings {
+			marks = append(marks, x.Scanner)
+		}
+		if len(marks) > 0 {
+			flags[f.Path] = "  [" + strings.Join(marks, ", ") + "]"
+		}
+	}
 	width := 0
 	for _, s := range d.Stats {
 		width = max(width, len(s.Path))
@@ -82,7 +109,7 @@ func printStat(w io.Writer, d api.Diff, colored bool) {
 			}
 			detail = fmt.Sprintf("%4d %s%s", s.Added+s.Removed, plus, minus)
 		}
-		fmt.Fprintf(w, " %-8s %-*s | %s\n", s.Kind, width, s.Path, detail)
+		fmt.Fprintf(w, " %-8s %-*s | %s%s\n", s.Kind, width, s.Path, detail, flags[s.Path])
 		adds += s.Added
 		dels += s.Removed
 	}

@@ -9,6 +9,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"regexp"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -348,5 +349,67 @@ func TestEngineRefusesWithoutPrerequisites(t *testing.T) {
 	out, err = ls.CombinedOutput()
 	if ee, ok := err.(*exec.ExitError); !ok || ee.ExitCode() != 69 || !strings.Contains(string(out), "sudo airlock serve") {
 		t.Errorf("ls as nobody with no engine: %v, %q; want exit 69 saying how to start one", err, out)
+	}
+}
+
+// TestReviewWorkflow drives per-hunk accept and a conflict through the CLI:
+// the host changes files while the session works on them.
+func TestReviewWorkflow(t *testing.T) {
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	p := filepath.Join(t.TempDir(), "proj")
+	os.MkdirAll(p, 0o755)
+	var lines []string
+	for i := 1; i <= 30; i++ {
+		lines = append(lines, "line "+strconv.Itoa(i))
+	}
+	os.WriteFile(filepath.Join(p, "f.txt"), []byte(strings.Join(lines, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(p, "config.yaml"), []byte("mode: slow\nlevel: 1\n"), 0o644)
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c",
+		"sed -i -e 's/^line 2$/agent two/' -e 's/^line 28$/agent twenty-eight/' f.txt; sed -i 's/slow/fast/' config.yaml")
+	id := sessionLine.FindStringSubmatch(errs)[1]
+	// Meanwhile on the host.
+	hostLines := append([]string(nil), lines...)
+	hostLines[14] = "host fifteen"
+	os.WriteFile(filepath.Join(p, "f.txt"), []byte(strings.Join(hostLines, "\n")+"\n"), 0o644)
+	os.WriteFile(filepath.Join(p, "config.yaml"), []byte("mode: careful\nlevel: 1\n"), 0o644)
+
+	var d api.Diff
+	if err := json.Unmarshal([]byte(c.ok("diff", id, "--json")), &d); err != nil {
+		t.Fatal(err)
+	}
+	files := map[string]int{}
+	for i, f := range d.Files {
+		files[f.Path] = i
+	}
+	f, cfg := d.Files[files["f.txt"]], d.Files[files["config.yaml"]]
+	if !f.Merged || f.Conflict || len(f.Hunks) != 2 {
+		t.Fatalf("f.txt should merge cleanly with two hunks: %+v", f)
+	}
+	if !cfg.Conflict || len(cfg.Conflicts) != 1 {
+		t.Fatalf("config.yaml should conflict: %+v", cfg)
+	}
+	if stat := c.ok("diff", id, "--stat"); !strings.Contains(stat, "CONFLICT") || !strings.Contains(stat, "merged with host changes") {
+		t.Errorf("diff --stat does not flag the conflict and the merge:\n%s", stat)
+	}
+	c.ok("accept", id, "--hunk", f.Hunks[0].ID)
+	got, _ := os.ReadFile(filepath.Join(p, "f.txt"))
+	if !strings.Contains(string(got), "agent two\n") || !strings.Contains(string(got), "host fifteen\n") || strings.Contains(string(got), "agent twenty-eight") {
+		t.Errorf("after accepting the first hunk:\n%s", got)
+	}
+	code, _, errs := c.run("accept", id, "config.yaml")
+	if code != 1 || !strings.Contains(errs, "--take") {
+		t.Errorf("accepting a conflict without a side: exit %d, %q", code, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "config.yaml")); string(b) != "mode: careful\nlevel: 1\n" {
+		t.Errorf("the conflicting file was written without a choice: %q", b)
+	}
+	c.ok("accept", id, "config.yaml", "--take", "agent")
+	if b, _ := os.ReadFile(filepath.Join(p, "config.yaml")); string(b) != "mode: fast\nlevel: 1\n" {
+		t.Errorf("after --take agent: %q", b)
+	}
+	stat := c.ok("diff", id, "--stat")
+	if !strings.Contains(stat, "f.txt") || strings.Contains(stat, "config.yaml") {
+		t.Errorf("left for review:\n%s", stat)
 	}
 }

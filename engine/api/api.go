@@ -71,10 +71,13 @@ type CreateRequest struct {
 
 // Diff is a session's changes with their hunks.
 type Diff struct {
-	Session   string            `json:"session"`
-	Files     []review.FileDiff `json:"files"`
-	Stats     []review.Stat     `json:"stats"`
-	Workspace Workspace         `json:"workspace"`
+	Session string            `json:"session"`
+	Files   []review.FileDiff `json:"files"`
+	// Commits are git commits made in the session that the project does
+	// not have (accept --commits brings them in as a branch).
+	Commits   []review.Commit `json:"commits,omitempty"`
+	Stats     []review.Stat   `json:"stats"`
+	Workspace Workspace       `json:"workspace"`
 }
 
 // Selection picks changes for accept and discard: whole files by path,
@@ -85,6 +88,9 @@ type Selection = review.Selection
 // Outcomes is the per-path result of an accept or discard.
 type Outcomes struct {
 	Outcomes []review.Outcome `json:"outcomes"`
+	// Branch and Commits report commits imported by accept --commits.
+	Branch  string          `json:"branch,omitempty"`
+	Commits []review.Commit `json:"commits,omitempty"`
 }
 
 // Command is one command run in a session.

@@ -180,7 +180,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 	s.outcomes(w, r, s.eng.Discard)
 }
 
-func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) ([]review.Outcome, error)) {
+func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) (api.Outcomes, error)) {
 	var req api.Selection
 	if err := decode(r, &req); err != nil {
 		writeError(w, err)
@@ -192,10 +192,10 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(contex
 		writeError(w, err)
 		return
 	}
-	if out == nil {
-		out = []review.Outcome{}
+	if out.Outcomes == nil {
+		out.Outcomes = []review.Outcome{}
 	}
-	writeJSON(w, 200, api.Outcomes{Outcomes: out})
+	writeJSON(w, 200, out)
 }
 
 func (s *Server) commands(w http.ResponseWriter, r *http.Request) {
