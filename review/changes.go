@@ -9,6 +9,8 @@ package review
 
 import (
 	"bytes"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"io"
@@ -53,7 +55,12 @@ const (
 
 // Change is one path the session changed relative to the current project.
 type Change struct {
-	Path    string      `json:"path"` // slash-separated, relative to the project root
+	// ID names the file for selection; it depends on the path only.
+	ID   string `json:"id"`
+	Path string `json:"path"` // slash-separated, relative to the project root
+	// RawPath is the path's bytes when they are not valid UTF-8 (JSON
+	// would mangle Path); select such a file by ID or raw path.
+	RawPath []byte      `json:"raw_path,omitempty"`
 	Kind    Kind        `json:"kind"`
 	Type    Type        `json:"type"`               // what the session has (None for Deleted)
 	OldType Type        `json:"old_type,omitempty"` // what the project has (None for Added)
@@ -101,7 +108,18 @@ func Changes(l Layers) ([]Change, error) {
 		return nil, err
 	}
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	for i := range out {
+		out[i].setID()
+	}
 	return out, nil
+}
+
+func (c *Change) setID() {
+	sum := sha256.Sum256([]byte("file\x00" + c.Path))
+	c.ID = "f" + hex.EncodeToString(sum[:])[:9]
+	if !utf8.ValidString(c.Path) {
+		c.RawPath = []byte(c.Path)
+	}
 }
 
 func isWhiteout(fi fs.FileInfo) bool {
@@ -159,13 +177,17 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			if errors.Is(err, fs.ErrNotExist) {
 				continue // removed while we looked
 			}
-			return err
+			// One unreadable entry (a path too long for the kernel, say)
+			// must not hide the others: list it, unacceptable, with why.
+			*out = append(*out, unreviewable(p, err))
+			continue
 		}
 		hp := filepath.Join(l.Project, filepath.FromSlash(p))
 		hfi, err := os.Lstat(hp)
 		if err != nil {
 			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-				return err
+				*out = append(*out, unreviewable(p, err))
+				continue
 			}
 			hfi = nil
 		}
@@ -206,7 +228,7 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 				*out = append(*out, c)
 			}
 			if err := walk(l, p, childOpaque, out); err != nil {
-				return err
+				*out = append(*out, unreviewable(p+"/", err))
 			}
 		case hfi == nil:
 			c.Kind = Added
@@ -243,6 +265,10 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 		return hostOnly(l, rel, udir, out)
 	}
 	return nil
+}
+
+func unreviewable(p string, err error) Change {
+	return Change{Path: p, Kind: Added, Type: Special, Note: fmt.Sprintf("cannot be reviewed (%v): never accepted", err)}
 }
 
 // acceptable is the part of a mode an accept can carry: setuid and setgid

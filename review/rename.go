@@ -142,6 +142,7 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 		c.Kind, c.From, c.Similarity = Renamed, g.path, p.sim
 		c.OldType, c.OldMode, c.OldSize = File, g.mode, g.size
 		c.Binary = c.Binary || isBinary(g.data)
+		c.setID()
 		renames = append(renames, c)
 		drop[a.idx] = true
 		if g.idx >= 0 {

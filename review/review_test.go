@@ -16,18 +16,27 @@ import (
 // mountWS mounts a real tmpfs+overlay workspace over project.
 func mountWS(t *testing.T, project string) *overlay.Workspace {
 	t.Helper()
+	ws, err := mountWSSize(t, project, 64<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return ws
+}
+
+func mountWSSize(t *testing.T, project string, size int64) (*overlay.Workspace, error) {
+	t.Helper()
 	if os.Geteuid() != 0 {
 		t.Skip("needs root: review tests mount real overlays (run `make test` as root)")
 	}
 	if err := overlay.Check(); err != nil {
 		t.Skipf("overlay unavailable: %v", err)
 	}
-	ws, err := overlay.Mount(project, filepath.Join(t.TempDir(), "ws"), 64<<20)
+	ws, err := overlay.Mount(project, filepath.Join(t.TempDir(), "ws"), size)
 	if err != nil {
-		t.Fatal(err)
+		return nil, err
 	}
 	t.Cleanup(func() { ws.Unmount() })
-	return ws
+	return ws, nil
 }
 
 func write(t *testing.T, p, content string, mode os.FileMode) {

@@ -12,10 +12,12 @@ import (
 // some lines of a hunk. Take settles the conflicts in what is selected.
 // An empty selection takes everything.
 type Selection struct {
-	Paths []string         `json:"paths,omitempty"`
-	Hunks []string         `json:"hunks,omitempty"`
-	Lines map[string][]int `json:"lines,omitempty"` // hunk id -> 1-based indexes into its lines
-	Take  Resolution       `json:"take,omitempty"`
+	Paths []string `json:"paths,omitempty"`
+	// RawPaths are paths given as bytes (for names that are not UTF-8).
+	RawPaths [][]byte         `json:"raw_paths,omitempty"`
+	Hunks    []string         `json:"hunks,omitempty"`
+	Lines    map[string][]int `json:"lines,omitempty"` // hunk id -> 1-based indexes into its lines
+	Take     Resolution       `json:"take,omitempty"`
 	// Auto takes only the changes the policy auto-accepts: matched by
 	// auto_accept, not held, no scanner finding, no conflict.
 	Auto bool `json:"auto,omitempty"`
@@ -50,6 +52,19 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 	if sel.Take != "" && sel.Take != TakeAgent && sel.Take != TakeHost && sel.Take != TakeMarkers {
 		return nil, &PathError{Path: string(sel.Take), Reason: "--take must be agent, host or markers"}
 	}
+	for _, r := range sel.RawPaths {
+		sel.Paths = append(sel.Paths, string(r))
+	}
+	// File ids select whole files, like paths.
+	var hunkIDs []string
+	for _, id := range sel.Hunks {
+		if d := diffByID(diffs, id); d != nil {
+			sel.Paths = append(sel.Paths, d.Path)
+		} else {
+			hunkIDs = append(hunkIDs, id)
+		}
+	}
+	sel.Hunks = hunkIDs
 	var items []item
 	if sel.Auto {
 		for i := range diffs {
@@ -117,6 +132,15 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 		return nil, &NotFoundError{What: fmt.Sprintf("no hunk or conflict %s in the session's diff (ids change when the file's content does): `airlock diff ID --json` lists them", strings.Join(missing, ", "))}
 	}
 	return items, nil
+}
+
+func diffByID(diffs []FileDiff, id string) *FileDiff {
+	for i := range diffs {
+		if diffs[i].ID == id {
+			return &diffs[i]
+		}
+	}
+	return nil
 }
 
 func findDiff(diffs []FileDiff, p string) *FileDiff {

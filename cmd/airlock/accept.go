@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/review"
@@ -46,7 +47,14 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		Example: "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3\n  airlock accept 3f2a config.yaml --take agent",
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel := api.Selection{Paths: args[1:], Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch}
+			sel := api.Selection{Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch}
+			for _, p := range args[1:] {
+				if utf8.ValidString(p) {
+					sel.Paths = append(sel.Paths, p)
+				} else {
+					sel.RawPaths = append(sel.RawPaths, []byte(p)) // JSON strings would mangle it
+				}
+			}
 			for _, l := range lines {
 				id, ranges, ok := strings.Cut(l, ":")
 				if !ok {
@@ -104,7 +112,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the per-path outcomes as JSON")
-	cmd.Flags().StringArrayVar(&hunks, "hunk", nil, "a hunk or conflict id (repeatable)")
+	cmd.Flags().StringArrayVar(&hunks, "hunk", nil, "a hunk, conflict or file id from `airlock diff` (repeatable)")
 	cmd.Flags().StringArrayVar(&lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
 	if verb == "accept" {
 		cmd.Flags().StringVar(&take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
