@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build setup demo test test-short unit lint desktop desktop-check bench clean
+.PHONY: all build setup demo test test-short fuzz lint desktop desktop-check bench clean
 
 all: build
 
@@ -26,6 +26,14 @@ demo: setup build
 # walkthrough, and the desktop build.
 test: setup build lint desktop-check
 	AIRLOCK_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 25m ./...
+	$(MAKE) fuzz
+
+# The fuzz targets, briefly (longer: make fuzz FUZZTIME=5m).
+FUZZTIME ?= 10s
+fuzz:
+	for f in FuzzHunks FuzzParsePatch FuzzPathResolution; do \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./review || exit 1; \
+	done
 
 test-short:
 	$(GO) test -short ./...

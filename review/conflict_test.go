@@ -241,3 +241,40 @@ func TestThreeWay(t *testing.T) {
 		}
 	})
 }
+
+func TestAcceptEditedPatch(t *testing.T) {
+	p, l, m := session(t, "a\nb\nc\n", false)
+	write(t, filepath.Join(m, "f.txt"), "a\nagent b\nc\nagent d\n", 0o644)
+	write(t, filepath.Join(m, "other.txt"), "other changed\n", 0o644)
+	diffs, err := review.Review(l)
+	must(t, err)
+	changes := make([]review.Change, len(diffs))
+	for i, d := range diffs {
+		changes[i] = d.Change
+	}
+	var buf strings.Builder
+	must(t, review.Patch(&buf, l, changes))
+	// The user keeps only f.txt, drops the "agent d" line and rewords the
+	// other one, as `git add -e` lets you.
+	patch := buf.String()
+	patch = patch[:strings.Index(patch, "diff --git a/other.txt")]
+	patch = strings.Replace(patch, "+agent b\n", "+edited b\n", 1)
+	patch = strings.Replace(patch, "@@ -1,3 +1,4 @@", "@@ -1,3 +1,3 @@", 1)
+	patch = strings.Replace(patch, "+agent d\n", "", 1)
+	out, err := review.Accept(l, diffs, review.Selection{Patch: patch}, journal(t))
+	must(t, err)
+	if len(out) != 1 || !out[0].Applied {
+		t.Fatalf("%+v\npatch:\n%s", out, patch)
+	}
+	if got := read(t, filepath.Join(p, "f.txt")); got != "a\nedited b\nc\n" {
+		t.Fatalf("host after the edited patch: %q", got)
+	}
+	if got := read(t, filepath.Join(p, "other.txt")); got != "other\n" {
+		t.Fatalf("other.txt was not in the patch but changed: %q", got)
+	}
+	// A patch touching a file the session did not change is refused.
+	bad := "--- a/unrelated.txt\n+++ b/unrelated.txt\n@@ -0,0 +1 @@\n+x\n"
+	if _, err := review.Accept(l, diffs, review.Selection{Patch: bad}, journal(t)); err == nil {
+		t.Errorf("a patch outside the session's changes was accepted")
+	}
+}

@@ -26,6 +26,11 @@ type Selection struct {
 	// the working tree alone. With no paths or hunks, only that happens.
 	Commits bool   `json:"commits,omitempty"`
 	Branch  string `json:"branch,omitempty"`
+	// Patch (accept only) is an edited version of the session's diff, as
+	// `airlock diff --patch` prints it: its hunks are applied to the
+	// project's files instead of the session's changes. Each file in it
+	// must be one the session changed.
+	Patch string `json:"patch,omitempty"`
 }
 
 // item is what an accept or discard does to one file.
@@ -65,6 +70,12 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 		}
 	}
 	sel.Hunks = hunkIDs
+	if sel.Patch != "" {
+		if !forAccept {
+			return nil, &PathError{Path: "--patch", Reason: "an edited patch can only be accepted"}
+		}
+		return planPatch(l, diffs, sel.Patch)
+	}
 	var items []item
 	if sel.Auto {
 		for i := range diffs {
@@ -267,4 +278,49 @@ func hunkItem(l Layers, d *FileDiff, hunks []*Hunk, conflicts []*Conflict, sel S
 	}
 	it.content = &s
 	return it
+}
+
+// planPatch turns an edited patch into items: each file's hunks applied to
+// the project's current text.
+func planPatch(l Layers, diffs []FileDiff, patch string) ([]item, error) {
+	files, err := ParsePatch(strings.NewReader(patch))
+	if err != nil {
+		return nil, &PathError{Path: "--patch", Reason: err.Error()}
+	}
+	if len(files) == 0 {
+		return nil, &PathError{Path: "--patch", Reason: "the patch has no file with hunks"}
+	}
+	var items []item
+	for _, f := range files {
+		p := f.NewPath
+		if p == "" {
+			p = f.OldPath
+		}
+		d := findDiff(diffs, p)
+		if d == nil {
+			return nil, &NotFoundError{What: fmt.Sprintf("the patch changes %s, which the session did not change: an edited patch may only narrow or edit the session's changes", p)}
+		}
+		if f.NewPath == "" {
+			items = append(items, item{d: d, whole: true})
+			continue
+		}
+		it := item{d: d, keepMode: true}
+		host := ""
+		if d.OldType == File {
+			var ok bool
+			if host, ok = readSide(filepath.Join(l.Project, filepath.FromSlash(d.Path)), File); !ok {
+				it.err = fmt.Errorf("cannot read the project's %s", d.Path)
+				items = append(items, it)
+				continue
+			}
+		}
+		s, err := applyHunks(host, f.Hunks, func(*Hunk, int) bool { return true })
+		if err != nil {
+			it.err = fmt.Errorf("the edited patch does not apply to the project's %s: %v", d.Path, err)
+		} else {
+			it.content = &s
+		}
+		items = append(items, it)
+	}
+	return items, nil
 }

@@ -4,6 +4,7 @@ import (
 	"context"
 	"encoding/json"
 	"fmt"
+	"io"
 	"os"
 	"strings"
 	"unicode/utf8"
@@ -35,7 +36,7 @@ type clientAPI interface {
 func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, clientAPI, string, api.Selection) (api.Outcomes, error)) *cobra.Command {
 	var asJSON bool
 	var hunks, lines []string
-	var take, branch string
+	var take, branch, patchFile string
 	var auto, commits bool
 	cmd := &cobra.Command{
 		Use:   verb + " ID [PATH...]",
@@ -68,6 +69,19 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 					sel.Lines = map[string][]int{}
 				}
 				sel.Lines[id] = append(sel.Lines[id], n...)
+			}
+			if patchFile != "" {
+				var data []byte
+				var err error
+				if patchFile == "-" {
+					data, err = io.ReadAll(os.Stdin)
+				} else {
+					data, err = os.ReadFile(patchFile)
+				}
+				if err != nil {
+					return usageErr("--patch: %v", err)
+				}
+				sel.Patch = string(data)
 			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
@@ -116,6 +130,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 	cmd.Flags().StringArrayVar(&lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
 	if verb == "accept" {
 		cmd.Flags().StringVar(&take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
+		cmd.Flags().StringVar(&patchFile, "patch", "", "accept an edited version of `airlock diff ID --patch` (a file, or - for stdin)")
 		cmd.Flags().BoolVar(&commits, "commits", false, "import the session's git commits into the project's repository as a branch (working tree untouched)")
 		cmd.Flags().StringVar(&branch, "branch", "", "branch name for --commits (default airlock/ID)")
 		cmd.Flags().BoolVar(&auto, "auto", false, "accept only what the project's policy auto-accepts (.airlock/policy.yaml on the host)")
