@@ -61,6 +61,9 @@ func main() {
 	b.diffVsGit(*files, 100)
 	b.acceptVsCp(*accept)
 	b.memory(20)
+	b.baseCapture(*files)
+	b.diffVsGitDiff(*files, 1000)
+	b.mergeVsGitMergeFile(100)
 	check(b.write(*out))
 	fmt.Println("wrote", *out)
 }
@@ -259,6 +262,155 @@ func (b *bench) acceptVsCp(n int) {
 	b.log("")
 	b.log("Ratio airlock/cp: **%.2f** (target ≤ 3).", float64(pct(al, .5))/float64(pct(cp, .5)))
 	b.log("")
+}
+
+// genProject writes n small files in directories of 100, as a git repo
+// when git is true.
+func (b *bench) genProject(dir string, n int, git bool) {
+	for i := 0; i < n; i++ {
+		d := filepath.Join(dir, fmt.Sprintf("d%03d", i/100))
+		if i%100 == 0 {
+			check(os.MkdirAll(d, 0o755))
+		}
+		check(os.WriteFile(filepath.Join(d, fmt.Sprintf("f%03d.txt", i%100)), []byte(fmt.Sprintf("file %d\nline two\nline three\nline four\nline five\nline six\nline seven\nline eight\n", i)), 0o644))
+	}
+	if git {
+		for _, args := range [][]string{{"init", "-q"}, {"add", "-A"}, {"commit", "-qm", "gen"}} {
+			c := exec.Command("git", append([]string{"-c", "user.name=b", "-c", "user.email=b@example.com", "-c", "gc.auto=0"}, args...)...)
+			c.Dir = dir
+			out, err := c.CombinedOutput()
+			check(errorf(err, out))
+		}
+	}
+}
+
+// baseCapture measures what recording the base adds to session start.
+func (b *bench) baseCapture(files int) {
+	small := filepath.Join(b.work, "base-small")
+	check(os.MkdirAll(small, 0o755))
+	os.WriteFile(filepath.Join(small, "a.txt"), []byte("a\n"), 0o644)
+	plain := filepath.Join(b.work, "base-plain")
+	b.genProject(plain, files, false)
+	gitp := filepath.Join(b.work, "base-git")
+	b.genProject(gitp, files, true)
+	measure := func(project string) time.Duration {
+		var ds []time.Duration
+		for i := 0; i < 7; i++ {
+			t := timeIt(func() { b.must("run", "--project", project, "--image", "airlock/tiny", "--", "true") })
+			ds = append(ds, t)
+			for _, id := range strings.Fields(b.must("ls", "-q")) {
+				b.must("rm", id)
+			}
+		}
+		return pct(ds, .5)
+	}
+	s, pl, g := measure(small), measure(plain), measure(gitp)
+	b.log("### 5. Base capture: session start on a %d-file project (median of 7, `airlock run -- true`)", files)
+	b.log("")
+	b.log("| project | session start + `true` | growth over a 1-file project |")
+	b.log("|---|---|---|")
+	b.log("| 1 file | %s | |", ms(s))
+	b.log("| %d files, not git | %s | %s |", files, ms(pl), ms(pl-s))
+	b.log("| %d files, clean git checkout | %s | %s |", files, ms(g), ms(g-s))
+	b.log("")
+	b.log("Target: growth at most 300 ms. The stat walk runs while Docker creates and starts the container.")
+	b.log("")
+	os.RemoveAll(plain)
+}
+
+// diffVsGitDiff: 1,000 changed files, airlock diff --stat vs git diff --stat.
+func (b *bench) diffVsGitDiff(files, changed int) {
+	project := filepath.Join(b.work, "base-git")
+	copyDir := filepath.Join(b.work, "p5-git")
+	out, err := exec.Command("cp", "-a", project, copyDir).CombinedOutput()
+	check(errorf(err, out))
+	script := fmt.Sprintf("for i in $(seq 0 %d); do d=$(printf d%%03d $((i*%d/%d/100))); f=$(printf f%%03d $((i %% 100))); echo changed >> $d/$f.txt; done", changed-1, files, changed)
+	id := b.newSession(project, "airlock/tiny", script)
+	sh := exec.Command("sh", "-c", script)
+	sh.Dir = copyDir
+	out, err = sh.CombinedOutput()
+	check(errorf(err, out))
+	if n := strings.Count(b.must("diff", id, "--stat"), "modified"); n != changed {
+		check(fmt.Errorf("diff --stat lists %d files, want %d", n, changed))
+	}
+	var al, gd []time.Duration
+	for i := 0; i < 12; i++ {
+		al = append(al, timeIt(func() { b.must("diff", id, "--stat") }))
+		gd = append(gd, timeIt(func() {
+			c := exec.Command("git", "diff", "--stat")
+			c.Dir = copyDir
+			out, err := c.CombinedOutput()
+			check(errorf(err, out))
+		}))
+	}
+	al, gd = al[2:], gd[2:]
+	b.log("### 6. Diff of %d changed files in a %d-file project (median of 10)", changed, files)
+	b.log("")
+	b.log("| | median |")
+	b.log("|---|---|")
+	b.log("| `airlock diff ID --stat` | %s |", ms(pct(al, .5)))
+	b.log("| `git diff --stat` (same change, git checkout) | %s |", ms(pct(gd, .5)))
+	b.log("")
+	b.log("Ratio airlock/git: **%.3f** (target ≤ 0.2).", float64(pct(al, .5))/float64(pct(gd, .5)))
+	b.log("")
+	b.must("rm", id)
+	os.RemoveAll(copyDir)
+}
+
+// mergeVsGitMergeFile: 100 files changed on both sides since the session
+// started; airlock diff merges them three-way; git merge-file per file.
+func (b *bench) mergeVsGitMergeFile(n int) {
+	project := filepath.Join(b.work, "p6")
+	lines := func(edit map[int]string) string {
+		var sb strings.Builder
+		for i := 1; i <= 200; i++ {
+			if s, ok := edit[i]; ok {
+				sb.WriteString(s)
+				continue
+			}
+			fmt.Fprintf(&sb, "line %d of a moderately long source file\n", i)
+		}
+		return sb.String()
+	}
+	check(os.MkdirAll(project, 0o755))
+	for i := 0; i < n; i++ {
+		check(os.WriteFile(filepath.Join(project, fmt.Sprintf("f%03d.txt", i)), []byte(lines(nil)), 0o644))
+	}
+	id := b.newSession(project, "airlock/tiny", "for f in f*.txt; do sed -i -e 's/^line 20 of/agent 20 of/' -e 's/^line 100 of/agent 100 of/' $f; done")
+	time.Sleep(500 * time.Millisecond) // let the background base capture finish
+	three := filepath.Join(b.work, "p6-merge")
+	check(os.MkdirAll(three, 0o755))
+	for i := 0; i < n; i++ {
+		host := lines(map[int]string{100: "host 100\n", 150: "host 150\n"})
+		check(os.WriteFile(filepath.Join(project, fmt.Sprintf("f%03d.txt", i)), []byte(host), 0o644))
+		check(os.WriteFile(filepath.Join(three, fmt.Sprintf("base%03d", i)), []byte(lines(nil)), 0o644))
+		check(os.WriteFile(filepath.Join(three, fmt.Sprintf("host%03d", i)), []byte(host), 0o644))
+		check(os.WriteFile(filepath.Join(three, fmt.Sprintf("agent%03d", i)), []byte(lines(map[int]string{20: "agent 20 of a moderately long source file\n", 100: "agent 100 of a moderately long source file\n"})), 0o644))
+	}
+	stat := b.must("diff", id, "--stat")
+	if c := strings.Count(stat, "CONFLICT"); c != n {
+		check(fmt.Errorf("want %d conflicting files, diff --stat shows %d:\n%s", n, c, stat))
+	}
+	var al, gm []time.Duration
+	for rep := 0; rep < 7; rep++ {
+		al = append(al, timeIt(func() { b.must("diff", id, "--json") }))
+		gm = append(gm, timeIt(func() {
+			for i := 0; i < n; i++ {
+				c := exec.Command("git", "merge-file", "-p", filepath.Join(three, fmt.Sprintf("host%03d", i)), filepath.Join(three, fmt.Sprintf("base%03d", i)), filepath.Join(three, fmt.Sprintf("agent%03d", i)))
+				c.Run() // exits with the number of conflicts
+			}
+		}))
+	}
+	b.log("### 7. Three-way merge of %d conflicting files (200 lines each; one clean and one conflicting change per file; median of 7)", n)
+	b.log("")
+	b.log("| | median |")
+	b.log("|---|---|")
+	b.log("| `airlock diff ID --json` (merges all %d, with hunks and conflicts) | %s |", n, ms(pct(al, .5)))
+	b.log("| `git merge-file -p` on each file | %s |", ms(pct(gm, .5)))
+	b.log("")
+	b.log("Ratio airlock/git: **%.2f** (target ≤ 1).", float64(pct(al, .5))/float64(pct(gm, .5)))
+	b.log("")
+	b.must("rm", id)
 }
 
 func rss(pid int) int64 {

@@ -91,6 +91,9 @@ type live struct {
 	mu   sync.Mutex // serializes accept and discard
 	ws   *overlay.Workspace
 	base *review.Base
+	// stopCapture ends the background base content capture and waits for
+	// it; removal calls it before deleting the session's files.
+	stopCapture func()
 }
 
 // New starts an engine over the given Docker client and store and re-adopts

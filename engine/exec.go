@@ -65,14 +65,17 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if req.TTY && req.Width > 0 && req.Height > 0 {
 		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
 	}
+	tExec := time.Now()
 	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
 	if err != nil {
 		return -1, dockerError("start the command", err)
 	}
+	tAttach := time.Now()
 	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: req.TTY, ConsoleSize: opts.ConsoleSize})
 	if err != nil {
 		return -1, dockerError("attach to the command", err)
 	}
+	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
 	if opts.ConsoleSize != nil {
 		// API 1.41 (Engine 20.10) ignores ConsoleSize on create: size the
 		// TTY once the process exists, as the docker CLI does.

@@ -4,6 +4,7 @@ import (
 	"context"
 	"io"
 	"path/filepath"
+	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
@@ -51,6 +52,7 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, err
 	}
+	t0 := time.Now()
 	all, err := e.review(layers)
 	if err != nil {
 		return api.Diff{}, err
@@ -59,7 +61,9 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, selectErr(err)
 	}
+	t1 := time.Now()
 	commits, err := review.Commits(layers.Project, l.ws.Merged())
+	e.log.Debug("diff", "session", sid, "files", len(files), "review", t1.Sub(t0), "commits", time.Since(t1))
 	if err != nil {
 		e.log.Warn("read the session's commits", "session", sid, "err", err)
 	}
@@ -117,7 +121,14 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (a
 }
 
 func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Selection) ([]review.Outcome, error) {
-	all, err := e.review(layers)
+	// Whole files need no hunks, and only --auto needs the policy.
+	var all []review.FileDiff
+	var err error
+	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto {
+		all, err = e.review(layers)
+	} else {
+		all, err = review.ReviewWith(layers, review.Options{})
+	}
 	if err != nil {
 		return nil, err
 	}
@@ -152,10 +163,12 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 // review lists the session's changes and applies the project's accept
 // policy, read from the host's copy of the project (never the session's).
 func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
+	t0 := time.Now()
 	all, err := review.Review(layers)
 	if err != nil {
 		return nil, err
 	}
+	defer func() { e.log.Debug("review", "files", len(all), "changes+hunks", time.Since(t0)) }()
 	pol, err := review.LoadPolicy(filepath.Join(layers.Project, review.PolicyFile), true)
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.Invalid, err)

@@ -46,6 +46,7 @@ var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETG
 // creates and starts the container with the merged view at /workspace.
 // On error nothing is left behind.
 func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
+	t0 := time.Now()
 	project, err := checkProject(req.Project)
 	if err != nil {
 		return api.Session{}, err
@@ -99,6 +100,7 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 			e.store.DeleteSession(context.WithoutCancel(ctx), id)
 		}
 	}()
+	tMount := time.Now()
 	ws, err := overlay.Mount(project, rec.Dir, limits.WorkspaceSize)
 	if err != nil {
 		return api.Session{}, err
@@ -129,6 +131,7 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: path, Target: caPath, ReadOnly: true})
 		env = append(env, caEnv()...)
 	}
+	tCreate := time.Now()
 	init := true
 	pids := limits.Pids
 	created, err := e.docker.ContainerCreate(ctx, &container.Config{
@@ -161,9 +164,11 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
+	tStart := time.Now()
 	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return api.Session{}, dockerError("start the session's container", err)
 	}
+	tBase := time.Now()
 	cb := <-baseDone
 	baseDone <- cb // for the deferred cleanup
 	if cb.err != nil {
@@ -173,19 +178,24 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
+	// Start contents the git index does not give, while cheap.
+	cctx, cancel := context.WithCancel(context.Background())
+	captureDone := make(chan struct{})
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: ws, base: cb.base}
+	e.sessions[id] = &live{ws: ws, base: cb.base, stopCapture: func() { cancel(); <-captureDone }}
 	e.mu.Unlock()
 	ok = true
-	// Start contents the git index does not give, while cheap.
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		if err := cb.base.CaptureContent(baseMaxFile, baseBudget); err != nil {
+		defer close(captureDone)
+		if err := cb.base.CaptureContent(cctx, baseMaxFile, baseBudget); err != nil && cctx.Err() == nil {
 			e.log.Warn("base content capture", "session", id, "err", err)
 		}
 	}()
 	e.log.Info("session created", "session", id, "project", project, "image", image)
+	e.log.Debug("create timing", "session", id, "checks", tMount.Sub(t0), "mount", tCreate.Sub(tMount),
+		"container_create", tStart.Sub(tCreate), "container_start", tBase.Sub(tStart), "base_wait", time.Since(tBase), "total", time.Since(t0))
 	return e.view(rec, false), nil
 }
 
@@ -319,6 +329,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	}
 	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
+	}
+	if l := e.liveSession(rec.ID); l != nil && l.stopCapture != nil {
+		l.stopCapture()
 	}
 	if err := e.teardown(ctx, rec); err != nil {
 		return err

@@ -3,6 +3,7 @@ package review
 import (
 	"bufio"
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
@@ -41,8 +42,8 @@ type Base struct {
 	once     sync.Once
 	manifest manifest
 	loadErr  error
-	gitIndex *index.Index
-	contents map[string]string // path -> object id
+	gitIndex map[string]*index.Entry
+	packed   map[string][2]int64 // path -> offset, length in the pack
 	// overrides record what accepts wrote since the start: the new common
 	// ancestor of the host and the session for those paths.
 	overrides map[string]override
@@ -75,6 +76,7 @@ const (
 	manifestName  = "manifest"
 	gitIndexName  = "git-index"
 	contentsName  = "contents"
+	packName      = "contents.pack"
 	objectsDir    = "objects"
 	overridesName = "overrides"
 )
@@ -130,11 +132,14 @@ func (b *Base) load() error {
 				b.overrides[o.Path] = o
 			}
 		}
-		b.contents = map[string]string{}
+		b.packed = map[string][2]int64{}
 		if data, err := os.ReadFile(filepath.Join(b.dir, contentsName)); err == nil {
 			for _, line := range bytes.Split(data, []byte{0}) {
-				if p, id, ok := bytes.Cut(line, []byte{'\n'}); ok {
-					b.contents[string(p)] = string(id)
+				if p, loc, ok := bytes.Cut(line, []byte{'\n'}); ok {
+					var off, n int64
+					if _, err := fmt.Sscanf(string(loc), "%d %d", &off, &n); err == nil {
+						b.packed[string(p)] = [2]int64{off, n}
+					}
 				}
 			}
 		}
@@ -142,7 +147,8 @@ func (b *Base) load() error {
 	return b.loadErr
 }
 
-func (b *Base) index() *index.Index {
+// index returns the git index copied at start, by path (nil without one).
+func (b *Base) index() map[string]*index.Entry {
 	b.mu.Lock()
 	defer b.mu.Unlock()
 	if b.gitIndex != nil {
@@ -157,8 +163,14 @@ func (b *Base) index() *index.Index {
 	if err := index.NewDecoder(bufio.NewReader(f)).Decode(idx); err != nil {
 		return nil
 	}
-	b.gitIndex = idx
-	return idx
+	m := make(map[string]*index.Entry, len(idx.Entries))
+	for _, e := range idx.Entries {
+		if e.Stage == 0 { // not an unmerged entry
+			m[e.Name] = e
+		}
+	}
+	b.gitIndex = m
+	return m
 }
 
 // HostChanged reports whether the project's entry at p differs from what
@@ -239,14 +251,22 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 		return nil, true, nil // did not exist: the base is empty
 	}
 	b.mu.Lock()
-	id, captured := b.contents[p]
+	loc, captured := b.packed[p]
 	b.mu.Unlock()
 	if captured {
-		data, err := os.ReadFile(filepath.Join(b.dir, objectsDir, id))
-		return data, err == nil, err
+		f, err := os.Open(filepath.Join(b.dir, packName))
+		if err != nil {
+			return nil, false, err
+		}
+		defer f.Close()
+		data := make([]byte, loc[1])
+		if _, err := f.ReadAt(data, loc[0]); err != nil && !(err == io.EOF && loc[1] == 0) {
+			return nil, false, err
+		}
+		return data, true, nil
 	}
-	if idx := b.index(); idx != nil {
-		if ie, err := idx.Entry(p); err == nil && cleanInIndex(ie, e, idx) {
+	if ie := b.index()[p]; ie != nil {
+		if cleanInIndex(ie, e) {
 			out, err := exec.Command("git", "-C", b.project, "cat-file", "blob", ie.Hash.String()).Output()
 			if err == nil {
 				return out, true, nil
@@ -259,7 +279,7 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 // cleanInIndex reports whether a file with manifest entry e matched its
 // git index entry ie at start: same stat data, and not "racily clean"
 // (modified in the same second the index was written).
-func cleanInIndex(ie *index.Entry, e statEntry, idx *index.Index) bool {
+func cleanInIndex(ie *index.Entry, e statEntry) bool {
 	if int64(ie.Size) != e.Size&0xffffffff || uint64(ie.Inode) != e.Ino&0xffffffff {
 		return false
 	}
@@ -272,8 +292,9 @@ func cleanInIndex(ie *index.Entry, e statEntry, idx *index.Index) bool {
 // CaptureContent copies the start content of files whose base the git
 // index does not give, while that is cheap: regular files up to maxFile
 // bytes, at most budget bytes in all, skipping any file that changes while
-// it is read. It runs after the session has started.
-func (b *Base) CaptureContent(maxFile, budget int64) error {
+// it is read. The copies go to one pack file, not a file each. It runs
+// after the session has started and stops when ctx ends.
+func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error {
 	if err := b.load(); err != nil {
 		return err
 	}
@@ -284,47 +305,53 @@ func (b *Base) CaptureContent(maxFile, budget int64) error {
 		if !fs.FileMode(e.Mode).IsRegular() || e.Size > maxFile {
 			return
 		}
-		if idx != nil {
-			if ie, err := idx.Entry(p); err == nil && cleanInIndex(ie, e, idx) {
-				return
-			}
+		if ie := idx[p]; ie != nil && cleanInIndex(ie, e) {
+			return
 		}
 		list = append(list, p)
 		sizes = append(sizes, e)
 	})
-	var spent int64
-	var out bytes.Buffer
+	pack, err := os.OpenFile(filepath.Join(b.dir, packName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
+	if err != nil {
+		return err
+	}
+	defer pack.Close()
+	w := bufio.NewWriterSize(pack, 1<<20)
+	var spent, off int64
+	var index bytes.Buffer
+	buf := make([]byte, maxFile+1)
 	for i, p := range list {
+		if ctx.Err() != nil {
+			return ctx.Err()
+		}
 		e := sizes[i]
 		if spent+e.Size > budget {
 			continue
 		}
-		full := filepath.Join(b.project, filepath.FromSlash(p))
-		f, err := os.OpenFile(full, os.O_RDONLY|syscall.O_NOFOLLOW, 0)
+		f, err := os.OpenFile(filepath.Join(b.project, filepath.FromSlash(p)), os.O_RDONLY|syscall.O_NOFOLLOW, 0)
 		if err != nil {
 			continue
 		}
-		data, err := io.ReadAll(io.LimitReader(f, maxFile+1))
+		n, rerr := io.ReadFull(f, buf)
 		fi, serr := f.Stat()
 		f.Close()
-		if err != nil || serr != nil || entryOf(fi) != e {
+		if rerr != nil && rerr != io.ErrUnexpectedEOF && rerr != io.EOF || serr != nil || entryOf(fi) != e || int64(n) != e.Size {
 			continue // changed since start: its base stays unknown
 		}
-		sum := sha256.Sum256(data)
-		id := hex.EncodeToString(sum[:])
-		obj := filepath.Join(b.dir, objectsDir, id)
-		if _, err := os.Stat(obj); err != nil {
-			if err := os.WriteFile(obj, data, 0o600); err != nil {
-				return err
-			}
+		if _, err := w.Write(buf[:n]); err != nil {
+			return err
 		}
-		spent += e.Size
+		fmt.Fprintf(&index, "%s\n%d %d\x00", p, off, n)
 		b.mu.Lock()
-		b.contents[p] = id
+		b.packed[p] = [2]int64{off, int64(n)}
 		b.mu.Unlock()
-		out.WriteString(p + "\n" + id + "\x00")
+		off += int64(n)
+		spent += e.Size
 	}
-	return os.WriteFile(filepath.Join(b.dir, contentsName), out.Bytes(), 0o600)
+	if err := w.Flush(); err != nil {
+		return err
+	}
+	return os.WriteFile(filepath.Join(b.dir, contentsName), index.Bytes(), 0o600)
 }
 
 // walkStats lstats every entry under root (not descending into .git) with

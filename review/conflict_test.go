@@ -1,6 +1,7 @@
 package review_test
 
 import (
+	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -131,7 +132,7 @@ func TestThreeWay(t *testing.T) {
 		t.Run(name+"/clean merge", func(t *testing.T) {
 			p, l, m := session(t, numbered(30, nil), git)
 			if !git {
-				must(t, l.Base.CaptureContent(1<<20, 1<<30))
+				must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
 			}
 			write(t, filepath.Join(m, "f.txt"), numbered(30, map[int]string{3: "agent\n"}), 0o644)
 			write(t, filepath.Join(p, "f.txt"), numbered(30, map[int]string{25: "host\n"}), 0o644)
@@ -148,7 +149,7 @@ func TestThreeWay(t *testing.T) {
 		t.Run(name+"/overlap", func(t *testing.T) {
 			p, l, m := session(t, numbered(10, nil), git)
 			if !git {
-				must(t, l.Base.CaptureContent(1<<20, 1<<30))
+				must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
 			}
 			write(t, filepath.Join(m, "f.txt"), numbered(10, map[int]string{5: "agent five\n", 9: "agent nine\n"}), 0o644)
 			hostVersion := numbered(10, map[int]string{5: "host five\n"})
@@ -185,7 +186,7 @@ func TestThreeWay(t *testing.T) {
 	}
 	t.Run("markers only when asked", func(t *testing.T) {
 		p, l, m := session(t, numbered(5, nil), false)
-		must(t, l.Base.CaptureContent(1<<20, 1<<30))
+		must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
 		write(t, filepath.Join(m, "f.txt"), numbered(5, map[int]string{3: "agent\n"}), 0o644)
 		write(t, filepath.Join(p, "f.txt"), numbered(5, map[int]string{3: "host\n"}), 0o644)
 		d := fileDiff(t, l, "f.txt")

@@ -12,6 +12,18 @@ import (
 // (three-way, against the session's base) when they do not overlap, and
 // marked as a conflict when they do; nothing is ever decided silently.
 func Review(l Layers) ([]FileDiff, error) {
+	return ReviewWith(l, Options{Hunks: true})
+}
+
+// Options tune a review.
+type Options struct {
+	// Hunks computes text hunks for every file. Without it only files that
+	// need a merge get them: enough to accept or discard whole files.
+	Hunks bool
+}
+
+// ReviewWith is Review with options.
+func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 	changes, err := Changes(l)
 	if err != nil {
 		return nil, err
@@ -22,7 +34,7 @@ func Review(l Layers) ([]FileDiff, error) {
 	}
 	out := make([]FileDiff, 0, len(changes))
 	for _, c := range changes {
-		fd, keep, err := reviewOne(l, c)
+		fd, keep, err := reviewOne(l, c, opts.Hunks)
 		if err != nil {
 			return nil, err
 		}
@@ -38,7 +50,7 @@ func Review(l Layers) ([]FileDiff, error) {
 func Diff(l Layers, changes []Change) ([]FileDiff, error) {
 	out := make([]FileDiff, 0, len(changes))
 	for _, c := range changes {
-		fd, keep, err := reviewOne(l, c)
+		fd, keep, err := reviewOne(l, c, true)
 		if err != nil {
 			return nil, err
 		}
@@ -57,7 +69,7 @@ func textual(c Change) bool {
 // shown like binaries (size only) so a review never stalls on them.
 const maxTextDiff = 16 << 20
 
-func reviewOne(l Layers, c Change) (FileDiff, bool, error) {
+func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 	fd := FileDiff{Change: c}
 	if c.Size > maxTextDiff || c.OldSize > maxTextDiff {
 		fd.Binary = true
@@ -73,7 +85,7 @@ func reviewOne(l Layers, c Change) (FileDiff, bool, error) {
 		}
 	}
 	if !fd.HostChanged {
-		if textual(fd.Change) {
+		if hunks && textual(fd.Change) {
 			a, b, err := sides(l, fd.Change)
 			if err != nil {
 				return fd, false, err
