@@ -52,6 +52,8 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, err
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	t0 := time.Now()
 	all, err := e.review(layers)
 	if err != nil {
@@ -72,10 +74,12 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 
 // Patch writes the session's changes at paths as a git-apply patch.
 func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writer) error {
-	_, _, layers, err := e.reviewable(ctx, id)
+	_, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return err
 	}
+	l.mu.Lock()
+	defer l.mu.Unlock()
 	all, err := review.Review(layers)
 	if err != nil {
 		return err
@@ -124,6 +128,7 @@ func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Select
 	// Whole files need no hunks, and only --auto needs the policy.
 	var all []review.FileDiff
 	var err error
+	t0 := time.Now()
 	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto {
 		all, err = e.review(layers)
 	} else {
@@ -132,8 +137,9 @@ func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Select
 	if err != nil {
 		return nil, err
 	}
+	t1 := time.Now()
 	out, err := review.Accept(layers, all, sel, e.journalPath(sid))
-	e.log.Info("accept", "session", sid, "selected", len(out), "err", err)
+	e.log.Info("accept", "session", sid, "selected", len(out), "err", err, "review", t1.Sub(t0), "write", time.Since(t1))
 	return out, selectErr(err)
 }
 

@@ -330,8 +330,13 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
 	}
-	if l := e.liveSession(rec.ID); l != nil && l.stopCapture != nil {
-		l.stopCapture()
+	if l := e.liveSession(rec.ID); l != nil {
+		if l.stopCapture != nil {
+			l.stopCapture()
+		}
+		l.mu.Lock() // no review or accept may be using the base
+		l.base.Close()
+		l.mu.Unlock()
 	}
 	if err := e.teardown(ctx, rec); err != nil {
 		return err

@@ -48,6 +48,35 @@ type Base struct {
 	// ancestor of the host and the session for those paths.
 	overrides map[string]override
 	mu        sync.Mutex
+	mapped    []byte // the manifest, memory-mapped: only the pages a lookup touches are read
+}
+
+// mapFile maps a file read-only; an empty file maps to nil.
+func mapFile(p string) ([]byte, error) {
+	f, err := os.Open(p)
+	if err != nil {
+		return nil, err
+	}
+	defer f.Close()
+	fi, err := f.Stat()
+	if err != nil || fi.Size() == 0 {
+		return nil, err
+	}
+	return unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
+}
+
+// Close releases the mapped manifest. The Base must not be used after.
+func (b *Base) Close() {
+	if b == nil {
+		return
+	}
+	b.mu.Lock()
+	defer b.mu.Unlock()
+	if b.mapped != nil {
+		unix.Munmap(b.mapped)
+		b.mapped = nil
+		b.manifest = manifest{}
+	}
 }
 
 // override is the base of a path after an accept wrote it.
@@ -110,11 +139,12 @@ func OpenBase(project, dir string) *Base {
 
 func (b *Base) load() error {
 	b.once.Do(func() {
-		data, err := os.ReadFile(filepath.Join(b.dir, manifestName))
+		data, err := mapFile(filepath.Join(b.dir, manifestName))
 		if err != nil {
 			b.loadErr = fmt.Errorf("read the session's base manifest: %w", err)
 			return
 		}
+		b.mapped = data
 		m, err := parseManifest(data)
 		if err != nil {
 			b.loadErr = err

@@ -88,6 +88,30 @@ type Change struct {
 	// From is the project path this one was renamed from (Kind Renamed).
 	From       string `json:"from,omitempty"`
 	Similarity int    `json:"similarity,omitempty"` // percent, for renames
+
+	data *contents // small files' bytes, read once per review
+}
+
+// contents holds the two sides of a small file, so that one review reads
+// each file once.
+type contents struct {
+	old, new       []byte
+	hasOld, hasNew bool
+}
+
+// cacheLimit is the largest file a review keeps in memory.
+const cacheLimit = 1 << 20
+
+// readSmall reads a regular file of at most cacheLimit bytes.
+func readSmall(p string, fi fs.FileInfo) ([]byte, bool) {
+	if fi == nil || !fi.Mode().IsRegular() || fi.Size() > cacheLimit {
+		return nil, false
+	}
+	b, err := os.ReadFile(p)
+	if err != nil || int64(len(b)) != fi.Size() {
+		return nil, false
+	}
+	return b, true
 }
 
 // Layers is where a review reads from: the session's upper layer and the
@@ -232,6 +256,9 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			}
 		case hfi == nil:
 			c.Kind = Added
+			if b, ok := readSmall(up, ufi); ok {
+				c.data = &contents{new: b, hasNew: true}
+			}
 			if err := describe(&c, up, "", ufi, nil); err != nil {
 				return err
 			}
@@ -243,8 +270,13 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			}
 			*out = append(*out, c)
 		default:
-			same, err := sameContent(up, hp, ufi, hfi)
-			if err != nil {
+			var same bool
+			nb, okN := readSmall(up, ufi)
+			ob, okO := readSmall(hp, hfi)
+			if okN && okO {
+				same = bytes.Equal(nb, ob)
+				c.data = &contents{old: ob, new: nb, hasOld: true, hasNew: true}
+			} else if same, err = sameContent(up, hp, ufi, hfi); err != nil {
 				return err
 			}
 			switch {
@@ -324,7 +356,11 @@ func describe(c *Change, up, hp string, ufi, hfi fs.FileInfo) error {
 		}
 		c.Link = t
 	case File:
-		c.Binary, c.ContentType = sniff(up)
+		if c.data != nil && c.data.hasNew {
+			c.Binary, c.ContentType = sniffBytes(c.data.new)
+		} else {
+			c.Binary, c.ContentType = sniff(up)
+		}
 	case Special:
 		c.Note = "device files, FIFOs and sockets are never accepted into the project"
 	}
@@ -333,7 +369,13 @@ func describe(c *Change, up, hp string, ufi, hfi fs.FileInfo) error {
 		case Symlink:
 			c.OldLink, _ = os.Readlink(hp)
 		case File:
-			if b, _ := sniff(hp); b {
+			var b bool
+			if c.data != nil && c.data.hasOld {
+				b, _ = sniffBytes(c.data.old)
+			} else {
+				b, _ = sniff(hp)
+			}
+			if b {
 				c.Binary = true
 			}
 		}
@@ -351,7 +393,15 @@ func sniff(p string) (binary bool, contentType string) {
 	defer f.Close()
 	buf := make([]byte, 8192)
 	n, _ := io.ReadFull(f, buf)
-	buf = buf[:n]
+	return sniffBytes(buf[:n])
+}
+
+// sniffBytes is sniff on a file's first bytes (up to 8 KiB are looked at).
+func sniffBytes(buf []byte) (binary bool, contentType string) {
+	if len(buf) > 8192 {
+		buf = buf[:8192]
+	}
+	n := len(buf)
 	ct := http.DetectContentType(buf)
 	if bytes.IndexByte(buf, 0) >= 0 {
 		return true, ct

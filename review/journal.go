@@ -179,26 +179,26 @@ func (t *tree) do(op jop, staging string, mkMode func(string) fs.FileMode) error
 		if err != nil {
 			return nil // staging gone: everything was renamed
 		}
-		var st unix.Stat_t
-		if unix.Fstatat(sfd, op.Tmp, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
-			return nil // already in place
-		}
 		pfd, name, err := t.parent(op.Path, mkMode)
 		if err != nil {
 			return err
 		}
-		if unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW) == nil && st.Mode&unix.S_IFMT == unix.S_IFDIR {
+		// Try the rename first: it is all a fresh accept needs.
+		err = unix.Renameat(sfd, op.Tmp, pfd, name)
+		if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+			// A directory stands where the file goes (a type change).
 			if err := removeAll(pfd, name); err != nil {
 				return err
 			}
+			err = unix.Renameat(sfd, op.Tmp, pfd, name)
 		}
-		if err := unix.Renameat(sfd, op.Tmp, pfd, name); err != nil {
-			if errors.Is(err, unix.EXDEV) {
-				return fmt.Errorf("%s is on another filesystem than the project root: accept it separately", op.Path)
-			}
-			return err
+		switch {
+		case errors.Is(err, unix.ENOENT):
+			return nil // already in place (a recovery redoing it)
+		case errors.Is(err, unix.EXDEV):
+			return fmt.Errorf("%s is on another filesystem than the project root: accept it separately", op.Path)
 		}
-		return nil
+		return err
 	case "chmod":
 		pfd, name, err := t.parent(op.Path, nil)
 		if err != nil {

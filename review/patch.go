@@ -48,6 +48,10 @@ func sides(l Layers, c Change) (string, string, error) {
 		}
 		return "", nil
 	}
+	if d := c.data; d != nil && (d.hasOld || c.OldType != File) && (d.hasNew || c.Type != File) && c.Kind != Renamed &&
+		c.OldType != Symlink && c.Type != Symlink {
+		return string(d.old), string(d.new), nil
+	}
 	old := c
 	if c.Kind == Renamed {
 		old.Path = c.From

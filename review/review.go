@@ -99,6 +99,14 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 	// The host changed this path since the session started.
 	agent, agentOK := readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
 	host, hostOK := readSide(hp, typeOfInfo(hfi))
+	if d := c.data; d != nil {
+		if d.hasNew {
+			agent, agentOK = string(d.new), true
+		}
+		if d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
+			host, hostOK = string(d.old), true
+		}
+	}
 	switch {
 	case c.Kind == Deleted:
 		fd.conflict("deleted in the session; changed on the host since the session started")

@@ -91,9 +91,12 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 		if err != nil {
 			return nil, err
 		}
+		byPath := make(map[string]*FileDiff, len(diffs))
+		for i := range diffs {
+			byPath[diffs[i].Path] = &diffs[i]
+		}
 		for i := range files {
-			d := findDiff(diffs, files[i].Path)
-			items = append(items, wholeItem(d, sel.Take, forAccept))
+			items = append(items, wholeItem(byPath[files[i].Path], sel.Take, forAccept))
 		}
 	}
 	if len(sel.Hunks) == 0 {
