@@ -22,7 +22,14 @@ func (e *Engine) reviewable(ctx context.Context, id string) (string, *live, revi
 	if l == nil {
 		return "", nil, review.Layers{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
 	}
-	return rec.ID, l, review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base}, nil
+	layers := review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base}
+	if err := l.base.Ready(); err != nil {
+		// Without its base a session still reviews, against the current
+		// project only; say so in the log rather than refuse.
+		e.log.Warn("the session's base is unavailable: no conflict detection", "session", rec.ID, "err", err)
+		layers.Base = nil
+	}
+	return rec.ID, l, layers, nil
 }
 
 func (e *Engine) usage(l *live) api.Workspace {

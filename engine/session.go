@@ -113,7 +113,7 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	}
 	baseDone := make(chan captured, 1)
 	go func() {
-		b, err := review.CaptureBase(project, baseDir(rec.Dir))
+		b, err := review.CaptureBase(project, baseDir(rec.Dir), ws.Upper())
 		baseDone <- captured{b, err}
 	}()
 	defer func() {

@@ -49,6 +49,9 @@ type Base struct {
 	overrides map[string]override
 	mu        sync.Mutex
 	mapped    []byte // the manifest, memory-mapped: only the pages a lookup touches are read
+	// pending is closed when a background walk has written the manifest.
+	pending    chan struct{}
+	pendingErr error
 }
 
 // mapFile maps a file read-only; an empty file maps to nil.
@@ -94,6 +97,10 @@ type statEntry struct {
 	Ctime int64
 	Ino   uint64
 	Mode  uint32
+	// Uncertain: the session had already written this path when the walk
+	// reached it, so its start state is not known; any change on the host
+	// side is then treated as a conflict.
+	Uncertain bool `json:",omitempty"`
 }
 
 func entryOf(fi fs.FileInfo) statEntry {
@@ -110,26 +117,67 @@ const (
 	overridesName = "overrides"
 )
 
-// CaptureBase walks project and records its base in dir.
-func CaptureBase(project, dir string) (*Base, error) {
+// CaptureBase records the project's base in dir. upper is the session's
+// upper directory (the session may already be writing when a walk reaches
+// a path; such paths are marked).
+//
+// For a git project the call returns once the git index is copied, and
+// the walk finishes in the background (review waits for it): the index
+// gives the start state of every tracked file the session touches before
+// the walk reaches it, so a clean checkout costs the session's start O(1).
+// Without git the walk is done before the call returns.
+func CaptureBase(project, dir, upper string) (*Base, error) {
 	if err := os.MkdirAll(filepath.Join(dir, objectsDir), 0o700); err != nil {
 		return nil, err
 	}
-	// The git index first: a copy taken before the walk can only be older
-	// than what the walk sees, which the racy-entry check allows for.
-	if data, err := os.ReadFile(filepath.Join(project, ".git", "index")); err == nil {
-		if err := os.WriteFile(filepath.Join(dir, gitIndexName), data, 0o600); err != nil {
-			return nil, err
+	b := OpenBase(project, dir)
+	data, err := os.ReadFile(filepath.Join(project, ".git", "index"))
+	if err != nil {
+		return b, b.walk(upper, nil)
+	}
+	if err := os.WriteFile(filepath.Join(dir, gitIndexName), data, 0o600); err != nil {
+		return nil, err
+	}
+	b.pending = make(chan struct{})
+	go func() {
+		defer close(b.pending)
+		if err := b.walk(upper, b.index()); err != nil {
+			b.pendingErr = err
+		}
+	}()
+	return b, nil
+}
+
+// walk records the manifest. Paths the session had written before the
+// walk reached them take their git index entry when there is one, and
+// are marked uncertain otherwise.
+func (b *Base) walk(upper string, idx map[string]*index.Entry) error {
+	entries, err := walkStats(b.project, upper)
+	if err != nil {
+		return err
+	}
+	for p, e := range entries {
+		if !e.Uncertain {
+			continue
+		}
+		if ie := idx[p]; ie != nil {
+			mode, err := ie.Mode.ToOSFileMode()
+			if err != nil {
+				continue
+			}
+			entries[p] = statEntry{Size: int64(ie.Size), Mtime: ie.ModifiedAt.UnixNano(), Ctime: ie.CreatedAt.UnixNano(),
+				Ino: uint64(ie.Inode), Mode: uint32(mode)}
 		}
 	}
-	entries, err := walkStats(project)
-	if err != nil {
-		return nil, err
+	return writeManifest(filepath.Join(b.dir, manifestName), entries)
+}
+
+// Ready waits until the base is recorded and reports whether it is usable.
+func (b *Base) Ready() error {
+	if b == nil {
+		return nil
 	}
-	if err := writeManifest(filepath.Join(dir, manifestName), entries); err != nil {
-		return nil, err
-	}
-	return OpenBase(project, dir), nil
+	return b.load()
 }
 
 // OpenBase opens a base recorded by CaptureBase; it is loaded on first use.
@@ -138,6 +186,12 @@ func OpenBase(project, dir string) *Base {
 }
 
 func (b *Base) load() error {
+	if b.pending != nil {
+		<-b.pending
+		if b.pendingErr != nil {
+			return b.pendingErr
+		}
+	}
 	b.once.Do(func() {
 		data, err := mapFile(filepath.Join(b.dir, manifestName))
 		if err != nil {
@@ -220,6 +274,9 @@ func (b *Base) HostChanged(p string, hfi fs.FileInfo) (bool, error) {
 	case !had || hfi == nil:
 		return true, nil
 	}
+	if e.Uncertain {
+		return true, nil
+	}
 	if hfi.IsDir() {
 		return fs.FileMode(e.Mode).IsDir() == false, nil
 	}
@@ -279,6 +336,9 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 	e, had := b.manifest.lookup(p)
 	if !had {
 		return nil, true, nil // did not exist: the base is empty
+	}
+	if e.Uncertain {
+		return nil, false, nil
 	}
 	b.mu.Lock()
 	loc, captured := b.packed[p]
@@ -385,15 +445,17 @@ func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error 
 }
 
 // walkStats lstats every entry under root (not descending into .git) with
-// a few goroutines, and returns slash-separated relative paths.
-func walkStats(root string) (map[string]statEntry, error) {
+// a few goroutines, and returns slash-separated relative paths. With upper
+// set, an entry the session has already written there (or that lies under
+// a directory the session replaced) is marked Uncertain.
+func walkStats(root, upper string) (map[string]statEntry, error) {
 	out := map[string]statEntry{}
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
 	sem := make(chan struct{}, max(4, 2*runtime.NumCPU()))
-	var visit func(rel string)
-	visit = func(rel string) {
+	var visit func(rel string, hidden bool)
+	visit = func(rel string, hidden bool) {
 		defer wg.Done()
 		sem <- struct{}{}
 		dir := filepath.Join(root, filepath.FromSlash(rel))
@@ -407,9 +469,23 @@ func walkStats(root string) (map[string]statEntry, error) {
 			}
 			return
 		}
+		// The session's side of this directory, if it has one yet.
+		ufd := -1
+		if upper != "" && !hidden {
+			if fd, err := unix.Open(filepath.Join(upper, filepath.FromSlash(rel)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
+				ufd = fd
+				if isOpaque(filepath.Join(upper, filepath.FromSlash(rel))) && rel != "" {
+					hidden = true
+				}
+			}
+		}
 		names, _ := f.Readdirnames(-1)
 		local := make(map[string]statEntry, len(names))
-		var subdirs []string
+		type sub struct {
+			p      string
+			hidden bool
+		}
+		var subdirs []sub
 		for _, n := range names {
 			p := n
 			if rel != "" {
@@ -423,12 +499,21 @@ func walkStats(root string) (map[string]statEntry, error) {
 				continue
 			}
 			e := statEntry{Size: st.Size, Mtime: st.Mtim.Nano(), Ctime: st.Ctim.Nano(), Ino: st.Ino, Mode: uint32(modeOf(st.Mode))}
+			touched := hidden
+			if ufd >= 0 && !touched {
+				var ust unix.Stat_t
+				touched = unix.Fstatat(ufd, n, &ust, unix.AT_SYMLINK_NOFOLLOW) == nil && ust.Mode&unix.S_IFMT != unix.S_IFDIR
+			}
+			e.Uncertain = touched
 			local[p] = e
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				subdirs = append(subdirs, p)
+				subdirs = append(subdirs, sub{p, hidden})
 			}
 		}
 		f.Close()
+		if ufd >= 0 {
+			unix.Close(ufd)
+		}
 		<-sem
 		mu.Lock()
 		for k, v := range local {
@@ -437,11 +522,11 @@ func walkStats(root string) (map[string]statEntry, error) {
 		mu.Unlock()
 		for _, s := range subdirs {
 			wg.Add(1)
-			go visit(s)
+			go visit(s.p, s.hidden)
 		}
 	}
 	wg.Add(1)
-	visit("")
+	visit("", false)
 	wg.Wait()
 	return out, firstErr
 }
@@ -484,7 +569,7 @@ type manifest struct {
 	n       int
 }
 
-const manifestMagic = "ALBM1\n"
+const manifestMagic = "ALBM2\n"
 
 func writeManifest(path string, entries map[string]statEntry) error {
 	paths := make([]string, 0, len(entries))
@@ -506,6 +591,11 @@ func writeManifest(path string, entries map[string]statEntry) error {
 		}
 		buf.Write(tmp[:binary.PutUvarint(tmp[:], e.Ino)])
 		buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(e.Mode))])
+		flags := byte(0)
+		if e.Uncertain {
+			flags = 1
+		}
+		buf.WriteByte(flags)
 	}
 	if buf.Len() > 1<<32-1 {
 		return fmt.Errorf("project too large for a base manifest")
@@ -513,7 +603,11 @@ func writeManifest(path string, entries map[string]statEntry) error {
 	buf.Write(offsets)
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(paths))))
 	buf.WriteString(manifestMagic)
-	return os.WriteFile(path, buf.Bytes(), 0o600)
+	// Written whole or not at all: a crash never leaves half a manifest.
+	if err := os.WriteFile(path+".tmp", buf.Bytes(), 0o600); err != nil {
+		return err
+	}
+	return os.Rename(path+".tmp", path)
 }
 
 var errCorrupt = errors.New("the session's base manifest is corrupt: its conflict detection is unavailable")
@@ -551,7 +645,9 @@ func (m manifest) at(i int) (string, statEntry, bool) {
 	e.Ino, _ = binary.ReadUvarint(r)
 	mode, err := binary.ReadUvarint(r)
 	e.Mode = uint32(mode)
-	return string(p), e, err == nil
+	flags, ferr := r.ReadByte()
+	e.Uncertain = flags&1 != 0
+	return string(p), e, err == nil && ferr == nil
 }
 
 func (m manifest) pathAt(i int) string {

@@ -39,7 +39,7 @@ func session(t *testing.T, content string, git bool) (string, review.Layers, str
 		}
 	}
 	ws := mountWS(t, p)
-	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"))
+	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper())
 	must(t, err)
 	return p, review.Layers{Upper: ws.Upper(), Project: p, Base: base}, ws.Merged()
 }
@@ -277,5 +277,44 @@ func TestAcceptEditedPatch(t *testing.T) {
 	bad := "--- a/unrelated.txt\n+++ b/unrelated.txt\n@@ -0,0 +1 @@\n+x\n"
 	if _, err := review.Accept(l, diffs, review.Selection{Patch: bad}, journal(t)); err == nil {
 		t.Errorf("a patch outside the session's changes was accepted")
+	}
+}
+
+// TestWalkAfterSessionWrites covers a git project whose background walk
+// reaches files the session already wrote: tracked files take their start
+// state from the git index, untracked ones become conflicts if the host
+// changes them too — never a silent overwrite.
+func TestWalkAfterSessionWrites(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "proj")
+	write(t, filepath.Join(p, "f.txt"), numbered(20, nil), 0o644)
+	write(t, filepath.Join(p, "g.txt"), numbered(20, nil), 0o644)
+	for _, args := range [][]string{{"init", "-q"}, {"add", "f.txt", "g.txt"}, {"-c", "user.name=t", "-c", "user.email=t@example.com", "commit", "-qm", "base"}} {
+		cmd := exec.Command("git", args...)
+		cmd.Dir = p
+		if out, err := cmd.CombinedOutput(); err != nil {
+			t.Fatalf("git %v: %v %s", args, err, out)
+		}
+	}
+	write(t, filepath.Join(p, "untracked.txt"), "u\n", 0o644)
+	ws := mountWS(t, p)
+	m := ws.Merged()
+	// The session writes before the walk gets there.
+	write(t, filepath.Join(m, "f.txt"), numbered(20, map[int]string{2: "agent\n"}), 0o644)
+	write(t, filepath.Join(m, "g.txt"), numbered(20, map[int]string{2: "agent\n"}), 0o644)
+	write(t, filepath.Join(m, "untracked.txt"), "agent u\n", 0o644)
+	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper())
+	must(t, err)
+	l := review.Layers{Upper: ws.Upper(), Project: p, Base: base}
+	if d := fileDiff(t, l, "f.txt"); d.Conflict || d.HostChanged {
+		t.Fatalf("untouched tracked file: %+v", d.Change)
+	}
+	// Now the host edits g.txt elsewhere and the untracked file.
+	write(t, filepath.Join(p, "g.txt"), numbered(20, map[int]string{18: "host\n"}), 0o644)
+	write(t, filepath.Join(p, "untracked.txt"), "host u\n", 0o644)
+	if d := fileDiff(t, l, "g.txt"); d.Conflict || !d.Merged {
+		t.Fatalf("tracked file changed on both sides apart: want a merge from the index's base: %+v", d.Change)
+	}
+	if d := fileDiff(t, l, "untracked.txt"); !d.Conflict {
+		t.Fatalf("untracked file written before the walk and changed on the host: want a conflict: %+v", d.Change)
 	}
 }
