@@ -251,13 +251,20 @@ func errorf(err error, out []byte) error {
 func (b *bench) acceptVsCp(n int) {
 	script := fmt.Sprintf("for d in $(seq 1 %d); do mkdir -p dir$d; for f in $(seq 1 100); do echo content $d $f > dir$d/file$f.txt; done; done", n/100)
 	var al, cp, cpSync []time.Duration
+	var cleanup []string
+	quiesce := func() {
+		// This machine's disk is mounted with online discard: deleting
+		// files stalls later writes. Let each timed step start quiet.
+		exec.Command("sync").Run()
+		time.Sleep(time.Second)
+	}
 	for rep := 0; rep < 5; rep++ {
 		project := filepath.Join(b.work, fmt.Sprintf("p3-%d", rep))
 		check(os.MkdirAll(project, 0o755))
 		id := b.newSession(project, "airlock/tiny", script)
 		upper := filepath.Join(b.work, "state", "sessions", id, "ws", "upper")
 		target := filepath.Join(b.work, fmt.Sprintf("cp-%d", rep))
-		exec.Command("sync").Run()
+		quiesce()
 		var c time.Duration
 		cs := timeIt(func() {
 			c = timeIt(func() {
@@ -267,15 +274,17 @@ func (b *bench) acceptVsCp(n int) {
 			exec.Command("sync").Run()
 		})
 		cp, cpSync = append(cp, c), append(cpSync, cs)
+		quiesce()
 		al = append(al, timeIt(func() { b.must("accept", id) }))
 		entries, _ := filepath.Glob(filepath.Join(project, "dir*", "*.txt"))
 		if len(entries) != n {
 			check(fmt.Errorf("accept wrote %d files, want %d", len(entries), n))
 		}
 		b.must("rm", id)
-		os.RemoveAll(project)
-		os.RemoveAll(target)
-		exec.Command("sync").Run()
+		cleanup = append(cleanup, project, target)
+	}
+	for _, p := range cleanup {
+		os.RemoveAll(p)
 	}
 	b.log("### 3. Accept of %d small files (median of 5; this machine's disk makes both vary run to run)", n)
 	b.log("")

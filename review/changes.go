@@ -19,8 +19,10 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"sort"
 	"strings"
+	"sync"
 	"syscall"
 	"unicode/utf8"
 
@@ -89,7 +91,8 @@ type Change struct {
 	From       string `json:"from,omitempty"`
 	Similarity int    `json:"similarity,omitempty"` // percent, for renames
 
-	data *contents // small files' bytes, read once per review
+	data     *contents   // small files' bytes, read once per review
+	hostInfo fs.FileInfo // the project's Lstat when the change was found (nil: absent)
 }
 
 // contents holds the two sides of a small file, so that one review reads
@@ -107,9 +110,20 @@ func readSmall(p string, fi fs.FileInfo) ([]byte, bool) {
 	if fi == nil || !fi.Mode().IsRegular() || fi.Size() > cacheLimit {
 		return nil, false
 	}
-	b, err := os.ReadFile(p)
-	if err != nil || int64(len(b)) != fi.Size() {
+	// Raw open, read and close: the size is known from the Lstat, and
+	// os.ReadFile's extra fstat and EOF read double the syscalls here.
+	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
 		return nil, false
+	}
+	defer unix.Close(fd)
+	b := make([]byte, fi.Size())
+	for off := 0; off < len(b); {
+		n, err := unix.Pread(fd, b[off:], int64(off))
+		if err != nil || n == 0 {
+			return nil, false
+		}
+		off += n
 	}
 	return b, true
 }
@@ -127,10 +141,13 @@ type Layers struct {
 // Changes lists what the upper layer changes relative to the current project,
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
+	w := &walker{sem: make(chan struct{}, max(2, runtime.NumCPU()))}
 	var out []Change
-	if err := walk(l, "", false, &out); err != nil {
+	if err := w.walk(l, "", false, &out); err != nil {
 		return nil, err
 	}
+	w.wg.Wait()
+	out = append(out, w.more...)
 	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
 	for i := range out {
 		out[i].setID()
@@ -181,7 +198,16 @@ func typeOf(m fs.FileMode) Type {
 // walk visits the upper directory rel. opaque is true when the session's
 // directory hides the project's (rm -rf then mkdir, at rel or above):
 // then project entries the session lacks are deletions.
-func walk(l Layers, rel string, opaque bool, out *[]Change) error {
+// walker walks subdirectories on a few goroutines: reading both sides of
+// many small files is mostly waiting on syscalls.
+type walker struct {
+	sem  chan struct{}
+	wg   sync.WaitGroup
+	mu   sync.Mutex
+	more []Change // changes found by subdirectory goroutines
+}
+
+func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 	udir := filepath.Join(l.Upper, filepath.FromSlash(rel))
 	entries, err := os.ReadDir(udir)
 	if err != nil {
@@ -222,7 +248,7 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			continue
 		}
 		utype := typeOf(ufi.Mode())
-		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size()}
+		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size(), hostInfo: hfi}
 		if utype == Dir {
 			c.Size = 0
 		}
@@ -251,8 +277,24 @@ func walk(l Layers, rel string, opaque bool, out *[]Change) error {
 				c.Kind = Mode
 				*out = append(*out, c)
 			}
-			if err := walk(l, p, childOpaque, out); err != nil {
-				*out = append(*out, unreviewable(p+"/", err))
+			select {
+			case w.sem <- struct{}{}:
+				w.wg.Add(1)
+				go func(p string, childOpaque bool) {
+					defer w.wg.Done()
+					var local []Change
+					if err := w.walk(l, p, childOpaque, &local); err != nil {
+						local = append(local, unreviewable(p+"/", err))
+					}
+					<-w.sem
+					w.mu.Lock()
+					w.more = append(w.more, local...)
+					w.mu.Unlock()
+				}(p, childOpaque)
+			default:
+				if err := w.walk(l, p, childOpaque, out); err != nil {
+					*out = append(*out, unreviewable(p+"/", err))
+				}
 			}
 		case hfi == nil:
 			c.Kind = Added
@@ -402,15 +444,14 @@ func sniffBytes(buf []byte) (binary bool, contentType string) {
 		buf = buf[:8192]
 	}
 	n := len(buf)
-	ct := http.DetectContentType(buf)
-	if bytes.IndexByte(buf, 0) >= 0 {
-		return true, ct
-	}
 	check := buf
-	if n == len(buf) && n > 3 {
+	if n == 8192 {
 		check = buf[:n-3] // a rune may straddle the sample's end
 	}
-	return !utf8.Valid(check), ct
+	if bytes.IndexByte(buf, 0) < 0 && utf8.Valid(check) {
+		return false, "" // text; its type is only worth naming for binaries
+	}
+	return true, http.DetectContentType(buf)
 }
 
 // sameContent compares two regular files or two symlinks.

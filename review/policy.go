@@ -130,6 +130,7 @@ func secrets(text string) ([]Finding, error) {
 // Check applies the policy to each diff: it sets Held (with the glob that
 // holds it), AutoAccept, and Findings.
 func (p Policy) Check(l Layers, diffs []FileDiff) error {
+	var scan secretScan
 	for i := range diffs {
 		d := &diffs[i]
 		for _, g := range p.holds() {
@@ -144,47 +145,69 @@ func (p Policy) Check(l Layers, diffs []FileDiff) error {
 				break
 			}
 		}
-		if err := p.scan(l, d); err != nil {
-			return err
+		if on(p.Scanners.Secrets) && d.Type == File && !d.Binary && len(d.Hunks) > 0 {
+			scan.add(i, d)
 		}
+		p.scan(d)
+	}
+	return scan.run(diffs)
+}
+
+// secretScan batches what the session added to every file into one text,
+// so the secret detector runs once per review rather than once per file.
+type secretScan struct {
+	text  strings.Builder
+	where []struct{ file, line int } // per line of text
+}
+
+// fileBoundary separates files in the batch so no rule spans two.
+const fileBoundary = "\n\n-----airlock file boundary-----\n\n"
+
+func (s *secretScan) add(file int, d *FileDiff) {
+	for _, h := range d.Hunks {
+		newLine := h.NewStart
+		for _, ln := range h.Lines {
+			switch ln[0] {
+			case '+':
+				s.text.WriteString(ln[1:])
+				if !strings.HasSuffix(ln, "\n") {
+					s.text.WriteByte('\n')
+				}
+				s.where = append(s.where, struct{ file, line int }{file, newLine})
+				newLine++
+			case ' ':
+				newLine++
+			}
+		}
+	}
+	s.text.WriteString(fileBoundary)
+	for range strings.Count(fileBoundary, "\n") {
+		s.where = append(s.where, struct{ file, line int }{-1, 0})
+	}
+}
+
+func (s *secretScan) run(diffs []FileDiff) error {
+	if len(s.where) == 0 {
+		return nil
+	}
+	found, err := secrets(s.text.String())
+	if err != nil {
+		return err
+	}
+	for _, f := range found {
+		i := f.Line - 1
+		if i < 0 || i >= len(s.where) || s.where[i].file < 0 {
+			continue
+		}
+		f.Line = s.where[i].line
+		d := &diffs[s.where[i].file]
+		d.Findings = append(d.Findings, f)
 	}
 	return nil
 }
 
-func (p Policy) scan(l Layers, d *FileDiff) error {
+func (p Policy) scan(d *FileDiff) {
 	s := p.Scanners
-	if on(s.Secrets) && d.Type == File && !d.Binary && len(d.Hunks) > 0 {
-		// Only what the session adds: a secret already in the project is
-		// not this session's doing.
-		var added strings.Builder
-		lineOf := map[int]int{}
-		n := 0
-		for _, h := range d.Hunks {
-			newLine := h.NewStart
-			for _, ln := range h.Lines {
-				switch ln[0] {
-				case '+':
-					added.WriteString(ln[1:])
-					if !strings.HasSuffix(ln, "\n") {
-						added.WriteByte('\n')
-					}
-					n++
-					lineOf[n] = newLine
-					newLine++
-				case ' ':
-					newLine++
-				}
-			}
-		}
-		found, err := secrets(added.String())
-		if err != nil {
-			return err
-		}
-		for _, f := range found {
-			f.Line = lineOf[f.Line]
-			d.Findings = append(d.Findings, f)
-		}
-	}
 	limit := s.LargeBinary
 	if limit == 0 {
 		limit = 1 << 20
@@ -201,7 +224,6 @@ func (p Policy) scan(l Layers, d *FileDiff) error {
 	if on(s.SymlinkEscape) && d.Type == Symlink && escapes(d.Path, d.Link) {
 		d.Findings = append(d.Findings, Finding{Scanner: "symlink_escape", Message: fmt.Sprintf("symlink points outside the project: %s", d.Link)})
 	}
-	return nil
 }
 
 // escapes reports whether a symlink at p with target leaves the project.

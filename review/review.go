@@ -75,9 +75,12 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 		fd.Binary = true
 	}
 	hp := filepath.Join(l.Project, filepath.FromSlash(c.Path))
-	hfi, err := os.Lstat(hp)
-	if err != nil {
-		hfi = nil
+	hfi := c.hostInfo
+	var err error
+	if c.Kind == Deleted || c.Kind == Renamed || hfi == nil && c.Kind != Added {
+		if hfi, err = os.Lstat(hp); err != nil {
+			hfi = nil
+		}
 	}
 	if l.Base != nil && c.Type != Dir && c.Kind != Mode && c.Type != Special && c.Kind != Renamed {
 		if fd.HostChanged, err = l.Base.HostChanged(c.Path, hfi); err != nil {

@@ -32,7 +32,11 @@ func diffCmd(g *globals) *cobra.Command {
 			if patch {
 				return c.Patch(ctx, id, paths, os.Stdout)
 			}
-			d, err := c.Diff(ctx, id, paths)
+			get := c.Diff
+			if stat && !asJSON {
+				get = c.DiffStat
+			}
+			d, err := get(ctx, id, paths)
 			if err != nil {
 				return err
 			}

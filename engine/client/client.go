@@ -165,6 +165,18 @@ func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out)
 }
 
+// DiffStat is Diff without the hunks: files, line counts, conflicts,
+// holds and findings.
+func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	q := pathsQuery(paths)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("stat", "1")
+	var out api.Diff
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", q, nil, &out)
+}
+
 // Patch writes the session's changes as a git-apply patch to w.
 func (c *Client) Patch(ctx context.Context, id string, paths []string, w io.Writer) error {
 	resp, err := c.send(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/patch", pathsQuery(paths), nil)

@@ -158,6 +158,11 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
+	if r.URL.Query().Get("stat") == "1" {
+		for i := range d.Files { // the line counts are in Stats
+			d.Files[i].Hunks = nil
+		}
+	}
 	writeJSON(w, 200, d)
 }
 
