@@ -7,6 +7,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"syscall"
 	"time"
 
@@ -112,8 +113,12 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 		err  error
 	}
 	baseDone := make(chan captured, 1)
+	containerStarted := make(chan struct{})
+	var startedOnce sync.Once
+	markStarted := func() { startedOnce.Do(func() { close(containerStarted) }) }
+	defer markStarted()
 	go func() {
-		b, err := review.CaptureBase(project, baseDir(rec.Dir), ws.Upper())
+		b, err := review.CaptureBase(project, baseDir(rec.Dir), ws.Upper(), containerStarted)
 		baseDone <- captured{b, err}
 	}()
 	defer func() {
@@ -165,7 +170,9 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 		return api.Session{}, err
 	}
 	tStart := time.Now()
-	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	err = e.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
+	markStarted()
+	if err != nil {
 		return api.Session{}, dockerError("start the session's container", err)
 	}
 	tBase := time.Now()
@@ -359,6 +366,12 @@ func (e *Engine) List(ctx context.Context) ([]api.Session, error) {
 		out = append(out, e.view(r, true))
 	}
 	return out, nil
+}
+
+// Exists reports, as a not-found error, whether id names a session.
+func (e *Engine) Exists(ctx context.Context, id string) error {
+	_, err := e.store.Session(ctx, id)
+	return err
 }
 
 // Get returns one session by id or unique id prefix.

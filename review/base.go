@@ -126,7 +126,11 @@ const (
 // gives the start state of every tracked file the session touches before
 // the walk reaches it, so a clean checkout costs the session's start O(1).
 // Without git the walk is done before the call returns.
-func CaptureBase(project, dir, upper string) (*Base, error) {
+//
+// after, when not nil, delays a background walk until it is closed (the
+// engine closes it once the container has started, so the walk does not
+// compete with Docker for the CPU).
+func CaptureBase(project, dir, upper string, after <-chan struct{}) (*Base, error) {
 	if err := os.MkdirAll(filepath.Join(dir, objectsDir), 0o700); err != nil {
 		return nil, err
 	}
@@ -141,6 +145,9 @@ func CaptureBase(project, dir, upper string) (*Base, error) {
 	b.pending = make(chan struct{})
 	go func() {
 		defer close(b.pending)
+		if after != nil {
+			<-after
+		}
 		if err := b.walk(upper, b.index()); err != nil {
 			b.pendingErr = err
 		}

@@ -39,7 +39,7 @@ func session(t *testing.T, content string, git bool) (string, review.Layers, str
 		}
 	}
 	ws := mountWS(t, p)
-	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper())
+	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper(), nil)
 	must(t, err)
 	return p, review.Layers{Upper: ws.Upper(), Project: p, Base: base}, ws.Merged()
 }
@@ -302,7 +302,7 @@ func TestWalkAfterSessionWrites(t *testing.T) {
 	write(t, filepath.Join(m, "f.txt"), numbered(20, map[int]string{2: "agent\n"}), 0o644)
 	write(t, filepath.Join(m, "g.txt"), numbered(20, map[int]string{2: "agent\n"}), 0o644)
 	write(t, filepath.Join(m, "untracked.txt"), "agent u\n", 0o644)
-	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper())
+	base, err := review.CaptureBase(p, filepath.Join(t.TempDir(), "base"), ws.Upper(), nil)
 	must(t, err)
 	l := review.Layers{Upper: ws.Upper(), Project: p, Base: base}
 	if d := fileDiff(t, l, "f.txt"); d.Conflict || d.HostChanged {

@@ -82,6 +82,12 @@ func LoadPolicy(file string, optional bool) (Policy, error) {
 // matches the base name at any depth (like .gitignore), one with '/'
 // matches the whole path; ** crosses directories.
 func matchGlob(g, p string) bool {
+	if !strings.ContainsAny(g, "*?[{\\") { // a plain name or path: no pattern to run
+		if !strings.Contains(g, "/") {
+			return path.Base(p) == g
+		}
+		return strings.TrimPrefix(g, "/") == p
+	}
 	if !strings.Contains(g, "/") {
 		ok, _ := doublestar.Match(g, path.Base(p))
 		return ok

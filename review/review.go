@@ -4,6 +4,8 @@ import (
 	"io/fs"
 	"os"
 	"path/filepath"
+	"runtime"
+	"sync"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -32,14 +34,29 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 	if err != nil {
 		return nil, err
 	}
+	// Each file's review is independent: hunks and merges on all cores.
+	results := make([]FileDiff, len(changes))
+	keepers := make([]bool, len(changes))
+	errs := make([]error, len(changes))
+	var wg sync.WaitGroup
+	workers := min(runtime.NumCPU(), max(1, len(changes)/64))
+	for w := 0; w < workers; w++ {
+		wg.Add(1)
+		go func(w int) {
+			defer wg.Done()
+			for i := w; i < len(changes); i += workers {
+				results[i], keepers[i], errs[i] = reviewOne(l, changes[i], opts.Hunks)
+			}
+		}(w)
+	}
+	wg.Wait()
 	out := make([]FileDiff, 0, len(changes))
-	for _, c := range changes {
-		fd, keep, err := reviewOne(l, c, opts.Hunks)
-		if err != nil {
-			return nil, err
+	for i := range changes {
+		if errs[i] != nil {
+			return nil, errs[i]
 		}
-		if keep {
-			out = append(out, fd)
+		if keepers[i] {
+			out = append(out, results[i])
 		}
 	}
 	return out, nil

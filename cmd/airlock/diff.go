@@ -1,6 +1,7 @@
 package main
 
 import (
+	"bufio"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -46,17 +47,20 @@ func diffCmd(g *globals) *cobra.Command {
 				return enc.Encode(d)
 			}
 			colored := color == "always" || color == "auto" && term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""
+			out := bufio.NewWriterSize(os.Stdout, 64<<10)
+			defer out.Flush()
 			if len(d.Commits) > 0 {
-				fmt.Printf("%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(d.Commits))
+				fmt.Fprintf(out, "%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(d.Commits))
 				for _, c := range d.Commits {
-					fmt.Printf("  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
+					fmt.Fprintf(out, "  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
 				}
 			}
 			if stat {
-				printStat(os.Stdout, d, colored)
-			} else if err := review.Unified(os.Stdout, d.Files, colored); err != nil {
+				printStat(out, d, colored)
+			} else if err := review.Unified(out, d.Files, colored); err != nil {
 				return err
 			}
+			out.Flush()
 			if len(d.Files) == 0 && len(d.Commits) == 0 {
 				fmt.Fprintln(os.Stderr, "no changes")
 			}

@@ -269,7 +269,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, err)
 		return
 	}
-	if _, err := s.eng.Get(r.Context(), r.PathValue("id")); err != nil {
+	if err := s.eng.Exists(r.Context(), r.PathValue("id")); err != nil {
 		writeError(w, err)
 		return
 	}
