@@ -24,6 +24,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 	"unicode/utf8"
 
 	"golang.org/x/sys/unix"
@@ -106,13 +107,15 @@ type contents struct {
 const cacheLimit = 1 << 20
 
 // readSmall reads a regular file of at most cacheLimit bytes.
-func readSmall(p string, fi fs.FileInfo) ([]byte, bool) {
+func readSmallAt(dirfd int, name string, fi fs.FileInfo) ([]byte, bool) {
 	if fi == nil || !fi.Mode().IsRegular() || fi.Size() > cacheLimit {
 		return nil, false
 	}
-	// Raw open, read and close: the size is known from the Lstat, and
+	// Raw open, read and close: the size is known from the stat, and
 	// os.ReadFile's extra fstat and EOF read double the syscalls here.
-	fd, err := unix.Open(p, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	// (name may have directories in it; only its last part is never
+	// followed if it is a symlink.)
+	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		return nil, false
 	}
@@ -141,9 +144,13 @@ type Layers struct {
 // Changes lists what the upper layer changes relative to the current project,
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
-	w := &walker{sem: make(chan struct{}, max(2, runtime.NumCPU()))}
+	w := &walker{sem: make(chan struct{}, max(2, runtime.NumCPU())), hostRoot: -1}
+	if fd, err := unix.Open(l.Project, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
+		w.hostRoot = fd
+		defer unix.Close(fd)
+	}
 	var out []Change
-	if err := w.walk(l, "", false, &out); err != nil {
+	if err := w.walk(l, "", false, true, &out); err != nil {
 		return nil, err
 	}
 	w.wg.Wait()
@@ -169,6 +176,14 @@ func isWhiteout(fi fs.FileInfo) bool {
 	}
 	st, ok := fi.Sys().(*syscall.Stat_t)
 	return ok && st.Rdev == 0
+}
+
+// isOpaqueFd is isOpaque on an open directory. Airlock mounts its overlays
+// as root, so only the trusted namespace can hold the mark.
+func isOpaqueFd(fd int) bool {
+	buf := make([]byte, 8)
+	n, err := unix.Fgetxattr(fd, "trusted.overlay.opaque", buf)
+	return err == nil && n > 0 && buf[0] == 'y'
 }
 
 func isOpaque(p string) bool {
@@ -201,20 +216,36 @@ func typeOf(m fs.FileMode) Type {
 // walker walks subdirectories on a few goroutines: reading both sides of
 // many small files is mostly waiting on syscalls.
 type walker struct {
-	sem  chan struct{}
+	hostRoot int // the project root, open
+	sem      chan struct{}
 	wg   sync.WaitGroup
 	mu   sync.Mutex
 	more []Change // changes found by subdirectory goroutines
 }
 
-func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
+func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Change) error {
 	udir := filepath.Join(l.Upper, filepath.FromSlash(rel))
-	entries, err := os.ReadDir(udir)
+	// Entries are looked at relative to open directories: a stat or open by
+	// full path resolves every component again, for every file.
+	ufd, err := unix.Open(udir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return &fs.PathError{Op: "open", Path: udir, Err: err}
+	}
+	defer unix.Close(ufd)
+	// opaque: this directory hides the project's (rm -rf then mkdir, here
+	// or above), so project entries the session lacks are deletions.
+	opaque := hostDir && (inherited || isOpaqueFd(ufd))
+	// The project's side is looked up relative to its root, which costs
+	// less than opening each of its directories.
+	hfd, herr := w.hostRoot, error(nil)
+	if !hostDir || hfd < 0 {
+		herr = unix.ENOENT
+	}
+	names, err := readNames(ufd)
 	if err != nil {
 		return err
 	}
-	for _, e := range entries {
-		name := e.Name()
+	for _, name := range names {
 		p := path.Join(rel, name)
 		if name == ".git" {
 			// Repository internals never reach the project as files; commits
@@ -222,9 +253,9 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			continue
 		}
 		up := filepath.Join(udir, name)
-		ufi, err := os.Lstat(up)
+		ufi, err := statAt(ufd, name)
 		if err != nil {
-			if errors.Is(err, fs.ErrNotExist) {
+			if errors.Is(err, unix.ENOENT) {
 				continue // removed while we looked
 			}
 			// One unreadable entry (a path too long for the kernel, say)
@@ -233,13 +264,15 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			continue
 		}
 		hp := filepath.Join(l.Project, filepath.FromSlash(p))
-		hfi, err := os.Lstat(hp)
-		if err != nil {
-			if !errors.Is(err, fs.ErrNotExist) && !errors.Is(err, syscall.ENOTDIR) {
-				*out = append(*out, unreviewable(p, err))
-				continue
+		var hfi fs.FileInfo
+		if herr == nil {
+			if hfi, err = statAt(hfd, p); err != nil {
+				if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+					*out = append(*out, unreviewable(p, err))
+					continue
+				}
+				hfi = nil
 			}
-			hfi = nil
 		}
 		if isWhiteout(ufi) {
 			if hfi != nil {
@@ -260,7 +293,7 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 		}
 		switch {
 		case utype == Dir:
-			childOpaque := hfi != nil && hfi.IsDir() && (opaque || isOpaque(up))
+			childHost := hfi != nil && hfi.IsDir()
 			if hfi == nil {
 				n, err := os.ReadDir(up)
 				if err != nil {
@@ -280,25 +313,25 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			select {
 			case w.sem <- struct{}{}:
 				w.wg.Add(1)
-				go func(p string, childOpaque bool) {
+				go func(p string, opaque, childHost bool) {
 					defer w.wg.Done()
 					var local []Change
-					if err := w.walk(l, p, childOpaque, &local); err != nil {
+					if err := w.walk(l, p, opaque, childHost, &local); err != nil {
 						local = append(local, unreviewable(p+"/", err))
 					}
 					<-w.sem
 					w.mu.Lock()
 					w.more = append(w.more, local...)
 					w.mu.Unlock()
-				}(p, childOpaque)
+				}(p, opaque, childHost)
 			default:
-				if err := w.walk(l, p, childOpaque, out); err != nil {
+				if err := w.walk(l, p, opaque, childHost, out); err != nil {
 					*out = append(*out, unreviewable(p+"/", err))
 				}
 			}
 		case hfi == nil:
 			c.Kind = Added
-			if b, ok := readSmall(up, ufi); ok {
+			if b, ok := readSmallAt(ufd, name, ufi); ok {
 				c.data = &contents{new: b, hasNew: true}
 			}
 			if err := describe(&c, up, "", ufi, nil); err != nil {
@@ -313,8 +346,8 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 			*out = append(*out, c)
 		default:
 			var same bool
-			nb, okN := readSmall(up, ufi)
-			ob, okO := readSmall(hp, hfi)
+			nb, okN := readSmallAt(ufd, name, ufi)
+			ob, okO := readSmallAt(hfd, p, hfi)
 			if okN && okO {
 				same = bytes.Equal(nb, ob)
 				c.data = &contents{old: ob, new: nb, hasOld: true, hasNew: true}
@@ -339,6 +372,32 @@ func (w *walker) walk(l Layers, rel string, opaque bool, out *[]Change) error {
 		return hostOnly(l, rel, udir, out)
 	}
 	return nil
+}
+
+// statInfo is an fs.FileInfo from a stat relative to a directory.
+type statInfo struct {
+	name string
+	st   syscall.Stat_t
+}
+
+func (s *statInfo) Name() string       { return s.name }
+func (s *statInfo) Size() int64        { return s.st.Size }
+func (s *statInfo) Mode() fs.FileMode  { return modeOf(s.st.Mode) }
+func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
+func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
+func (s *statInfo) Sys() any           { return &s.st }
+
+// statAt lstats name in the directory dirfd.
+func statAt(dirfd int, name string) (fs.FileInfo, error) {
+	var st unix.Stat_t
+	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return nil, err
+	}
+	return &statInfo{name: name, st: syscall.Stat_t{
+		Dev: st.Dev, Ino: st.Ino, Nlink: st.Nlink, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Rdev: st.Rdev,
+		Size: st.Size, Blksize: st.Blksize, Blocks: st.Blocks,
+		Atim: syscall.Timespec(st.Atim), Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim),
+	}}, nil
 }
 
 func unreviewable(p string, err error) Change {

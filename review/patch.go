@@ -530,18 +530,27 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 
 // Stat is the per-file line counts of a diff.
 type Stat struct {
-	Path    string `json:"path"`
-	Kind    Kind   `json:"kind"`
-	Added   int    `json:"added"`
-	Removed int    `json:"removed"`
-	Binary  bool   `json:"binary,omitempty"`
+	Path     string `json:"path"`
+	Kind     Kind   `json:"kind"`
+	Added    int    `json:"added"`
+	Removed  int    `json:"removed"`
+	Binary   bool   `json:"binary,omitempty"`
+	From     string `json:"from,omitempty"`
+	Conflict bool   `json:"conflict,omitempty"`
+	Merged   bool   `json:"merged,omitempty"`
+	Held     bool   `json:"held,omitempty"`
+	// Findings names the scanners that flagged the file.
+	Findings []string `json:"findings,omitempty"`
 }
 
 // Stats counts added and removed lines per file.
 func Stats(diffs []FileDiff) []Stat {
 	out := make([]Stat, 0, len(diffs))
 	for _, d := range diffs {
-		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary}
+		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary, From: d.From, Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != ""}
+		for _, f := range d.Findings {
+			s.Findings = append(s.Findings, f.Scanner)
+		}
 		for _, h := range d.Hunks {
 			for _, l := range h.Lines {
 				switch l[0] {

@@ -61,7 +61,7 @@ func diffCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out.Flush()
-			if len(d.Files) == 0 && len(d.Commits) == 0 {
+			if len(d.Stats) == 0 && len(d.Commits) == 0 {
 				fmt.Fprintln(os.Stderr, "no changes")
 			}
 			if d.Workspace.Full {
@@ -79,9 +79,9 @@ func diffCmd(g *globals) *cobra.Command {
 
 func printStat(w io.Writer, d api.Diff, colored bool) {
 	flags := map[string]string{}
-	for _, f := range d.Files {
+	for _, f := range d.Stats {
 		var marks []string
-		if f.Kind == "renamed" {
+		if f.From != "" {
 			marks = append(marks, "from "+f.From)
 		}
 		if f.Conflict {
@@ -89,12 +89,10 @@ func printStat(w io.Writer, d api.Diff, colored bool) {
 		} else if f.Merged {
 			marks = append(marks, "merged with host changes")
 		}
-		if f.Held != "" {
+		if f.Held {
 			marks = append(marks, "held")
 		}
-		for _, x := range f.Findings {
-			marks = append(marks, x.Scanner)
-		}
+		marks = append(marks, f.Findings...)
 		if len(marks) > 0 {
 			flags[f.Path] = "  [" + strings.Join(marks, ", ") + "]"
 		}

@@ -159,9 +159,7 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	if r.URL.Query().Get("stat") == "1" {
-		for i := range d.Files { // the line counts are in Stats
-			d.Files[i].Hunks = nil
-		}
+		d.Files = nil // Stats carries what a summary shows
 	}
 	writeJSON(w, 200, d)
 }
