@@ -218,9 +218,9 @@ func typeOf(m fs.FileMode) Type {
 type walker struct {
 	hostRoot int // the project root, open
 	sem      chan struct{}
-	wg   sync.WaitGroup
-	mu   sync.Mutex
-	more []Change // changes found by subdirectory goroutines
+	wg       sync.WaitGroup
+	mu       sync.Mutex
+	more     []Change // changes found by subdirectory goroutines
 }
 
 func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Change) error {
