@@ -32,7 +32,7 @@ ls -la
 
 step "A scripted agent works in a session (the project stays untouched)"
 set +e
-"$A" run --project "$DEMO/project" -- bash -c '
+"$A" run --project "$DEMO/project" -e PYTHONDONTWRITEBYTECODE=1 -- bash -c '
 set -e
 echo "agent: guarding div against zero, adding tests, dropping the notes"
 python3 - <<PY
@@ -83,7 +83,7 @@ step "Accept the code and its tests, not the README edit or the deletion"
 
 step "The project now: git status and the tests"
 git status --short
-python3 -m unittest discover -s tests -t . 2>&1 | tail -2 || true
+PYTHONDONTWRITEBYTECODE=1 python3 -m unittest discover -s tests -t . 2>&1 | tail -2 || true
 
 step "What is still in the session, waiting for review"
 "$A" diff "$ID" --stat
