@@ -228,17 +228,22 @@ func (b *bench) diffVsGit(files, changed int) {
 			check(errorf(err, out))
 		}))
 	}
-	al, gs = al[2:], gs[2:]
-	b.log("### 2. Diff of %d changed files in a %d-file project (median of 10, warm cache)", changed, files)
+	b.compare(fmt.Sprintf("### 2. Diff of %d changed files in a %d-file project (median of 10, warm cache)", changed, files),
+		"`airlock diff ID --stat`", al[2:], "`git status --porcelain` (same tree, native disk)", gs[2:], "git", 0.1)
+	b.must("rm", id)
+}
+
+// compare logs a two-row table of medians and their ratio against target.
+func (b *bench) compare(title, ours string, a []time.Duration, theirs string, t []time.Duration, other string, target float64) {
+	b.log("%s", title)
 	b.log("")
 	b.log("| | median |")
 	b.log("|---|---|")
-	b.log("| `airlock diff ID --stat` | %s |", ms(pct(al, .5)))
-	b.log("| `git status --porcelain` (same tree, native disk) | %s |", ms(pct(gs, .5)))
+	b.log("| %s | %s |", ours, ms(pct(a, .5)))
+	b.log("| %s | %s |", theirs, ms(pct(t, .5)))
 	b.log("")
-	b.log("Ratio airlock/git: **%.3f** (target ≤ 0.1).", float64(pct(al, .5))/float64(pct(gs, .5)))
+	b.log("Ratio airlock/%s: **%.3f** (target ≤ %g).", other, float64(pct(a, .5))/float64(pct(t, .5)), target)
 	b.log("")
-	b.must("rm", id)
 }
 
 func errorf(err error, out []byte) error {
@@ -377,16 +382,8 @@ func (b *bench) diffVsGitDiff(files, changed int) {
 			check(errorf(err, out))
 		}))
 	}
-	al, gd = al[2:], gd[2:]
-	b.log("### 6. Diff of %d changed files in a %d-file project (median of 10)", changed, files)
-	b.log("")
-	b.log("| | median |")
-	b.log("|---|---|")
-	b.log("| `airlock diff ID --stat` | %s |", ms(pct(al, .5)))
-	b.log("| `git diff --stat` (same change, git checkout) | %s |", ms(pct(gd, .5)))
-	b.log("")
-	b.log("Ratio airlock/git: **%.3f** (target ≤ 0.2).", float64(pct(al, .5))/float64(pct(gd, .5)))
-	b.log("")
+	b.compare(fmt.Sprintf("### 6. Diff of %d changed files in a %d-file project (median of 10)", changed, files),
+		"`airlock diff ID --stat`", al[2:], "`git diff --stat` (same change, git checkout)", gd[2:], "git", 0.2)
 	b.must("rm", id)
 	os.RemoveAll(copyDir)
 }
@@ -435,15 +432,8 @@ func (b *bench) mergeVsGitMergeFile(n int) {
 			}
 		}))
 	}
-	b.log("### 7. Three-way merge of %d conflicting files (200 lines each; one clean and one conflicting change per file; median of 7)", n)
-	b.log("")
-	b.log("| | median |")
-	b.log("|---|---|")
-	b.log("| `airlock diff ID --json` (merges all %d, with hunks and conflicts) | %s |", n, ms(pct(al, .5)))
-	b.log("| `git merge-file -p` on each file | %s |", ms(pct(gm, .5)))
-	b.log("")
-	b.log("Ratio airlock/git: **%.2f** (target ≤ 1).", float64(pct(al, .5))/float64(pct(gm, .5)))
-	b.log("")
+	b.compare(fmt.Sprintf("### 7. Three-way merge of %d conflicting files (200 lines each; one clean and one conflicting change per file; median of 7)", n),
+		fmt.Sprintf("`airlock diff ID --json` (merges all %d, with hunks and conflicts)", n), al, "`git merge-file -p` on each file", gm, "git", 1)
 	b.must("rm", id)
 }
 
