@@ -88,9 +88,10 @@ type Engine struct {
 
 // live is the in-memory side of a session.
 type live struct {
-	mu   sync.Mutex // serializes accept and discard
-	ws   *overlay.Workspace
-	base *review.Base
+	mu    sync.Mutex // serializes accept and discard
+	ws    *overlay.Workspace
+	base  *review.Base
+	cache *review.Cache
 	// stopCapture ends the background base content capture and waits for
 	// it; removal calls it before deleting the session's files.
 	stopCapture func()

@@ -189,7 +189,7 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	cctx, cancel := context.WithCancel(context.Background())
 	captureDone := make(chan struct{})
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: ws, base: cb.base, stopCapture: func() { cancel(); <-captureDone }}
+	e.sessions[id] = &live{ws: ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }}
 	e.mu.Unlock()
 	ok = true
 	e.bg.Add(1)
@@ -447,7 +447,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 		if err := review.Recover(e.journalPath(r.ID)); err != nil {
 			e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
 		}
-		e.sessions[r.ID] = &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir))}
+		e.sessions[r.ID] = &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
 		state, found := states[r.ID]
 		switch {
 		case !found:

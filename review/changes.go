@@ -94,6 +94,8 @@ type Change struct {
 
 	data     *contents   // small files' bytes, read once per review
 	hostInfo fs.FileInfo // the project's Lstat when the change was found (nil: absent)
+	cached   *FileDiff   // a finished review of this same version (see Cache)
+	upperKey statKey     // the session's version, for caching its review
 }
 
 // contents holds the two sides of a small file, so that one review reads
@@ -139,12 +141,18 @@ type Layers struct {
 	// Base is the project as the session started, when it was captured;
 	// nil compares with the current project only.
 	Base *Base
+	// Cache, when set, keeps reviews of unchanged files between calls.
+	Cache *Cache
 }
 
 // Changes lists what the upper layer changes relative to the current project,
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
 	w := &walker{sem: make(chan struct{}, max(2, runtime.NumCPU())), hostRoot: -1}
+	var sfs unix.Statfs_t
+	if unix.Statfs(l.Upper, &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC {
+		w.tmpfs = true
+	}
 	if fd, err := unix.Open(l.Project, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		w.hostRoot = fd
 		defer unix.Close(fd)
@@ -216,7 +224,8 @@ func typeOf(m fs.FileMode) Type {
 // walker walks subdirectories on a few goroutines: reading both sides of
 // many small files is mostly waiting on syscalls.
 type walker struct {
-	hostRoot int // the project root, open
+	hostRoot int  // the project root, open
+	tmpfs    bool // the upper layer is on tmpfs (see readUpperNames)
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -241,7 +250,7 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 	if !hostDir || hfd < 0 {
 		herr = unix.ENOENT
 	}
-	names, err := readNames(ufd)
+	names, err := w.readUpperNames(ufd)
 	if err != nil {
 		return err
 	}
@@ -281,7 +290,7 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 			continue
 		}
 		utype := typeOf(ufi.Mode())
-		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size(), hostInfo: hfi}
+		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size(), hostInfo: hfi, upperKey: keyOf(ufi)}
 		if utype == Dir {
 			c.Size = 0
 		}
@@ -331,6 +340,14 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 			}
 		case hfi == nil:
 			c.Kind = Added
+			if utype == File {
+				if e, ok := l.Cache.lookup(p, c.upperKey, statKey{}); ok && e.diff != nil {
+					cc := e.diff.Change
+					cc.cached = e.diff
+					*out = append(*out, cc)
+					continue
+				}
+			}
 			if b, ok := readSmallAt(ufd, name, ufi); ok {
 				c.data = &contents{new: b, hasNew: true}
 			}
@@ -345,6 +362,18 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 			}
 			*out = append(*out, c)
 		default:
+			uk, hk := keyOf(ufi), keyOf(hfi)
+			if e, ok := l.Cache.lookup(p, uk, hk); ok {
+				if e.same {
+					continue
+				}
+				if e.diff != nil {
+					cc := e.diff.Change
+					cc.hostInfo, cc.cached = hfi, e.diff
+					*out = append(*out, cc)
+					continue
+				}
+			}
 			var same bool
 			nb, okN := readSmallAt(ufd, name, ufi)
 			ob, okO := readSmallAt(hfd, p, hfi)
@@ -360,6 +389,7 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 			case acceptable(ufi.Mode()) != acceptable(hfi.Mode()):
 				c.Kind = Mode
 			default:
+				l.Cache.store(p, cacheEntry{upper: uk, host: hk, same: true})
 				continue
 			}
 			if err := describe(&c, up, hp, ufi, hfi); err != nil {
@@ -372,6 +402,30 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 		return hostOnly(l, rel, udir, out)
 	}
 	return nil
+}
+
+// readUpperNames lists a directory of the upper layer. tmpfs fills a
+// getdents buffer until the directory ends, so a short answer is the
+// whole listing and the usual extra call that returns 0 can be skipped.
+func (w *walker) readUpperNames(fd int) ([]string, error) {
+	if !w.tmpfs {
+		return readNames(fd)
+	}
+	var names []string
+	buf := make([]byte, 64*1024)
+	for {
+		n, err := unix.ReadDirent(fd, buf)
+		if err != nil {
+			return nil, err
+		}
+		if n <= 0 {
+			return names, nil
+		}
+		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if n < len(buf)-4096 {
+			return names, nil
+		}
+	}
 }
 
 // statInfo is an fs.FileInfo from a stat relative to a directory.

@@ -105,6 +105,11 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 		}
 	}
 	if !fd.HostChanged {
+		if c.cached != nil && (hunks || c.cached.Hunks == nil) {
+			cached := *c.cached
+			cached.Change.hostInfo, cached.Change.data = c.hostInfo, c.data
+			return cached, true, nil
+		}
 		if hunks && textual(fd.Change) {
 			a, b, err := sides(l, fd.Change)
 			if err != nil {
@@ -112,6 +117,11 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 			}
 			fd.Hunks = Hunks(a, b)
 			hunkIDs(c.Path, fd.Hunks)
+			if c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed {
+				keep := fd
+				keep.Change.data, keep.Change.hostInfo, keep.Change.cached = nil, nil, nil
+				l.Cache.store(c.Path, cacheEntry{upper: c.upperKey, host: keyOf(hfi), diff: &keep})
+			}
 		}
 		return fd, true, nil
 	}
