@@ -148,7 +148,7 @@ type Layers struct {
 // Changes lists what the upper layer changes relative to the current project,
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
-	w := &walker{sem: make(chan struct{}, max(2, runtime.NumCPU())), hostRoot: -1}
+	w := &walker{sem: make(chan struct{}, max(4, 2*runtime.NumCPU())), hostRoot: -1}
 	var sfs unix.Statfs_t
 	if unix.Statfs(l.Upper, &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC {
 		w.tmpfs = true
