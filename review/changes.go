@@ -405,27 +405,10 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 }
 
 // readUpperNames lists a directory of the upper layer. tmpfs fills a
-// getdents buffer until the directory ends, so a short answer is the
+// getdents buffer until the directory ends, so there a short answer is the
 // whole listing and the usual extra call that returns 0 can be skipped.
 func (w *walker) readUpperNames(fd int) ([]string, error) {
-	if !w.tmpfs {
-		return readNames(fd)
-	}
-	var names []string
-	buf := make([]byte, 64*1024)
-	for {
-		n, err := unix.ReadDirent(fd, buf)
-		if err != nil {
-			return nil, err
-		}
-		if n <= 0 {
-			return names, nil
-		}
-		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-		if n < len(buf)-4096 {
-			return names, nil
-		}
-	}
+	return readDir(fd, w.tmpfs)
 }
 
 // statInfo is an fs.FileInfo from a stat relative to a directory.

@@ -124,9 +124,14 @@ func removeAll(dirfd int, name string) error {
 	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 }
 
-func readNames(fd int) ([]string, error) {
+func readNames(fd int) ([]string, error) { return readDir(fd, false) }
+
+// readDir lists the names in the directory fd. shortIsEnd trusts a
+// getdents answer that did not fill the buffer to be the last one (true of
+// tmpfs).
+func readDir(fd int, shortIsEnd bool) ([]string, error) {
 	var names []string
-	buf := make([]byte, 32*1024)
+	buf := make([]byte, 64*1024)
 	for {
 		n, err := unix.ReadDirent(fd, buf)
 		if err != nil {
@@ -136,5 +141,8 @@ func readNames(fd int) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
+		if shortIsEnd && n < len(buf)-4096 {
+			return names, nil
+		}
 	}
 }
