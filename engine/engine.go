@@ -137,9 +137,6 @@ func (e *Engine) Close(ctx context.Context) {
 	}
 }
 
-// Defaults returns the engine's effective defaults.
-func (e *Engine) Defaults() Defaults { return e.defaults }
-
 func newID() string {
 	var b [6]byte
 	rand.Read(b[:])

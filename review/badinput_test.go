@@ -72,12 +72,11 @@ func TestOddNames(t *testing.T) {
 	}
 	// The patch quotes them so git applies it.
 	var buf bytes.Buffer
-	changes, _ := review.Changes(l)
 	must(t, os.RemoveAll(filepath.Join(p, long)))
 	for _, n := range names[:3] {
 		os.Remove(filepath.Join(p, n))
 	}
-	changes, _ = review.Changes(l)
+	changes, _ := review.Changes(l)
 	must(t, review.Patch(&buf, l, changes))
 	apply := exec.Command("git", "apply", "--check", "-")
 	apply.Dir = p

@@ -290,15 +290,6 @@ func (b *Base) HostChanged(p string, hfi fs.FileInfo) (bool, error) {
 	return entryOf(hfi) != e, nil
 }
 
-// Had reports whether the project had p when the session started.
-func (b *Base) Had(p string) bool {
-	if b == nil || b.load() != nil {
-		return false
-	}
-	_, ok := b.start(p)
-	return ok
-}
-
 // start returns the base stat of p: after an accept wrote p, what it
 // wrote; otherwise what p was when the session started.
 func (b *Base) start(p string) (statEntry, bool) {

@@ -38,15 +38,7 @@ type FileDiff struct {
 // another type is empty.
 func sides(l Layers, c Change) (string, string, error) {
 	readAt := func(root, rel string, t Type) (string, error) {
-		p := filepath.Join(root, filepath.FromSlash(rel))
-		switch t {
-		case File:
-			b, err := os.ReadFile(p)
-			return string(b), err
-		case Symlink:
-			return os.Readlink(p)
-		}
-		return "", nil
+		return readText(filepath.Join(root, filepath.FromSlash(rel)), t)
 	}
 	if d := c.data; d != nil && (d.hasOld || c.OldType != File) && (d.hasNew || c.Type != File) && c.Kind != Renamed &&
 		c.OldType != Symlink && c.Type != Symlink {

@@ -62,22 +62,6 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 	return out, nil
 }
 
-// Diff is Review restricted to changes (kept for callers that already
-// selected them): each change with its hunks.
-func Diff(l Layers, changes []Change) ([]FileDiff, error) {
-	out := make([]FileDiff, 0, len(changes))
-	for _, c := range changes {
-		fd, keep, err := reviewOne(l, c, true)
-		if err != nil {
-			return nil, err
-		}
-		if keep {
-			out = append(out, fd)
-		}
-	}
-	return out, nil
-}
-
 func textual(c Change) bool {
 	return !c.Binary && (c.Type == File || c.OldType == File || c.Type == Symlink || c.OldType == Symlink)
 }
@@ -127,15 +111,17 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 	}
 
 	// The host changed this path since the session started.
-	agent, agentOK := readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
-	host, hostOK := readSide(hp, typeOfInfo(hfi))
-	if d := c.data; d != nil {
-		if d.hasNew {
-			agent, agentOK = string(d.new), true
-		}
-		if d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
-			host, hostOK = string(d.old), true
-		}
+	var agent, host string
+	var agentOK, hostOK bool
+	if d := c.data; d != nil && d.hasNew {
+		agent, agentOK = string(d.new), true
+	} else {
+		agent, agentOK = readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
+	}
+	if d := c.data; d != nil && d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
+		host, hostOK = string(d.old), true
+	} else {
+		host, hostOK = readSide(hp, typeOfInfo(hfi))
 	}
 	switch {
 	case c.Kind == Deleted:
@@ -207,23 +193,29 @@ func (fd *FileDiff) wholeConflict(p, base, host, agent string, opaque bool) {
 	fd.whole = true
 }
 
+// readSide reads a file or symlink's text for a merge; false for other
+// types and for files too large to diff.
 func readSide(p string, t Type) (string, bool) {
+	if t != File && t != Symlink {
+		return "", false
+	}
+	if fi, err := os.Stat(p); t == File && (err != nil || fi.Size() > maxTextDiff) {
+		return "", false
+	}
+	s, err := readText(p, t)
+	return s, err == nil
+}
+
+// readText is a file's content or a symlink's target; "" for other types.
+func readText(p string, t Type) (string, error) {
 	switch t {
 	case File:
-		fi, err := os.Stat(p)
-		if err != nil || fi.Size() > maxTextDiff {
-			return "", false
-		}
 		b, err := os.ReadFile(p)
-		if err != nil {
-			return "", false
-		}
-		return string(b), true
+		return string(b), err
 	case Symlink:
-		s, err := os.Readlink(p)
-		return s, err == nil
+		return os.Readlink(p)
 	}
-	return "", false
+	return "", nil
 }
 
 func typeOfInfo(fi fs.FileInfo) Type {

@@ -36,9 +36,6 @@ func New(socket string) *Client {
 	return &Client{socket: socket, http: &http.Client{Transport: &http.Transport{DialContext: dial, MaxIdleConns: 4}}}
 }
 
-// Socket is the engine socket this client uses.
-func (c *Client) Socket() string { return c.socket }
-
 func (c *Client) url(p string, q url.Values) string {
 	u := "http://airlock/" + api.Version + p
 	if len(q) > 0 {
