@@ -14,6 +14,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types/container"
 )
 
 func project(t *testing.T) string {
@@ -300,4 +301,114 @@ func TestCABundleReachesTools(t *testing.T) {
 	if _, err := e.Create(ctx, api.CreateRequest{Project: project(t), CABundle: "/nonexistent.pem"}); !errdefs.IsInvalid(err) {
 		t.Errorf("a missing CA bundle: %v, want an invalid-input error", err)
 	}
+}
+
+// A run's first command starts with the container: its streams, exit code
+// and record are those of an exec, builtins cannot end the session, and
+// the session goes on to serve more commands.
+func TestRunFirstCommand(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	var stdout, stderr bytes.Buffer
+	var sess api.Session
+	var cmdID int64
+	code, err := e.Run(ctx, api.CreateRequest{Project: p},
+		api.ExecRequest{Argv: []string{"sh", "-c", "echo out; echo err >&2; printf tail; echo x >> count.txt; exit 3"}},
+		engine.ExecIO{Stdout: &stdout, Stderr: &stderr, Started: func(id int64) { cmdID = id }},
+		func(s api.Session) { sess = s })
+	must(t, err)
+	if code != 3 || stdout.String() != "out\ntail" || stderr.String() != "err\n" {
+		t.Fatalf("exit %d, stdout %q, stderr %q: want 3, \"out\\ntail\", \"err\\n\"", code, stdout.String(), stderr.String())
+	}
+	if sess.ID == "" || sess.State != api.StateRunning || cmdID == 0 {
+		t.Fatalf("session %+v, command %d: the caller must hear of both before the output", sess, cmdID)
+	}
+	cmds, err := e.Commands(ctx, sess.ID, true)
+	must(t, err)
+	if len(cmds) != 1 || cmds[0].ExitCode == nil || *cmds[0].ExitCode != 3 || !strings.Contains(cmds[0].Output, "tail") || strings.Contains(cmds[0].Output, "airlock-exit") {
+		t.Fatalf("record %+v: want exit 3 and the output without the engine's mark", cmds)
+	}
+	if _, out := run(t, e, sess.ID, "cat", "count.txt"); out != "x\n" {
+		t.Fatalf("an exec after the run sees %q", out)
+	}
+
+	for _, tc := range []struct {
+		argv []string
+		code int
+		out  string
+	}{
+		{[]string{"exit", "4"}, 4, ""},                          // a builtin, not the end of the session
+		{[]string{"no-such-command"}, 127, "command not found"}, // says so instead of a shell's riddle
+		{[]string{"echo", "a  b", "$HOME", "*"}, 0, "a  b $HOME *\n"},
+	} {
+		var out bytes.Buffer
+		code, err := e.Run(ctx, api.CreateRequest{Project: p}, api.ExecRequest{Argv: tc.argv}, engine.ExecIO{Stdout: &out, Stderr: &out}, func(s api.Session) { sess = s })
+		must(t, err)
+		if code != tc.code || !strings.Contains(out.String(), tc.out) {
+			t.Errorf("%q: exit %d, output %q; want %d and %q", tc.argv, code, out.String(), tc.code, tc.out)
+		}
+		if got, _ := e.Get(ctx, sess.ID); got.State != api.StateRunning {
+			t.Errorf("%q: session %s afterwards", tc.argv, got.State)
+		}
+	}
+}
+
+// A signal reaches the first command, and a container stopped under it
+// (Docker restarted) comes back idle: the first command never runs twice.
+func TestRunSignalsAndRestart(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	sigs := make(chan syscall.Signal, 1)
+	var sess api.Session
+	var out bytes.Buffer
+	code, err := e.Run(ctx, api.CreateRequest{Project: project(t)},
+		api.ExecRequest{Argv: []string{"sh", "-c", "echo x >> count.txt; trap 'echo got INT; exit 5' INT; echo ready; while :; do sleep 0.05; done"}},
+		engine.ExecIO{Stdout: &out, Signal: sigs}, func(s api.Session) {
+			sess = s
+			go func() {
+				time.Sleep(500 * time.Millisecond)
+				sigs <- syscall.SIGINT
+			}()
+		})
+	must(t, err)
+	if code != 5 || !strings.Contains(out.String(), "got INT") {
+		t.Fatalf("exit %d, output %q: the command's trap should have run", code, out.String())
+	}
+	timeout := 1
+	must(t, e.Docker.ContainerStop(ctx, sess.ContainerID, container.StopOptions{Timeout: &timeout}))
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	got, err := e2.Get(ctx, sess.ID)
+	must(t, err)
+	if got.State != api.StateRunning {
+		t.Fatalf("after the container stopped and the engine restarted: %s (%s)", got.State, got.Error)
+	}
+	if _, out := run(t, e2, sess.ID, "cat", "count.txt"); out != "x\n" {
+		t.Fatalf("count.txt %q: the first command ran again", out)
+	}
+}
+
+// A run whose caller goes away keeps its command running and recorded.
+func TestRunOutlivesCaller(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx, cancel := context.WithCancel(context.Background())
+	var sess api.Session
+	_, err := e.Run(ctx, api.CreateRequest{Project: project(t)},
+		api.ExecRequest{Argv: []string{"sh", "-c", "echo start; sleep 0.5; echo end; exit 4"}},
+		engine.ExecIO{Stdout: &bytes.Buffer{}, Started: func(int64) { cancel() }}, func(s api.Session) { sess = s })
+	if err == nil {
+		t.Fatalf("Run should report the cancelled caller")
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for time.Now().Before(deadline) {
+		cmds, _ := e.Commands(context.Background(), sess.ID, true)
+		if len(cmds) == 1 && cmds[0].ExitCode != nil {
+			if *cmds[0].ExitCode != 4 || !strings.Contains(cmds[0].Output, "end") {
+				t.Fatalf("record %+v: want exit 4 with the whole output", cmds[0])
+			}
+			return
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+	t.Fatalf("the command's end was never recorded")
 }

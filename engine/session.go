@@ -25,6 +25,7 @@ import (
 const (
 	labelSession = "dev.airlock.session"
 	labelEngine  = "dev.airlock.engine"
+	labelFirst   = "dev.airlock.first" // the main process runs the first command
 )
 
 // Where things are inside a session's container.
@@ -32,11 +33,51 @@ const (
 	workspacePath = "/workspace"
 	homePath      = "/home/airlock"
 	caPath        = "/etc/airlock/ca-bundle.pem"
+	caFile        = "ca-bundle.pem" // in the session's directory
 )
 
 // keepAlive is the container's main process: it idles until stopped, so
 // that commands run as execs and the container outlives each of them.
-var keepAlive = []string{"/bin/sh", "-c", "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"}
+var keepAlive = []string{"/bin/sh", "-c", idleScript}
+
+const idleScript = "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"
+
+// containerSpec is the container of a session: cmd as its main process,
+// the merged workspace at /workspace, hardened and limited. A session's
+// container can be made again from its record alone.
+func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string) (*container.Config, *container.HostConfig) {
+	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + rec.ID}, rec.Env...)
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: merged, Target: workspacePath}}
+	if rec.CABundle != "" {
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, caFile), Target: caPath, ReadOnly: true})
+		env = append(env, caEnv()...)
+	}
+	init := true
+	pids := rec.Limits.Pids
+	return &container.Config{
+			Image:      rec.Image,
+			Cmd:        cmd,
+			Entrypoint: []string{},
+			WorkingDir: workspacePath,
+			User:       rec.User,
+			Env:        env,
+			Labels:     map[string]string{labelSession: rec.ID, labelEngine: e.stateDir},
+			Hostname:   "airlock-" + rec.ID[:8],
+		}, &container.HostConfig{
+			Mounts:      mounts,
+			Init:        &init,
+			CapDrop:     []string{"ALL"},
+			CapAdd:      capAdd,
+			SecurityOpt: []string{"no-new-privileges"},
+			Tmpfs:       map[string]string{homePath: "mode=1777,size=512m"},
+			Resources: container.Resources{
+				NanoCPUs:   int64(rec.Limits.CPUs * 1e9),
+				Memory:     rec.Limits.Memory,
+				MemorySwap: rec.Limits.Memory, // no swap: the cap is real
+				PidsLimit:  &pids,
+			},
+		}
+}
 
 // capAdd is what sessions keep of Docker's default capabilities: enough to
 // install packages and change file owners as root, without raw sockets,
@@ -47,6 +88,12 @@ var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETG
 // creates and starts the container with the merged view at /workspace.
 // On error nothing is left behind.
 func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
+	return e.create(ctx, req, nil)
+}
+
+// create makes a session; first, when not nil, is run by the container's
+// main process as it starts.
+func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *firstRun) (api.Session, error) {
 	t0 := time.Now()
 	project, err := checkProject(req.Project)
 	if err != nil {
@@ -126,42 +173,23 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 			<-baseDone
 		}
 	}()
-	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + id}, req.Env...)
-	mounts := []mount.Mount{{Type: mount.TypeBind, Source: ws.Merged(), Target: workspacePath}}
 	if caBundle != "" {
-		path, err := writeCABundle(rec.Dir, caBundle)
-		if err != nil {
+		if _, err := writeCABundle(rec.Dir, caBundle); err != nil {
 			return api.Session{}, err
 		}
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: path, Target: caPath, ReadOnly: true})
-		env = append(env, caEnv()...)
+	}
+	cmd := keepAlive
+	if first != nil {
+		cmd = first.cmd()
 	}
 	tCreate := time.Now()
-	init := true
-	pids := limits.Pids
-	created, err := e.docker.ContainerCreate(ctx, &container.Config{
-		Image:      image,
-		Cmd:        keepAlive,
-		Entrypoint: []string{},
-		WorkingDir: workspacePath,
-		User:       user,
-		Env:        env,
-		Labels:     map[string]string{labelSession: id, labelEngine: e.stateDir},
-		Hostname:   "airlock-" + id[:8],
-	}, &container.HostConfig{
-		Mounts:      mounts,
-		Init:        &init,
-		CapDrop:     []string{"ALL"},
-		CapAdd:      capAdd,
-		SecurityOpt: []string{"no-new-privileges"},
-		Tmpfs:       map[string]string{homePath: "mode=1777,size=512m"},
-		Resources: container.Resources{
-			NanoCPUs:   int64(limits.CPUs * 1e9),
-			Memory:     limits.Memory,
-			MemorySwap: limits.Memory, // no swap: the cap is real
-			PidsLimit:  &pids,
-		},
-	}, nil, nil, "airlock-"+id)
+	cfg, hostCfg := e.containerSpec(rec, cmd, ws.Merged())
+	if first != nil {
+		cfg.Labels[labelFirst] = "1"
+		// The first command's output goes to its caller, not to a log.
+		hostCfg.LogConfig = container.LogConfig{Type: "none"}
+	}
+	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+id)
 	if err != nil {
 		return api.Session{}, dockerError("create the session's container", err)
 	}
@@ -169,7 +197,23 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
+	if first != nil {
+		// Attached before the start, as `docker run` does, so that no
+		// output is missed.
+		first.attach, err = e.docker.ContainerAttach(ctx, created.ID, container.AttachOptions{Stream: true, Stdout: true, Stderr: true})
+		if err != nil {
+			return api.Session{}, dockerError("attach to the session's container", err)
+		}
+		defer func() {
+			if !ok {
+				first.attach.Close()
+			}
+		}()
+	}
 	tStart := time.Now()
+	if first != nil {
+		first.started = tStart
+	}
 	err = e.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
 	markStarted()
 	if err != nil {
@@ -280,7 +324,7 @@ func writeCABundle(dir, extra string) (string, error) {
 		}
 	}
 	all = append(all, b...)
-	p := filepath.Join(dir, "ca-bundle.pem")
+	p := filepath.Join(dir, caFile)
 	return p, os.WriteFile(p, all, 0o644)
 }
 
@@ -418,6 +462,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 	// One list call instead of an inspect per session keeps re-adoption
 	// fast with many sessions.
 	states := map[string]string{}
+	firsts := map[string]bool{}
 	if len(recs) > 0 {
 		list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true,
 			Filters: filters.NewArgs(filters.Arg("label", labelSession))})
@@ -426,6 +471,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 		}
 		for _, c := range list {
 			states[c.Labels[labelSession]] = c.State
+			firsts[c.Labels[labelSession]] = c.Labels[labelFirst] != ""
 		}
 	}
 	for _, r := range recs {
@@ -458,8 +504,16 @@ func (e *Engine) adopt(ctx context.Context) error {
 			}
 		default:
 			// The container exited (e.g. Docker restarted); the mounts are
-			// still here, so start it again.
-			if err := e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{}); err != nil {
+			// still here, so start it again. One whose main process ran
+			// the first command is made again, idle: a restart would run
+			// that command a second time.
+			var err error
+			if firsts[r.ID] {
+				err = e.recreate(ctx, &r, ws.Merged())
+			} else {
+				err = e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{})
+			}
+			if err != nil {
 				e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container could not be restarted: "+err.Error())
 			} else {
 				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
@@ -467,6 +521,24 @@ func (e *Engine) adopt(ctx context.Context) error {
 		}
 	}
 	return e.settleCommands(ctx)
+}
+
+// recreate replaces a session's stopped container by a new idle one over
+// the same workspace.
+func (e *Engine) recreate(ctx context.Context, r *store.Session, merged string) error {
+	if err := e.docker.ContainerRemove(ctx, r.ContainerID, container.RemoveOptions{Force: true}); err != nil {
+		return err
+	}
+	cfg, hostCfg := e.containerSpec(*r, keepAlive, merged)
+	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+r.ID)
+	if err != nil {
+		return err
+	}
+	r.ContainerID = created.ID
+	if err := e.store.PutSession(ctx, *r); err != nil {
+		return err
+	}
+	return e.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
 }
 
 // settleCommands finishes the records of commands that were running when
@@ -491,6 +563,11 @@ func (e *Engine) settleCommands(ctx context.Context) error {
 // previous engine and records its exit code.
 func (e *Engine) awaitOrphan(c store.Command) {
 	ctx := context.Background()
+	if c.ExecID == firstExecID {
+		// Its exit code went out on the output stream, now lost.
+		e.store.FinishCommand(ctx, c.ID, "interrupted", nil, time.Now())
+		return
+	}
 	for {
 		ins, err := e.docker.ContainerExecInspect(ctx, c.ExecID)
 		if err != nil {

@@ -80,6 +80,17 @@ func shellCmd(g *globals) *cobra.Command {
 // runIn runs a command in a session with this terminal: raw mode and
 // resizes for a TTY, Ctrl-C forwarded as SIGINT otherwise (twice detaches).
 func runIn(ctx context.Context, c *client.Client, id string, req api.ExecRequest) (int, error) {
+	return runWith(ctx, req, func() string { return id }, func(ctx context.Context, req api.ExecRequest, sio client.ExecIO, control func(*client.Exec)) (int, error) {
+		return c.Exec(ctx, id, req, sio, control)
+	}, nil)
+}
+
+// execFunc starts a remote command with this terminal's streams.
+type execFunc func(ctx context.Context, req api.ExecRequest, sio client.ExecIO, control func(*client.Exec)) (int, error)
+
+// runWith runs a remote command started by do; id names its session once
+// known, and onSession, if not nil, gets the session a run creates.
+func runWith(ctx context.Context, req api.ExecRequest, id func() string, do execFunc, onSession func(api.Session)) (int, error) {
 	stdinFd := int(os.Stdin.Fd())
 	isTerm := term.IsTerminal(stdinFd)
 	if req.TTY && !isTerm {
@@ -105,7 +116,7 @@ func runIn(ctx context.Context, c *client.Client, id string, req api.ExecRequest
 		stdin = os.Stdin
 	}
 	parent := ctx
-	code, err := c.Exec(ctx, id, req, client.ExecIO{Stdin: stdin, Stdout: os.Stdout, Stderr: os.Stderr}, func(x *client.Exec) {
+	code, err := do(ctx, req, client.ExecIO{Stdin: stdin, Stdout: os.Stdout, Stderr: os.Stderr, Session: onSession}, func(x *client.Exec) {
 		go func() {
 			interrupts := 0
 			for {
@@ -119,7 +130,7 @@ func runIn(ctx context.Context, c *client.Client, id string, req api.ExecRequest
 					case syscall.SIGINT:
 						interrupts++
 						if interrupts > 1 {
-							fmt.Fprintf(os.Stderr, "\nairlock: detached; the command goes on in session %s (`airlock logs %s`)\n", id, id)
+							fmt.Fprintf(os.Stderr, "\nairlock: detached; the command goes on in session %s (`airlock logs %s`)\n", id(), id())
 							cancel()
 							return
 						}

@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -79,16 +80,18 @@ func runCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			sess, err := c.Create(ctx, req)
+			var id string
+			xreq := api.ExecRequest{Argv: args, TTY: tty, Stdin: interactive || tty}
+			code, err := runWith(ctx, xreq, func() string { return id }, func(ctx context.Context, xreq api.ExecRequest, sio client.ExecIO, control func(*client.Exec)) (int, error) {
+				return c.Run(ctx, api.RunRequest{Create: req, Exec: xreq}, sio, control)
+			}, func(sess api.Session) {
+				id = sess.ID
+				fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s)\n", sess.ID, sess.Project, sess.Image)
+			})
 			if err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s)\n", sess.ID, sess.Project, sess.Image)
-			code, err := runIn(ctx, c, sess.ID, api.ExecRequest{Argv: args, TTY: tty, Stdin: interactive || tty})
-			if err != nil {
-				return err
-			}
-			summarize(ctx, c, sess.ID)
+			summarize(ctx, c, id)
 			return exitWith(code)
 		},
 	}

@@ -120,6 +120,13 @@ type ExecRequest struct {
 	Height uint     `json:"height,omitempty"`
 }
 
+// RunRequest creates a session and runs its first command over an
+// upgraded connection: FrameSession comes first, then as for an exec.
+type RunRequest struct {
+	Create CreateRequest `json:"create"`
+	Exec   ExecRequest   `json:"exec"`
+}
+
 // ExecStarted is the payload of FrameStarted.
 type ExecStarted struct {
 	Session string `json:"session"`

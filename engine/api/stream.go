@@ -19,6 +19,7 @@ const (
 	FrameResize  byte = 6 // client: Resize of the TTY
 	FrameEOF     byte = 7 // client: stdin is closed
 	FrameSignal  byte = 8 // client: Signal to deliver to the command
+	FrameSession byte = 9 // engine: Session made by a run; before FrameStarted
 )
 
 // MaxFrame bounds a frame's payload.

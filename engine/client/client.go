@@ -251,6 +251,8 @@ type ExecIO struct {
 	Stderr io.Writer
 	// Started is called with the command's record once it runs.
 	Started func(api.ExecStarted)
+	// Session is called, by Run, with the session once it runs.
+	Session func(api.Session)
 }
 
 // Exec is a running remote command.
@@ -279,14 +281,27 @@ func (x *Exec) send(typ byte, v any) error {
 // the running Exec (for resizes and signals). It returns the command's
 // exit code once it ends.
 func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, sio ExecIO, control func(*Exec)) (int, error) {
+	return c.stream(ctx, "/sessions/"+url.PathEscape(id)+"/exec", req, req, id, sio, control)
+}
+
+// Run creates a session and runs its first command in it, like Create
+// then Exec but with the command starting as the container starts.
+// sio.Session is called with the session before any output.
+func (c *Client) Run(ctx context.Context, req api.RunRequest, sio ExecIO, control func(*Exec)) (int, error) {
+	return c.stream(ctx, "/run", req, req.Exec, "", sio, control)
+}
+
+// stream posts body to path, upgrades the connection and runs the
+// command over frames.
+func (c *Client) stream(ctx context.Context, path string, body any, req api.ExecRequest, id string, sio ExecIO, control func(*Exec)) (int, error) {
 	var d net.Dialer
 	conn, err := d.DialContext(ctx, "unix", c.socket)
 	if err != nil {
 		return -1, c.unreachable(err)
 	}
 	defer conn.Close()
-	body, _ := json.Marshal(req)
-	hreq, _ := http.NewRequest("POST", c.url("/sessions/"+url.PathEscape(id)+"/exec", nil), bytes.NewReader(body))
+	b, _ := json.Marshal(body)
+	hreq, _ := http.NewRequest("POST", c.url(path, nil), bytes.NewReader(b))
 	hreq.Header.Set("Connection", "Upgrade")
 	hreq.Header.Set("Upgrade", api.UpgradeProtocol)
 	hreq.Header.Set("Content-Type", "application/json")
@@ -346,6 +361,15 @@ func (c *Client) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		case api.FrameStderr:
 			if sio.Stderr != nil {
 				sio.Stderr.Write(payload)
+			}
+		case api.FrameSession:
+			var sess api.Session
+			if err := json.Unmarshal(payload, &sess); err != nil {
+				return -1, err
+			}
+			id = sess.ID
+			if sio.Session != nil {
+				sio.Session(sess)
 			}
 		case api.FrameStarted:
 			var st api.ExecStarted

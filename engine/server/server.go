@@ -60,6 +60,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/discard", s.discard)
 	m.HandleFunc("GET "+p+"/sessions/{id}/commands", s.commands)
 	m.HandleFunc("POST "+p+"/sessions/{id}/exec", s.exec)
+	m.HandleFunc("POST "+p+"/run", s.run)
 	m.HandleFunc("GET "+p+"/images", s.listImages)
 	m.HandleFunc("POST "+p+"/images/build", s.buildImage)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -275,51 +276,125 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalidf("exec needs `Upgrade: %s`: see docs/API.md", api.UpgradeProtocol))
 		return
 	}
-	conn, brw, err := http.NewResponseController(w).Hijack()
-	if err != nil {
+	st := s.newStream(req)
+	defer st.close()
+	if !st.upgrade(w) {
+		return
+	}
+	st.finish(s.eng.Exec(st.ctx, r.PathValue("id"), req, st.sio(r.PathValue("id"))))
+}
+
+// run creates a session and runs its first command over frames. Errors
+// before the session exists are plain HTTP responses.
+func (s *Server) run(w http.ResponseWriter, r *http.Request) {
+	var req api.RunRequest
+	if err := decode(r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	defer conn.Close()
-	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", api.UpgradeProtocol)
-	if err := brw.Flush(); err != nil {
+	if r.Header.Get("Upgrade") != api.UpgradeProtocol {
+		writeError(w, errdefs.Invalidf("run needs `Upgrade: %s`: see docs/API.md", api.UpgradeProtocol))
 		return
 	}
-	out := &lockedWriter{w: conn}
-	ctx, cancel := context.WithCancel(context.Background())
-	defer cancel()
-
-	resize := make(chan api.Resize, 4)
-	signals := make(chan syscall.Signal, 4)
-	var stdin io.Reader
-	var stdinW *io.PipeWriter
-	if req.Stdin {
-		var pr *io.PipeReader
-		pr, stdinW = io.Pipe()
-		stdin = pr
+	st := s.newStream(req.Exec)
+	defer st.close()
+	// Until the upgrade, a client that goes away cancels the create.
+	stop := context.AfterFunc(r.Context(), st.cancel)
+	var id string
+	upgraded := false
+	sio := st.sio("")
+	sio.Started = func(cmd int64) {
+		api.WriteJSONFrame(st.out, api.FrameStarted, api.ExecStarted{Session: id, Command: cmd})
 	}
-	go s.readClient(brw.Reader, stdinW, resize, signals, cancel)
+	code, err := s.eng.Run(st.ctx, req.Create, req.Exec, sio, func(sess api.Session) {
+		stop()
+		id, upgraded = sess.ID, true
+		if st.upgrade(w) {
+			api.WriteJSONFrame(st.out, api.FrameSession, sess)
+		}
+	})
+	if !upgraded {
+		writeError(w, err)
+		return
+	}
+	st.finish(code, err)
+}
 
-	sio := engine.ExecIO{
-		Stdin:  stdin,
-		Stdout: api.FrameWriter{W: out, Type: api.FrameStdout},
-		Stderr: api.FrameWriter{W: out, Type: api.FrameStderr},
-		Resize: resize,
-		Signal: signals,
-		Started: func(id int64) {
-			api.WriteJSONFrame(out, api.FrameStarted, api.ExecStarted{Session: r.PathValue("id"), Command: id})
+// stream is the engine's side of an upgraded exec connection.
+type stream struct {
+	s       *Server
+	req     api.ExecRequest
+	ctx     context.Context
+	cancel  func()
+	conn    net.Conn
+	out     *lockedWriter
+	resize  chan api.Resize
+	signals chan syscall.Signal
+	stdin   io.Reader
+	stdinW  *io.PipeWriter
+}
+
+func (s *Server) newStream(req api.ExecRequest) *stream {
+	ctx, cancel := context.WithCancel(context.Background())
+	st := &stream{s: s, req: req, ctx: ctx, cancel: cancel, out: &lockedWriter{},
+		resize: make(chan api.Resize, 4), signals: make(chan syscall.Signal, 4)}
+	if req.Stdin {
+		st.stdin, st.stdinW = io.Pipe()
+	}
+	return st
+}
+
+// upgrade switches the connection to frames and starts reading the
+// client's; the stream's context ends with the connection.
+func (st *stream) upgrade(w http.ResponseWriter) bool {
+	conn, brw, err := http.NewResponseController(w).Hijack()
+	if err != nil {
+		writeError(w, err)
+		st.cancel()
+		return false
+	}
+	st.conn = conn
+	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", api.UpgradeProtocol)
+	if err := brw.Flush(); err != nil {
+		st.cancel()
+		return false
+	}
+	st.out.set(conn)
+	go st.s.readClient(brw.Reader, st.stdinW, st.resize, st.signals, st.cancel)
+	return true
+}
+
+func (st *stream) sio(id string) engine.ExecIO {
+	return engine.ExecIO{
+		Stdin:  st.stdin,
+		Stdout: api.FrameWriter{W: st.out, Type: api.FrameStdout},
+		Stderr: api.FrameWriter{W: st.out, Type: api.FrameStderr},
+		Resize: st.resize,
+		Signal: st.signals,
+		Started: func(cmd int64) {
+			api.WriteJSONFrame(st.out, api.FrameStarted, api.ExecStarted{Session: id, Command: cmd})
 		},
 	}
-	code, err := s.eng.Exec(ctx, r.PathValue("id"), req, sio)
+}
+
+// finish writes the last frame: the exit code or the error.
+func (st *stream) finish(code int, err error) {
 	if err != nil {
-		if ctx.Err() != nil {
+		if st.ctx.Err() != nil {
 			return // the client went away; the command is still recorded
 		}
 		c := errdefs.ClassOf(err)
-		api.WriteJSONFrame(out, api.FrameError, api.Error{Class: string(c), Message: err.Error()})
+		api.WriteJSONFrame(st.out, api.FrameError, api.Error{Class: string(c), Message: err.Error()})
 		return
 	}
-	api.WriteJSONFrame(out, api.FrameExit, api.ExecExit{ExitCode: code})
+	api.WriteJSONFrame(st.out, api.FrameExit, api.ExecExit{ExitCode: code})
+}
+
+func (st *stream) close() {
+	st.cancel()
+	if st.conn != nil {
+		st.conn.Close()
+	}
 }
 
 // readClient reads the client's frames until the connection ends, which
@@ -373,7 +448,16 @@ type lockedWriter struct {
 func (l *lockedWriter) Write(p []byte) (int, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.w == nil {
+		return 0, io.ErrClosedPipe
+	}
 	return l.w.Write(p)
+}
+
+func (l *lockedWriter) set(w io.Writer) {
+	l.mu.Lock()
+	l.w = w
+	l.mu.Unlock()
 }
 
 // Listen opens the engine's unix socket at path with mode 0600 (owner
