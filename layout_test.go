@@ -48,6 +48,7 @@ func TestDependencyDirection(t *testing.T) {
 	}{
 		{"overlay", []string{"engine", "app", "cmd", "review", "github.com/docker", "github.com/wailsapp"}},
 		{"review", []string{"engine", "app", "cmd", "overlay", "github.com/docker", "github.com/wailsapp"}},
+		{"harness", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
 		{"errdefs", []string{"engine", "app", "cmd", "overlay", "review"}},
 		{"engine", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"engine/api", []string{"engine/", "github.com/docker", "github.com/mattn"}},

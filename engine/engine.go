@@ -35,6 +35,8 @@ type Defaults struct {
 	Limits api.Limits
 	// CABundle is a PEM file added to every session's trusted CAs.
 	CABundle string
+	// Agents holds per-agent settings (model, endpoint), by agent name.
+	Agents map[string]AgentDefaults
 }
 
 // Built-in defaults.

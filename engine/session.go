@@ -520,6 +520,9 @@ func (e *Engine) adopt(ctx context.Context) error {
 			}
 		}
 	}
+	if err := e.store.InterruptTurns(ctx); err != nil {
+		return err
+	}
 	return e.settleCommands(ctx)
 }
 

@@ -7,6 +7,7 @@ import (
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/harness"
 	"github.com/docker/go-units"
 	"gopkg.in/yaml.v3"
 )
@@ -21,6 +22,13 @@ type config struct {
 	// CABundle is a PEM file of extra CAs every session trusts (for
 	// intercepting proxies).
 	CABundle string `yaml:"ca_bundle"`
+	// Agents sets each agent's model and provider endpoint, by name.
+	Agents map[string]agentConfig `yaml:"agents"`
+}
+
+type agentConfig struct {
+	Model   string `yaml:"model"`
+	BaseURL string `yaml:"base_url"`
 }
 
 // loadConfig reads path; a missing file is an error only when required.
@@ -43,6 +51,15 @@ func loadConfig(path string, required bool) (config, error) {
 
 func (c config) defaults() (engine.Defaults, error) {
 	d := engine.Defaults{Image: c.Image, CABundle: c.CABundle}
+	for name, a := range c.Agents {
+		if _, err := harness.Lookup(name); err != nil {
+			return d, errdefs.Invalidf("config agents: %v", err)
+		}
+		if d.Agents == nil {
+			d.Agents = map[string]engine.AgentDefaults{}
+		}
+		d.Agents[name] = engine.AgentDefaults{Model: a.Model, BaseURL: a.BaseURL}
+	}
 	d.Limits.CPUs = c.CPUs
 	d.Limits.Pids = c.Pids
 	var err error

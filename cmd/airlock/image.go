@@ -7,7 +7,9 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -21,6 +23,7 @@ func imageCmd(g *globals) *cobra.Command {
 func imageBuildCmd(g *globals) *cobra.Command {
 	var req api.ImageBuildRequest
 	var tiny bool
+	var agents string
 	cmd := &cobra.Command{
 		Use:   "build",
 		Short: "Build the default image (Debian with build tools, git, python3, node) locally, no registry needed",
@@ -28,6 +31,13 @@ func imageBuildCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, _ []string) error {
 			if tiny {
 				req.Kind = "tiny"
+			}
+			if agents != "" {
+				if tiny {
+					return usageErr("--agents and --tiny do not mix: agents need the default image")
+				}
+				req.Kind = "agents"
+				req.Agents = strings.Split(agents, ",")
 			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
@@ -44,6 +54,7 @@ func imageBuildCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().StringVar(&agents, "agents", "", "also install agent CLIs at pinned versions into "+engine.DefaultAgentsImage+": "+strings.Join(harness.Installable(), ","))
 	cmd.Flags().BoolVar(&tiny, "tiny", false, "build airlock/tiny from the host's busybox instead (seconds; for tests)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "rebuild even if the image is up to date")
 	cmd.Flags().StringVar(&req.Name, "name", "", "image name (default airlock/base, or airlock/tiny)")

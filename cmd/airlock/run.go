@@ -5,9 +5,13 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strings"
 
+	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
 )
 
@@ -59,15 +63,27 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 
 func runCmd(g *globals) *cobra.Command {
 	f := &createFlags{}
+	af := &agentFlags{}
 	var tty, interactive bool
 	cmd := &cobra.Command{
-		Use:   "run [flags] -- COMMAND [ARG...]",
+		Use:   "run [flags] -- COMMAND [ARG...] | run --agent NAME --prompt TEXT",
 		Short: "Create a session and run a command in it",
 		Long: "Create a session over the project and run COMMAND in it, streaming its output.\n" +
 			"Prints the session id and exits with the command's exit code. The project is untouched:\n" +
 			"review with `airlock diff ID`, then `airlock accept ID` or `airlock discard ID`.",
-		Example: "  airlock run --project ~/src/app -- sh -c 'echo hi > hello.txt; rm README.md'",
+		Example: "  airlock run --project ~/src/app -- sh -c 'echo hi > hello.txt; rm README.md'\n" +
+			"  airlock run --project . --agent claude --prompt \"Fix the failing test in pkg/foo\"\n" +
+			"  airlock run --agent codex --prompt-file task.md --schema result.schema.json --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if af.agent != "" {
+				if len(args) > 0 {
+					return usageErr("give either --agent with a prompt or a command after `--`, not both")
+				}
+				return runAgent(cmd.Context(), g, f, af)
+			}
+			if af.prompt != "" || af.promptFile != "" {
+				return usageErr("--prompt needs --agent (%s)", strings.Join(harness.Names(), ", "))
+			}
 			if len(args) == 0 {
 				return usageErr("no command given: put it after `--`, e.g. `airlock run -- make test`")
 			}
@@ -96,9 +112,43 @@ func runCmd(g *globals) *cobra.Command {
 		},
 	}
 	f.add(cmd)
+	af.add(cmd, true)
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal")
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
 	return cmd
+}
+
+// runAgent creates a session and runs the agent's first turn in it.
+func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags) error {
+	areq, err := af.request(af.prompt)
+	if err != nil {
+		return err
+	}
+	req, err := f.request()
+	if err != nil {
+		return err
+	}
+	if req.Image == "" && af.agent != "custom" {
+		req.Image = engine.DefaultAgentsImage
+	}
+	c, err := g.connect(ctx)
+	if err != nil {
+		return err
+	}
+	sess, err := c.Create(ctx, req)
+	if err != nil {
+		if errdefs.IsNotFound(err) && req.Image == engine.DefaultAgentsImage && f.image == "" {
+			return errdefs.NotFoundf("image %s is not available: build it with `airlock image build --agents %s`", req.Image, af.agent)
+		}
+		return err
+	}
+	fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s, agent %s)\n", sess.ID, sess.Project, sess.Image, af.agent)
+	code, err := runTurn(ctx, c, sess.ID, areq, af.json)
+	if err != nil {
+		return err
+	}
+	summarize(ctx, c, sess.ID)
+	return exitWith(code)
 }
 
 // summarize tells the user where the session's changes stand.

@@ -6,8 +6,10 @@
 package api
 
 import (
+	"encoding/json"
 	"time"
 
+	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
 )
 
@@ -166,13 +168,16 @@ type Image struct {
 
 // ImageBuildRequest builds an image locally.
 type ImageBuildRequest struct {
-	// Kind is "base" (Debian with build tools, the default) or "tiny"
-	// (busybox, for tests).
-	Kind   string `json:"kind,omitempty"`
-	Name   string `json:"name,omitempty"`
-	Force  bool   `json:"force,omitempty"`
-	Suite  string `json:"suite,omitempty"`
-	Mirror string `json:"mirror,omitempty"`
+	// Kind is "base" (Debian with build tools, the default), "agents"
+	// (base plus agent CLIs) or "tiny" (busybox, for tests).
+	Kind string `json:"kind,omitempty"`
+	// Agents, for kind "agents", names the agent CLIs to install on top
+	// of the default image.
+	Agents []string `json:"agents,omitempty"`
+	Name   string   `json:"name,omitempty"`
+	Force  bool     `json:"force,omitempty"`
+	Suite  string   `json:"suite,omitempty"`
+	Mirror string   `json:"mirror,omitempty"`
 }
 
 // Progress is one line of a streamed long operation (JSON lines).
@@ -194,4 +199,68 @@ type VersionInfo struct {
 	DockerVersion string `json:"docker_version,omitempty"`
 	DockerAPI     string `json:"docker_api,omitempty"`
 	PID           int    `json:"pid"`
+}
+
+// Event is what an agent did (see package harness for the types).
+type Event = harness.Event
+
+// Usage is tokens and cost.
+type Usage = harness.Usage
+
+// AgentRequest runs one agent turn in a session.
+type AgentRequest struct {
+	// Agent names the agent (claude, codex, opencode, aider, custom);
+	// empty continues with the session's last agent.
+	Agent  string `json:"agent,omitempty"`
+	Prompt string `json:"prompt"`
+	Model  string `json:"model,omitempty"`
+	// BaseURL is the provider endpoint (a gateway, a local model).
+	BaseURL string `json:"base_url,omitempty"`
+	// APIKey, when set, is used for this turn instead of the engine's
+	// stored secret; it never reaches the engine's records.
+	APIKey string `json:"api_key,omitempty"`
+	// Cmd and Events describe a custom agent.
+	Cmd    string `json:"cmd,omitempty"`
+	Events string `json:"events,omitempty"`
+	// Schema, when set, is a JSON Schema the final answer must match.
+	Schema json.RawMessage `json:"schema,omitempty"`
+	// New starts a new conversation instead of continuing the last.
+	New bool `json:"new,omitempty"`
+}
+
+// Turn is one agent turn and how it ended.
+type Turn struct {
+	Session      string          `json:"session"`
+	N            int             `json:"n"`
+	Agent        string          `json:"agent"`
+	Prompt       string          `json:"prompt"`
+	Model        string          `json:"model,omitempty"`
+	AgentSession string          `json:"agent_session,omitempty"`
+	State        string          `json:"state"` // running, done, failed, interrupted
+	Started      time.Time       `json:"started"`
+	Ended        *time.Time      `json:"ended,omitempty"`
+	ExitCode     *int            `json:"exit_code,omitempty"`
+	Final        string          `json:"final,omitempty"`
+	Result       json.RawMessage `json:"result,omitempty"`
+	Usage        Usage           `json:"usage"`
+	Error        string          `json:"error,omitempty"`
+}
+
+// AgentLine is one line of an agent turn's response stream (JSON lines):
+// events as they happen, then the turn or an error.
+type AgentLine struct {
+	Event *Event `json:"event,omitempty"`
+	Turn  *Turn  `json:"turn,omitempty"`
+	Error *Error `json:"error,omitempty"`
+}
+
+// Secret is a stored secret's name (values never leave the engine).
+type Secret struct {
+	Name    string    `json:"name"`
+	Updated time.Time `json:"updated"`
+}
+
+// SecretRequest sets a secret.
+type SecretRequest struct {
+	Value string `json:"value"`
 }

@@ -13,6 +13,7 @@ import (
 	"net"
 	"net/http"
 	"net/url"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -388,4 +389,67 @@ func (c *Client) stream(ctx context.Context, path string, body any, req api.Exec
 			return -1, errdefs.New(errdefs.Class(e.Class), "%s", e.Message)
 		}
 	}
+}
+
+// Agent runs an agent turn in a session, calling event for each event as
+// it happens, and returns the turn once it ends. A turn that ends failed
+// is returned with its Error set, not as an error.
+func (c *Client) Agent(ctx context.Context, id string, req api.AgentRequest, event func(api.Event)) (api.Turn, error) {
+	resp, err := c.send(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/agent", nil, req)
+	if err != nil {
+		return api.Turn{}, err
+	}
+	defer resp.Body.Close()
+	dec := json.NewDecoder(resp.Body)
+	for {
+		var l api.AgentLine
+		if err := dec.Decode(&l); err != nil {
+			if ctx.Err() != nil {
+				return api.Turn{}, ctx.Err()
+			}
+			return api.Turn{}, errdefs.Unavailablef("lost the engine during the turn (%v): `airlock events %s` shows what was recorded", err, id)
+		}
+		switch {
+		case l.Event != nil:
+			if event != nil {
+				event(*l.Event)
+			}
+		case l.Error != nil:
+			return api.Turn{}, errdefs.New(errdefs.Class(l.Error.Class), "%s", l.Error.Message)
+		case l.Turn != nil:
+			return *l.Turn, nil
+		}
+	}
+}
+
+// Turns lists a session's agent turns.
+func (c *Client) Turns(ctx context.Context, id string) ([]api.Turn, error) {
+	var out []api.Turn
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/turns", nil, nil, &out)
+}
+
+// Events lists a session's agent events, of one turn if turn > 0.
+func (c *Client) Events(ctx context.Context, id string, turn int) ([]api.Event, error) {
+	var q url.Values
+	if turn > 0 {
+		q = url.Values{"turn": {strconv.Itoa(turn)}}
+	}
+	var out []api.Event
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/events", q, nil, &out)
+}
+
+// SetSecret stores a secret in the engine.
+func (c *Client) SetSecret(ctx context.Context, name, value string) error {
+	return c.do(ctx, "PUT", "/secrets/"+url.PathEscape(name), nil, api.SecretRequest{Value: value}, nil)
+}
+
+// Secrets lists the stored secrets' names.
+func (c *Client) Secrets(ctx context.Context) ([]api.Secret, error) {
+	var out []api.Secret
+	return out, c.do(ctx, "GET", "/secrets", nil, nil, &out)
+}
+
+// DeleteSecret removes a stored secret.
+func (c *Client) DeleteSecret(ctx context.Context, name string) error {
+	return c.do(ctx, "DELETE", "/secrets/"+url.PathEscape(name), nil, nil, nil)
 }

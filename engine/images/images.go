@@ -25,8 +25,12 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
+	ocispec "github.com/opencontainers/image-spec/specs-go/v1"
 	"golang.org/x/sys/unix"
 )
 
@@ -34,6 +38,13 @@ import (
 type Docker interface {
 	ImageInspect(ctx context.Context, imageID string, inspectOpts ...client.ImageInspectOption) (image.InspectResponse, error)
 	ImageImport(ctx context.Context, source image.ImportSource, ref string, options image.ImportOptions) (io.ReadCloser, error)
+	ImageTag(ctx context.Context, source, target string) error
+	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
+	ContainerAttach(ctx context.Context, containerID string, options container.AttachOptions) (types.HijackedResponse, error)
+	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	ContainerWait(ctx context.Context, containerID string, condition container.WaitCondition) (<-chan container.WaitResponse, <-chan error)
+	ContainerCommit(ctx context.Context, containerID string, options container.CommitOptions) (container.CommitResponse, error)
+	ContainerRemove(ctx context.Context, containerID string, options container.RemoveOptions) error
 }
 
 // Names of the images Airlock builds.
@@ -55,10 +66,12 @@ var BasePackages = []string{
 // Progress receives a build's progress.
 type Progress func(api.Progress)
 
-// Builder builds images. Scratch is a directory for root filesystems.
+// Builder builds images. Scratch is a directory for root filesystems and
+// package caches; CABundle, if set, is an extra CA bundle builds trust.
 type Builder struct {
-	Docker  Docker
-	Scratch string
+	Docker   Docker
+	Scratch  string
+	CABundle string
 }
 
 func recipe(parts ...string) string {
@@ -101,8 +114,10 @@ func (b *Builder) Build(ctx context.Context, req api.ImageBuildRequest, progress
 		return b.base(ctx, req, report)
 	case "tiny":
 		return b.tiny(ctx, req, report)
+	case "agents":
+		return b.agents(ctx, req, report)
 	}
-	return nil, errdefs.Invalidf("unknown image kind %q: use base or tiny", req.Kind)
+	return nil, errdefs.Invalidf("unknown image kind %q: use base, tiny or agents", req.Kind)
 }
 
 // tiny builds a busybox image from the host's static busybox, in memory.

@@ -17,6 +17,7 @@ import (
 	"net/http"
 	"os"
 	"path/filepath"
+	"strconv"
 	"sync"
 	"syscall"
 	"time"
@@ -61,6 +62,12 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("GET "+p+"/sessions/{id}/commands", s.commands)
 	m.HandleFunc("POST "+p+"/sessions/{id}/exec", s.exec)
 	m.HandleFunc("POST "+p+"/run", s.run)
+	m.HandleFunc("POST "+p+"/sessions/{id}/agent", s.agent)
+	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
+	m.HandleFunc("GET "+p+"/sessions/{id}/events", s.events)
+	m.HandleFunc("GET "+p+"/secrets", s.listSecrets)
+	m.HandleFunc("PUT "+p+"/secrets/{name}", s.setSecret)
+	m.HandleFunc("DELETE "+p+"/secrets/{name}", s.deleteSecret)
 	m.HandleFunc("GET "+p+"/images", s.listImages)
 	m.HandleFunc("POST "+p+"/images/build", s.buildImage)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
@@ -221,6 +228,108 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, list)
+}
+
+// agent runs an agent turn, streaming events as JSON lines; the last line
+// has the turn or an error. Errors before the first event are plain HTTP
+// errors.
+func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
+	var req api.AgentRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	var mu sync.Mutex
+	started := false
+	enc := json.NewEncoder(w)
+	flusher, _ := w.(http.Flusher)
+	send := func(l api.AgentLine) {
+		mu.Lock()
+		defer mu.Unlock()
+		if !started {
+			started = true
+			w.Header().Set("Content-Type", "application/x-ndjson")
+			w.WriteHeader(200)
+		}
+		enc.Encode(l)
+		if flusher != nil {
+			flusher.Flush()
+		}
+	}
+	turn, err := s.eng.Agent(r.Context(), r.PathValue("id"), req, func(ev api.Event) { send(api.AgentLine{Event: &ev}) })
+	if err != nil {
+		mu.Lock()
+		early := !started
+		mu.Unlock()
+		if early {
+			writeError(w, err)
+			return
+		}
+		c := errdefs.ClassOf(err)
+		send(api.AgentLine{Error: &api.Error{Class: string(c), Message: err.Error()}})
+		return
+	}
+	send(api.AgentLine{Turn: &turn})
+}
+
+func (s *Server) turns(w http.ResponseWriter, r *http.Request) {
+	turns, err := s.eng.Turns(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	if turns == nil {
+		turns = []api.Turn{}
+	}
+	writeJSON(w, 200, turns)
+}
+
+func (s *Server) events(w http.ResponseWriter, r *http.Request) {
+	turn := 0
+	if v := r.URL.Query().Get("turn"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 1 {
+			writeError(w, errdefs.Invalidf("turn %q: give a turn number (1, 2, ...)", v))
+			return
+		}
+		turn = n
+	}
+	evs, err := s.eng.Events(r.Context(), r.PathValue("id"), turn)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, evs)
+}
+
+func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
+	list, err := s.eng.Secrets(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, list)
+}
+
+func (s *Server) setSecret(w http.ResponseWriter, r *http.Request) {
+	var req api.SecretRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	if err := s.eng.SetSecret(r.Context(), r.PathValue("name"), req.Value); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.DeleteSecret(r.Context(), r.PathValue("name")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
 }
 
 // buildImage streams progress as JSON lines; the last line has Done or

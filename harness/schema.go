@@ -1,0 +1,119 @@
+package harness
+
+import (
+	"bytes"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"regexp"
+	"strings"
+
+	"github.com/santhosh-tekuri/jsonschema/v6"
+	"golang.org/x/text/language"
+	"golang.org/x/text/message"
+)
+
+var printer = message.NewPrinter(language.English)
+
+// Schema is a JSON Schema an agent's final answer must match.
+type Schema struct {
+	raw    json.RawMessage
+	schema *jsonschema.Schema
+}
+
+// CompileSchema parses a JSON Schema (drafts 4 to 2020-12; 2020-12 when
+// it names none).
+func CompileSchema(raw []byte) (*Schema, error) {
+	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
+	if err != nil {
+		return nil, fmt.Errorf("the schema is not JSON: %v", err)
+	}
+	c := jsonschema.NewCompiler()
+	if err := c.AddResource("schema.json", doc); err != nil {
+		return nil, fmt.Errorf("the schema does not parse: %v", err)
+	}
+	s, err := c.Compile("schema.json")
+	if err != nil {
+		return nil, fmt.Errorf("the schema does not compile: %v", err)
+	}
+	var compact bytes.Buffer
+	json.Compact(&compact, raw)
+	return &Schema{raw: compact.Bytes(), schema: s}, nil
+}
+
+// Instructions is what a prompt gets appended so that the agent ends
+// with a JSON answer.
+func (s *Schema) Instructions() string {
+	return "\n\nWhen you are done, end your reply with your final answer as a single JSON value that matches this JSON Schema, " +
+		"in a ```json code block, with nothing after it:\n" + string(s.raw)
+}
+
+// Retry is the prompt of the one retry turn after an answer that did not
+// match.
+func (s *Schema) Retry(problem error) string {
+	return "Your final answer did not match the required JSON Schema: " + problem.Error() +
+		"\nReply with only the corrected JSON value, in a ```json code block. The schema:\n" + string(s.raw)
+}
+
+var fenceRE = regexp.MustCompile("(?s)```(?:json|JSON)?[ \t]*\n(.*?)```")
+
+// Check finds the JSON value in an answer (the whole answer, its last
+// fenced block, or its outermost braces) and validates it.
+func (s *Schema) Check(answer string) (json.RawMessage, error) {
+	var candidates []string
+	candidates = append(candidates, strings.TrimSpace(answer))
+	if m := fenceRE.FindAllStringSubmatch(answer, -1); m != nil {
+		candidates = append(candidates, strings.TrimSpace(m[len(m)-1][1]))
+	}
+	for _, pair := range [][2]string{{"{", "}"}, {"[", "]"}} {
+		if i, j := strings.Index(answer, pair[0]), strings.LastIndex(answer, pair[1]); i >= 0 && j > i {
+			candidates = append(candidates, answer[i:j+1])
+		}
+	}
+	var firstErr error
+	for _, c := range candidates {
+		v, err := jsonschema.UnmarshalJSON(strings.NewReader(c))
+		if err != nil {
+			continue
+		}
+		if err := s.schema.Validate(v); err != nil {
+			if firstErr == nil {
+				firstErr = fmt.Errorf("%s", oneLine(err))
+			}
+			continue
+		}
+		var b bytes.Buffer
+		json.Compact(&b, []byte(c))
+		return b.Bytes(), nil
+	}
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	return nil, fmt.Errorf("the answer holds no JSON value")
+}
+
+func oneLine(err error) string {
+	var ve *jsonschema.ValidationError
+	if errors.As(err, &ve) {
+		var parts []string
+		for _, c := range leaves(ve) {
+			loc := "/" + strings.Join(c.InstanceLocation, "/")
+			parts = append(parts, fmt.Sprintf("at %s: %s", loc, c.ErrorKind.LocalizedString(printer)))
+		}
+		if len(parts) > 0 {
+			return strings.Join(parts, "; ")
+		}
+	}
+	return strings.Join(strings.Fields(err.Error()), " ")
+}
+
+func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
+	if len(ve.Causes) == 0 {
+		return []*jsonschema.ValidationError{ve}
+	}
+	var out []*jsonschema.ValidationError
+	for _, c := range ve.Causes {
+		out = append(out, leaves(c)...)
+	}
+	return out
+}
