@@ -107,7 +107,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, ag, t, key, schema, turn, out.emit)
+		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, key, schema, turn, out.emit)
 	}()
 	select {
 	case turn := <-done:
@@ -120,7 +120,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 
 // runTurn runs the agent, once more if its answer does not match the
 // schema, and records the turn's end.
-func (e *Engine) runTurn(ctx context.Context, id string, ag *harness.Agent, t harness.Turn, key string, schema *harness.Schema, turn api.Turn, sink func(api.Event)) api.Turn {
+func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harness.Agent, t harness.Turn, key string, schema *harness.Schema, turn api.Turn, sink func(api.Event)) api.Turn {
 	var usage harness.Usage
 	emit := func(ev harness.Event) {
 		ev.Turn = turn.N
@@ -166,8 +166,12 @@ func (e *Engine) runTurn(ctx context.Context, id string, ag *harness.Agent, t ha
 		}
 		if err == nil && code != 0 {
 			err = fmt.Errorf("%s exited with code %d%s", ag.Title, code, lastLines(stderr.String(), 5))
-			if code == 127 {
+			switch code {
+			case 127:
 				err = fmt.Errorf("%s is not installed in this session's image (exit 127): build one with `airlock image build --agents %s`", ag.Title, ag.Name)
+			case 137:
+				err = fmt.Errorf("%s was killed (exit 137), most often by the session's memory cap of %d MiB: start the session with a larger --memory%s",
+					ag.Title, memory>>20, lastLines(stderr.String(), 3))
 			}
 		}
 		return code, p.Final(), err

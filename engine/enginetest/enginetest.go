@@ -7,6 +7,8 @@ package enginetest
 
 import (
 	"context"
+	"net"
+	"net/http"
 	"os"
 	"path/filepath"
 	"sync"
@@ -17,6 +19,8 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/harness/mockmodel"
+	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 )
 
@@ -116,4 +120,46 @@ func RemoveAll(t testing.TB, e *Engine) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	e.Close(cctx)
+}
+
+var agentsOnce sync.Mutex
+
+// AgentsImage builds (or finds) the image with the real agent CLIs,
+// airlock/agents, over airlock/base. Package downloads are cached across
+// runs under the system's temporary directory.
+func AgentsImage(t testing.TB, d *client.Client) string {
+	t.Helper()
+	agentsOnce.Lock()
+	defer agentsOnce.Unlock()
+	scratch := filepath.Join(os.TempDir(), "airlock-test-build")
+	b := &images.Builder{Docker: d, Scratch: scratch}
+	start := time.Now()
+	img, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "agents", Agents: []string{"claude", "codex", "opencode"}}, nil)
+	if err != nil {
+		t.Fatalf("build the agents image: %v", err)
+	}
+	if d := time.Since(start); d > 5*time.Second {
+		t.Logf("built %s in %s", img.Name, d.Round(time.Second))
+	}
+	return img.Name
+}
+
+// Model starts a scripted mock model server that sessions reach on the
+// Docker bridge's gateway address, and returns it with its base URL.
+func Model(t testing.TB, d *client.Client, script ...mockmodel.Reply) (*mockmodel.Server, string) {
+	t.Helper()
+	nw, err := d.NetworkInspect(context.Background(), "bridge", network.InspectOptions{})
+	if err != nil || len(nw.IPAM.Config) == 0 {
+		t.Fatalf("find the Docker bridge's gateway: %v", err)
+	}
+	gw := nw.IPAM.Config[0].Gateway
+	l, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
+	if err != nil {
+		t.Fatalf("listen on the bridge gateway %s: %v", gw, err)
+	}
+	m := mockmodel.New(script...)
+	srv := &http.Server{Handler: m}
+	go srv.Serve(l)
+	t.Cleanup(func() { srv.Close() })
+	return m, "http://" + l.Addr().String()
 }
