@@ -210,7 +210,7 @@ func TestSchema(t *testing.T) {
 	for answer, want := range map[string]string{
 		`{"fixed": true}`: `{"fixed":true}`,
 		"I fixed it.\n\n```json\n{\"fixed\": true, \"files\": [\"a.go\"]}\n```\n": `{"fixed":true,"files":["a.go"]}`,
-		"Result: {\"fixed\": false} as asked.":                                       `{"fixed":false}`,
+		"Result: {\"fixed\": false} as asked.":                                    `{"fixed":false}`,
 	} {
 		got, err := s.Check(answer)
 		if err != nil || string(got) != want {
