@@ -115,6 +115,10 @@ func runTurn(ctx context.Context, c *client.Client, id string, req api.AgentRequ
 		}
 	}
 	show := newTurnView(os.Stdout, os.Stderr, asJSON)
+	if len(req.Schema) > 0 && !asJSON {
+		// Standard output is for the structured result alone.
+		show.out = os.Stderr
+	}
 	turn, err := c.Agent(ctx, id, req, show.event)
 	show.clear()
 	if err != nil {
@@ -125,7 +129,7 @@ func runTurn(ctx context.Context, c *client.Client, id string, req api.AgentRequ
 		fmt.Fprintf(os.Stderr, "airlock: turn %d failed: %s\n", turn.N, turn.Error)
 		return 1, nil
 	}
-	if len(turn.Result) > 0 && !asJSON {
+	if len(req.Schema) > 0 && !asJSON {
 		fmt.Println(string(turn.Result))
 	}
 	return 0, nil

@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"github.com/airlock/airlock/harness/mockmodel"
 	"io"
 	"os"
 	"os/exec"
@@ -411,5 +412,76 @@ func TestReviewWorkflow(t *testing.T) {
 	stat := c.ok("diff", id, "--stat")
 	if !strings.Contains(stat, "f.txt") || strings.Contains(stat, "config.yaml") {
 		t.Errorf("left for review:\n%s", stat)
+	}
+}
+
+// TestAgentWalkthrough runs the README's agent commands with the real
+// Claude Code CLI against the mock model: a key kept by the engine, a
+// first turn as JSON lines, a second turn with a schema, the events.
+func TestAgentWalkthrough(t *testing.T) {
+	c := newCLI(t)
+	d := enginetest.Require(t)
+	enginetest.AgentsImage(t, d)
+	model, base := enginetest.Model(t, d,
+		mockmodel.Reply{Tool: "Bash", Input: map[string]any{"command": "echo fixed > fix.txt"}},
+		mockmodel.Reply{Text: "Fixed."},
+		mockmodel.Reply{Text: "```json\n{\"files\": [\"fix.txt\"]}\n```"},
+	)
+	p := sampleProject(t)
+	c.env = append(c.env, "ANTHROPIC_BASE_URL="+base)
+
+	set := exec.Command(c.bin, "secret", "set", "ANTHROPIC_API_KEY")
+	set.Env, set.Stdin = c.env, strings.NewReader("sk-from-the-secret-store\n")
+	if out, err := set.CombinedOutput(); err != nil {
+		t.Fatalf("secret set: %v: %s", err, out)
+	}
+	if out := c.ok("secret", "ls"); !strings.Contains(out, "ANTHROPIC_API_KEY") || strings.Contains(out, "sk-from") {
+		t.Fatalf("secret ls shows %q: want the name and never the value", out)
+	}
+
+	out := c.ok("run", "--project", p, "--agent", "claude", "--prompt", "fix the bug", "--json")
+	var types []string
+	for _, line := range strings.Split(strings.TrimSpace(out), "\n") {
+		var ev api.Event
+		if err := json.Unmarshal([]byte(line), &ev); err != nil {
+			t.Fatalf("--json printed a line that is not JSON: %q", line)
+		}
+		types = append(types, ev.Type)
+	}
+	if !strings.Contains(strings.Join(types, " "), "session tool_call command message usage turn_done") {
+		t.Fatalf("events %v", types)
+	}
+	if model.Requests()[len(model.Requests())-1].APIKey != "sk-from-the-secret-store" {
+		t.Errorf("the stored key did not reach the CLI")
+	}
+	id := strings.Fields(c.ok("ls", "-q"))[0]
+	if !strings.Contains(c.ok("diff", id, "--stat"), "fix.txt") {
+		t.Errorf("the agent's file is not in the diff")
+	}
+
+	schema := filepath.Join(t.TempDir(), "result.schema.json")
+	os.WriteFile(schema, []byte(`{"type":"object","required":["files"],"properties":{"files":{"type":"array"}}}`), 0o644)
+	out = c.ok("agent", id, "which files did you change?", "--schema", schema)
+	if strings.TrimSpace(out) != `{"files":["fix.txt"]}` {
+		t.Errorf("the structured result printed %q", out)
+	}
+	if out := c.ok("events", id, "--turn", "2"); !strings.Contains(out, "turn 2 done") {
+		t.Errorf("events --turn 2: %q", out)
+	}
+
+	for _, tc := range []struct {
+		args []string
+		code int
+		says string
+	}{
+		{[]string{"run", "--project", p, "--agent", "nosuch", "--prompt", "x"}, 64, "unknown agent"},
+		{[]string{"run", "--project", p, "--agent", "claude"}, 64, "no prompt"},
+		{[]string{"run", "--project", p, "--prompt", "x"}, 64, "--agent"},
+		{[]string{"agent", id, "x", "--schema", "/nonexistent.json"}, 64, "--schema"},
+	} {
+		code, _, errs := c.run(tc.args...)
+		if code != tc.code || !strings.Contains(errs, tc.says) {
+			t.Errorf("airlock %v: exit %d, %q; want %d and %q", tc.args, code, errs, tc.code, tc.says)
+		}
 	}
 }
