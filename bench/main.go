@@ -5,6 +5,8 @@
 //  2. diff of 100 changed files in a 100,000-file project vs `git status --porcelain`
 //  3. accept of 10,000 small files vs `cp -a`
 //  4. engine memory (RSS) idle and with 20 live sessions
+//     5-7. base capture, large diffs, three-way merges
+//  8. agent turn overhead vs the same CLI by `docker exec`
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -79,6 +81,9 @@ func main() {
 	}
 	if want("7") {
 		b.mergeVsGitMergeFile(100)
+	}
+	if want("8") {
+		b.agentTurn(10)
 	}
 	if *only != "" {
 		return
