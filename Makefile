@@ -34,6 +34,7 @@ fuzz:
 	for f in FuzzHunks FuzzParsePatch FuzzPathResolution; do \
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./review || exit 1; \
 	done
+	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./harness
 
 test-short:
 	$(GO) test -short ./...

@@ -73,6 +73,15 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 			}
 		}
 	}
+	// What the conversation cost before, for CLIs that report its total.
+	var costBefore float64
+	if ag.CumulativeCost && t.Resume != "" {
+		for _, tr := range turns {
+			if tr.Agent == ag.Name && tr.AgentSession == t.Resume {
+				costBefore += tr.Usage.CostUSD
+			}
+		}
+	}
 	var schema *harness.Schema
 	if len(req.Schema) > 0 {
 		if schema, err = harness.CompileSchema(req.Schema); err != nil {
@@ -107,7 +116,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, key, schema, turn, out.emit)
+		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, key, schema, turn, costBefore, out.emit)
 	}()
 	select {
 	case turn := <-done:
@@ -120,7 +129,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 
 // runTurn runs the agent, once more if its answer does not match the
 // schema, and records the turn's end.
-func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harness.Agent, t harness.Turn, key string, schema *harness.Schema, turn api.Turn, sink func(api.Event)) api.Turn {
+func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harness.Agent, t harness.Turn, key string, schema *harness.Schema, turn api.Turn, costBefore float64, sink func(api.Event)) api.Turn {
 	var usage harness.Usage
 	emit := func(ev harness.Event) {
 		ev.Turn = turn.N
@@ -130,6 +139,12 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 		switch ev.Type {
 		case harness.EventUsage:
 			if ev.Usage != nil {
+				if ag.CumulativeCost {
+					u := *ev.Usage
+					u.CostUSD = max(0, u.CostUSD-costBefore)
+					costBefore += u.CostUSD
+					ev.Usage = &u
+				}
 				usage.Add(*ev.Usage)
 			}
 		case harness.EventSession:

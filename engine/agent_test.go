@@ -142,6 +142,10 @@ func TestAgentsRealCLIs(t *testing.T) {
 			if t2.State != "done" || t2.N != 2 || t2.Agent != tc.agent || t2.Final != "Turn two is done." {
 				t.Fatalf("turn 2: %+v", t2)
 			}
+			if tc.agent == "claude" && !(t2.Usage.CostUSD > 0 && t2.Usage.CostUSD < t1.Usage.CostUSD) {
+				// Claude Code reports the conversation's total; a turn shows its own.
+				t.Errorf("turn costs %v then %v: turn 2 (one model call) should cost less than turn 1 (three)", t1.Usage.CostUSD, t2.Usage.CostUSD)
+			}
 			if t2.AgentSession != t1.AgentSession {
 				t.Errorf("turn 2 ran in conversation %q, turn 1 in %q", t2.AgentSession, t1.AgentSession)
 			}

@@ -20,6 +20,7 @@ var Claude = register(&Agent{
 	BaseURLEnv:     "ANTHROPIC_BASE_URL",
 	DefaultBaseURL: "https://api.anthropic.com",
 	Continues:      true,
+	CumulativeCost: true,
 	Command: func(t Turn) (Invocation, error) {
 		argv := []string{"claude", "-p", t.Prompt, "--output-format", "stream-json", "--verbose", "--dangerously-skip-permissions"}
 		if t.Model != "" {

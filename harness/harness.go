@@ -122,6 +122,9 @@ type Agent struct {
 	NewParser func(t Turn) Parser
 	// Continues says whether a later turn continues the conversation.
 	Continues bool
+	// CumulativeCost says the CLI reports the cost of the whole
+	// conversation so far, not of the turn.
+	CumulativeCost bool
 }
 
 // Parser maps a CLI's output lines to events.

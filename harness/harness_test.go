@@ -230,3 +230,23 @@ func TestSchema(t *testing.T) {
 		}
 	}
 }
+
+// No output line, however broken, makes a parser panic or lose the line.
+func FuzzParseLine(f *testing.F) {
+	for _, file := range []string{"testdata/claude.jsonl", "testdata/codex.jsonl", "testdata/opencode.jsonl", "testdata/aider.txt"} {
+		b, _ := os.ReadFile(file)
+		for _, l := range strings.Split(string(b), "\n") {
+			f.Add([]byte(l))
+		}
+	}
+	f.Fuzz(func(t *testing.T, line []byte) {
+		for _, a := range []*Agent{Claude, Codex, OpenCode, Aider, Custom} {
+			for _, events := range []string{"", "jsonl"} {
+				p := a.NewParser(Turn{Events: events})
+				p.Line(line)
+				p.End()
+				p.Final()
+			}
+		}
+	})
+}
