@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -119,7 +120,9 @@ func runTurn(ctx context.Context, c *client.Client, id string, req api.AgentRequ
 		// Standard output is for the structured result alone.
 		show.out = os.Stderr
 	}
+	stop := show.tick()
 	turn, err := c.Agent(ctx, id, req, show.event)
+	stop()
 	show.clear()
 	if err != nil {
 		return 1, err
@@ -279,6 +282,7 @@ func secretCmd(g *globals) *cobra.Command {
 // turnView shows a turn's events: progress lines (with a status line on a
 // terminal) or JSON lines.
 type turnView struct {
+	mu        sync.Mutex
 	out, errw io.Writer
 	json      bool
 	tty       bool
@@ -293,7 +297,37 @@ func newTurnView(out, errw *os.File, asJSON bool) *turnView {
 	return &turnView{out: out, errw: errw, json: asJSON, tty: term.IsTerminal(int(errw.Fd())) && !asJSON, start: time.Now(), files: map[string]bool{}}
 }
 
+// tick keeps the status line's clock going between events.
+func (v *turnView) tick() (stop func()) {
+	if !v.tty {
+		return func() {}
+	}
+	done := make(chan struct{})
+	go func() {
+		t := time.NewTicker(time.Second)
+		defer t.Stop()
+		for {
+			select {
+			case <-t.C:
+				v.mu.Lock()
+				v.clearLocked()
+				v.statusLine()
+				v.mu.Unlock()
+			case <-done:
+				return
+			}
+		}
+	}()
+	return func() { close(done) }
+}
+
 func (v *turnView) clear() {
+	v.mu.Lock()
+	defer v.mu.Unlock()
+	v.clearLocked()
+}
+
+func (v *turnView) clearLocked() {
 	if v.status {
 		fmt.Fprint(v.errw, "\r\x1b[K")
 		v.status = false
@@ -308,12 +342,14 @@ func (v *turnView) paint(color, s string) string {
 }
 
 func (v *turnView) event(ev api.Event) {
+	v.mu.Lock()
+	defer v.mu.Unlock()
 	if v.json {
 		b, _ := json.Marshal(ev)
 		fmt.Fprintln(v.out, string(b))
 		return
 	}
-	v.clear()
+	v.clearLocked()
 	switch ev.Type {
 	case harness.EventMessage:
 		fmt.Fprintln(v.out, strings.TrimRight(ev.Text, "\n"))
@@ -340,14 +376,23 @@ func (v *turnView) event(ev api.Event) {
 	case harness.EventError:
 		fmt.Fprintln(v.errw, v.paint("31", "  ! "+ev.Text))
 	}
-	if v.tty && ev.Type != harness.EventTurnDone {
-		tool := ""
-		if v.tool != "" {
-			tool = " · " + v.tool
-		}
-		fmt.Fprintf(v.errw, "%s", v.paint("2", fmt.Sprintf("  … %s%s · %d file(s) · %s tokens", time.Since(v.start).Round(time.Second), tool, len(v.files), kilo(v.usage.InputTokens+v.usage.OutputTokens))))
-		v.status = true
+	if ev.Type != harness.EventTurnDone {
+		v.statusLine()
 	}
+}
+
+// statusLine shows, on a terminal, the time, the current tool, the files
+// touched and the tokens so far.
+func (v *turnView) statusLine() {
+	if !v.tty {
+		return
+	}
+	tool := ""
+	if v.tool != "" {
+		tool = " · " + v.tool
+	}
+	fmt.Fprintf(v.errw, "%s", v.paint("2", fmt.Sprintf("  … %s%s · %d file(s) · %s tokens", time.Since(v.start).Round(time.Second), tool, len(v.files), kilo(v.usage.InputTokens+v.usage.OutputTokens))))
+	v.status = true
 }
 
 func (v *turnView) summary(t api.Turn) {
