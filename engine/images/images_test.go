@@ -11,6 +11,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/engine/images"
+	"github.com/airlock/airlock/errdefs"
 )
 
 // TestBaseImage builds the default image as `airlock image build` does
@@ -65,7 +66,22 @@ func TestBaseImage(t *testing.T) {
 
 func TestTinyImageRejectsUnknownKind(t *testing.T) {
 	b := &images.Builder{}
-	if _, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "huge"}, nil); err == nil || !strings.Contains(err.Error(), "base or tiny") {
+	if _, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "huge"}, nil); err == nil || !strings.Contains(err.Error(), "base, tiny or agents") {
 		t.Errorf("unknown kind: %v", err)
+	}
+}
+
+// Agents to install are checked before anything is built.
+func TestAgentsImageRejectsBadNames(t *testing.T) {
+	b := &images.Builder{}
+	for agents, want := range map[string]string{
+		"":              "no agents named",
+		"claude,nosuch": "unknown agent \"nosuch\"",
+		"custom":        "nothing to install",
+	} {
+		_, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "agents", Agents: strings.Split(agents, ",")}, nil)
+		if !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), want) {
+			t.Errorf("--agents %q: %v, want an invalid-input error saying %q", agents, err, want)
+		}
 	}
 }
