@@ -412,3 +412,28 @@ func TestRunOutlivesCaller(t *testing.T) {
 	}
 	t.Fatalf("the command's end was never recorded")
 }
+
+// A diff right after a command lists every file it wrote. (Listing the
+// upper layer once trusted a short getdents answer on tmpfs to be the
+// end, and lost a directory now and then on Linux 6.18.)
+func TestDiffRightAfterManyWrites(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	for round := 0; round < 6; round++ {
+		var out bytes.Buffer
+		var sess api.Session
+		_, err := e.Run(ctx, api.CreateRequest{Project: t.TempDir()},
+			api.ExecRequest{Argv: []string{"sh", "-c", "for d in $(seq 1 100); do mkdir d$d; for f in $(seq 1 100); do echo $d $f > d$d/f$f; done; done"}},
+			engine.ExecIO{Stdout: &out, Stderr: &out}, func(s api.Session) { sess = s })
+		must(t, err)
+		if got, _ := e.Get(ctx, sess.ID); got.Changed != 10000 {
+			t.Fatalf("round %d: the session counts %d changes, want 10000", round, got.Changed)
+		}
+		d, err := e.Diff(ctx, sess.ID, nil)
+		must(t, err)
+		if len(d.Files) != 10000 {
+			t.Fatalf("round %d: the diff lists %d files, want 10000", round, len(d.Files))
+		}
+		must(t, e.Remove(ctx, sess.ID))
+	}
+}

@@ -149,10 +149,6 @@ type Layers struct {
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
 	w := &walker{sem: make(chan struct{}, max(4, 2*runtime.NumCPU())), hostRoot: -1}
-	var sfs unix.Statfs_t
-	if unix.Statfs(l.Upper, &sfs) == nil && sfs.Type == unix.TMPFS_MAGIC {
-		w.tmpfs = true
-	}
 	if fd, err := unix.Open(l.Project, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
 		w.hostRoot = fd
 		defer unix.Close(fd)
@@ -224,8 +220,7 @@ func typeOf(m fs.FileMode) Type {
 // walker walks subdirectories on a few goroutines: reading both sides of
 // many small files is mostly waiting on syscalls.
 type walker struct {
-	hostRoot int  // the project root, open
-	tmpfs    bool // the upper layer is on tmpfs (see readUpperNames)
+	hostRoot int // the project root, open
 	sem      chan struct{}
 	wg       sync.WaitGroup
 	mu       sync.Mutex
@@ -250,7 +245,7 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 	if !hostDir || hfd < 0 {
 		herr = unix.ENOENT
 	}
-	names, err := w.readUpperNames(ufd)
+	names, err := readNames(ufd)
 	if err != nil {
 		return err
 	}
@@ -402,13 +397,6 @@ func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Chan
 		return hostOnly(l, rel, udir, out)
 	}
 	return nil
-}
-
-// readUpperNames lists a directory of the upper layer. tmpfs fills a
-// getdents buffer until the directory ends, so there a short answer is the
-// whole listing and the usual extra call that returns 0 can be skipped.
-func (w *walker) readUpperNames(fd int) ([]string, error) {
-	return readDir(fd, w.tmpfs)
 }
 
 // statInfo is an fs.FileInfo from a stat relative to a directory.

@@ -124,12 +124,11 @@ func removeAll(dirfd int, name string) error {
 	return unix.Unlinkat(dirfd, name, unix.AT_REMOVEDIR)
 }
 
-func readNames(fd int) ([]string, error) { return readDir(fd, false) }
-
-// readDir lists the names in the directory fd. shortIsEnd trusts a
-// getdents answer that did not fill the buffer to be the last one (true of
-// tmpfs).
-func readDir(fd int, shortIsEnd bool) ([]string, error) {
+// readNames lists the names in the directory fd. Only a getdents call
+// that returns nothing ends the listing: tmpfs can answer short before the
+// end (seen on Linux 6.18, where trusting a short answer lost a directory's
+// worth of changes now and then).
+func readNames(fd int) ([]string, error) {
 	var names []string
 	buf := make([]byte, 64*1024)
 	for {
@@ -141,8 +140,5 @@ func readDir(fd int, shortIsEnd bool) ([]string, error) {
 			return names, nil
 		}
 		_, _, names = unix.ParseDirent(buf[:n], -1, names)
-		if shortIsEnd && n < len(buf)-4096 {
-			return names, nil
-		}
 	}
 }
