@@ -3,42 +3,33 @@ package harness
 import (
 	"bytes"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"regexp"
 	"strings"
 
-	"github.com/santhosh-tekuri/jsonschema/v6"
-	"golang.org/x/text/language"
-	"golang.org/x/text/message"
+	"github.com/google/jsonschema-go/jsonschema"
 )
-
-var printer = message.NewPrinter(language.English)
 
 // Schema is a JSON Schema an agent's final answer must match.
 type Schema struct {
-	raw    json.RawMessage
-	schema *jsonschema.Schema
+	raw      json.RawMessage
+	resolved *jsonschema.Resolved
 }
 
-// CompileSchema parses a JSON Schema (drafts 4 to 2020-12; 2020-12 when
-// it names none).
+// CompileSchema parses a JSON Schema (draft 2020-12 or draft-07; 2020-12
+// when it names none).
 func CompileSchema(raw []byte) (*Schema, error) {
-	doc, err := jsonschema.UnmarshalJSON(bytes.NewReader(raw))
-	if err != nil {
-		return nil, fmt.Errorf("the schema is not JSON: %v", err)
-	}
-	c := jsonschema.NewCompiler()
-	if err := c.AddResource("schema.json", doc); err != nil {
+	var s jsonschema.Schema
+	if err := json.Unmarshal(raw, &s); err != nil {
 		return nil, fmt.Errorf("the schema does not parse: %v", err)
 	}
-	s, err := c.Compile("schema.json")
+	rs, err := s.Resolve(nil)
 	if err != nil {
 		return nil, fmt.Errorf("the schema does not compile: %v", err)
 	}
 	var compact bytes.Buffer
 	json.Compact(&compact, raw)
-	return &Schema{raw: compact.Bytes(), schema: s}, nil
+	return &Schema{raw: compact.Bytes(), resolved: rs}, nil
 }
 
 // Instructions is what a prompt gets appended so that the agent ends
@@ -72,13 +63,13 @@ func (s *Schema) Check(answer string) (json.RawMessage, error) {
 	}
 	var firstErr error
 	for _, c := range candidates {
-		v, err := jsonschema.UnmarshalJSON(strings.NewReader(c))
-		if err != nil {
+		var v any
+		if json.Unmarshal([]byte(c), &v) != nil {
 			continue
 		}
-		if err := s.schema.Validate(v); err != nil {
+		if err := s.resolved.Validate(v); err != nil {
 			if firstErr == nil {
-				firstErr = fmt.Errorf("%s", oneLine(err))
+				firstErr = fmt.Errorf("%s", strings.Join(strings.Fields(err.Error()), " "))
 			}
 			continue
 		}
@@ -90,30 +81,4 @@ func (s *Schema) Check(answer string) (json.RawMessage, error) {
 		return nil, firstErr
 	}
 	return nil, fmt.Errorf("the answer holds no JSON value")
-}
-
-func oneLine(err error) string {
-	var ve *jsonschema.ValidationError
-	if errors.As(err, &ve) {
-		var parts []string
-		for _, c := range leaves(ve) {
-			loc := "/" + strings.Join(c.InstanceLocation, "/")
-			parts = append(parts, fmt.Sprintf("at %s: %s", loc, c.ErrorKind.LocalizedString(printer)))
-		}
-		if len(parts) > 0 {
-			return strings.Join(parts, "; ")
-		}
-	}
-	return strings.Join(strings.Fields(err.Error()), " ")
-}
-
-func leaves(ve *jsonschema.ValidationError) []*jsonschema.ValidationError {
-	if len(ve.Causes) == 0 {
-		return []*jsonschema.ValidationError{ve}
-	}
-	var out []*jsonschema.ValidationError
-	for _, c := range ve.Causes {
-		out = append(out, leaves(c)...)
-	}
-	return out
 }
