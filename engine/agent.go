@@ -5,13 +5,16 @@ import (
 	"context"
 	"fmt"
 	"net"
+	"net/netip"
 	"net/url"
 	"regexp"
+	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
@@ -105,6 +108,9 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 		return api.Turn{}, err
 	}
 	if err := checkEndpoint(firstOf(t.BaseURL, ag.DefaultBaseURL)); err != nil {
+		return api.Turn{}, err
+	}
+	if err := e.allowEndpoint(ctx, rec.ID, firstOf(t.BaseURL, ag.DefaultBaseURL)); err != nil {
 		return api.Turn{}, err
 	}
 	turn, err := e.store.StartTurn(ctx, api.Turn{Session: rec.ID, Agent: ag.Name, Prompt: req.Prompt, Model: t.Model, AgentSession: t.Resume, Started: time.Now()})
@@ -276,6 +282,60 @@ func (e *Engine) probe(ctx context.Context, containerID string, argv []string) (
 		return -1, errdefs.Unavailablef("could not read a probe's exit code from Docker")
 	}
 	return *code, nil
+}
+
+// allowEndpoint lets the session reach the agent's model endpoint: the
+// user named it, so its host and port are added to the session's policy
+// (a private address included, for a local model or gateway) unless the
+// policy allows them already.
+func (e *Engine) allowEndpoint(ctx context.Context, id, raw string) error {
+	l := e.liveSession(id)
+	if raw == "" || l == nil || l.net == nil {
+		return nil
+	}
+	u, err := url.Parse(raw)
+	if err != nil {
+		return nil // checkEndpoint said so already
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	n, _ := strconv.Atoi(port)
+	host := u.Hostname()
+	pol := l.net.proxy.Policy()
+	addrs := []netip.Addr{}
+	if a, err := netip.ParseAddr(host); err == nil {
+		addrs = append(addrs, a)
+	} else if pol.Name(host, n).Allowed {
+		ips, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
+		addrs = ips
+		ok := true
+		for _, a := range ips {
+			ok = ok && pol.Addr(a, n, true).Allowed
+		}
+		if ok {
+			return nil
+		}
+	}
+	if len(addrs) == 1 && pol.Addr(addrs[0], n, false).Allowed {
+		return nil
+	}
+	private := false
+	for _, a := range addrs {
+		if egress.Special(a) != "" {
+			private = true
+		}
+	}
+	ch := api.PolicyChange{Allow: []string{net.JoinHostPort(host, port)}}
+	if !strings.Contains(host, ":") {
+		ch.Allow = []string{host + ":" + port}
+	}
+	if private {
+		ch.Private = &private
+	}
+	_, err = e.Policy(ctx, id, ch)
+	return err
 }
 
 // endpointOK caches endpoints found reachable, so that a conversation

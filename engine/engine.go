@@ -37,6 +37,9 @@ type Defaults struct {
 	CABundle string
 	// Agents holds per-agent settings (model, endpoint), by agent name.
 	Agents map[string]AgentDefaults
+	// Egress is the network policy of sessions that ask for none
+	// (default: custom, allowing DefaultAllow).
+	Egress api.EgressPolicy
 }
 
 // Built-in defaults.
@@ -50,6 +53,9 @@ const (
 func (d Defaults) withBuiltins() Defaults {
 	if d.Image == "" {
 		d.Image = DefaultImage
+	}
+	if d.Egress.Mode == "" {
+		d.Egress = api.EgressPolicy{Mode: "custom", Allow: append(DefaultAllow, d.Egress.Allow...), Deny: d.Egress.Deny, Private: d.Egress.Private}
 	}
 	if d.Limits.WorkspaceSize == 0 {
 		d.Limits.WorkspaceSize = DefaultWorkspaceSize
@@ -97,6 +103,9 @@ type live struct {
 	// stopCapture ends the background base content capture and waits for
 	// it; removal calls it before deleting the session's files.
 	stopCapture func()
+	// net is the session's egress (nil for a session without a network
+	// of its own).
+	net *egressState
 }
 
 // New starts an engine over the given Docker client and store and re-adopts

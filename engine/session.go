@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"strings"
@@ -12,6 +13,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
@@ -45,9 +47,19 @@ const idleScript = "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; d
 // containerSpec is the container of a session: cmd as its main process,
 // the merged workspace at /workspace, hardened and limited. A session's
 // container can be made again from its record alone.
-func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string) (*container.Config, *container.HostConfig) {
+func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, gw netip.Addr) (*container.Config, *container.HostConfig) {
 	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + rec.ID}, rec.Env...)
 	mounts := []mount.Mount{{Type: mount.TypeBind, Source: merged, Target: workspacePath}}
+	netMode := container.NetworkMode("")
+	var sysctls map[string]string
+	if rec.Network != "" {
+		// The session's own network; its tools use the engine's proxy
+		// and DNS, and it has no IPv6.
+		netMode = container.NetworkMode(rec.Network)
+		env = append(env, proxyEnv(gw)...)
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true})
+		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
+	}
 	if rec.CABundle != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, caFile), Target: caPath, ReadOnly: true})
 		env = append(env, caEnv()...)
@@ -64,6 +76,8 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string) (
 			Labels:     map[string]string{labelSession: rec.ID, labelEngine: e.stateDir},
 			Hostname:   "airlock-" + rec.ID[:8],
 		}, &container.HostConfig{
+			NetworkMode: netMode,
+			Sysctls:     sysctls,
 			Mounts:      mounts,
 			Init:        &init,
 			CapDrop:     []string{"ALL"},
@@ -132,10 +146,19 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		user = fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
 	}
 
+	pol, err := e.policyOf(req.Egress)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if err := egress.Available(); err != nil {
+		return api.Session{}, errdefs.Unavailablef("sessions need the host firewall for their network policy: %v", err)
+	}
+
 	id := newID()
 	rec := store.Session{
 		ID: id, Project: project, Image: image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: user, Limits: limits, Env: req.Env, CABundle: caBundle,
+		Network: networkName(id), Egress: specJSON(pol),
 	}
 	// Recorded first, so that a crash mid-create is cleaned up on restart.
 	if err := e.store.PutSession(ctx, rec); err != nil {
@@ -146,6 +169,35 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		if !ok {
 			e.teardown(context.WithoutCancel(ctx), rec)
 			e.store.DeleteSession(context.WithoutCancel(ctx), id)
+		}
+	}()
+	// The session's network and its egress come up while the workspace
+	// is mounted.
+	type netDone struct {
+		gw  netip.Addr
+		st  *egressState
+		err error
+	}
+	netc := make(chan netDone, 1)
+	go func() {
+		gw, err := e.createNetwork(ctx, id)
+		if err != nil {
+			netc <- netDone{err: err}
+			return
+		}
+		st, err := e.startEgress(id, gw, pol)
+		netc <- netDone{gw, st, err}
+	}()
+	var egressUp *egressState
+	defer func() {
+		if !ok {
+			if egressUp == nil {
+				if nd := <-netc; nd.st != nil {
+					nd.st.close(id)
+				}
+			} else {
+				egressUp.close(id)
+			}
 		}
 	}()
 	tMount := time.Now()
@@ -182,8 +234,17 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	if first != nil {
 		cmd = first.cmd()
 	}
+	nd := <-netc
+	if nd.err != nil {
+		netc <- nd // for the deferred cleanup
+		return api.Session{}, nd.err
+	}
+	egressUp, gw := nd.st, nd.gw
+	if _, err := writeResolvConf(rec.Dir, gw); err != nil {
+		return api.Session{}, err
+	}
 	tCreate := time.Now()
-	cfg, hostCfg := e.containerSpec(rec, cmd, ws.Merged())
+	cfg, hostCfg := e.containerSpec(rec, cmd, ws.Merged(), gw)
 	if first != nil {
 		cfg.Labels[labelFirst] = "1"
 		// The first command's output goes to its caller, not to a log.
@@ -233,7 +294,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	cctx, cancel := context.WithCancel(context.Background())
 	captureDone := make(chan struct{})
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }}
+	e.sessions[id] = &live{ws: ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }, net: egressUp}
 	e.mu.Unlock()
 	ok = true
 	e.bg.Add(1)
@@ -354,6 +415,14 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 			errs = append(errs, err)
 		}
 	}
+	if len(errs) == 0 && rec.Network != "" {
+		(egress.Firewall{}).Remove(rec.ID, bridgeName(rec.ID))
+		if err := e.docker.NetworkRemove(ctx, rec.Network); err != nil {
+			if err := dockerError("remove the session's network", err); !errdefs.IsNotFound(err) {
+				errs = append(errs, err)
+			}
+		}
+	}
 	if len(errs) == 0 { // never unmount under a live container
 		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
 		if err := ws.Unmount(); err != nil {
@@ -388,6 +457,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		l.mu.Lock() // no review or accept may be using the base
 		l.base.Close()
 		l.mu.Unlock()
+		l.net.close(rec.ID)
 	}
 	if err := e.teardown(ctx, rec); err != nil {
 		return err
@@ -431,6 +501,7 @@ func (e *Engine) view(r store.Session, count bool) api.Session {
 	s := api.Session{
 		ID: r.ID, Project: r.Project, Image: r.Image, State: r.State, Created: r.Created,
 		ContainerID: r.ContainerID, User: r.User, Limits: r.Limits, Error: r.Error, Changed: -1,
+		Egress: storedPolicy(r),
 	}
 	if l := e.liveSession(r.ID); l != nil {
 		if u, err := l.ws.Usage(); err == nil {
@@ -493,8 +564,16 @@ func (e *Engine) adopt(ctx context.Context) error {
 		if err := review.Recover(e.journalPath(r.ID)); err != nil {
 			e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
 		}
-		e.sessions[r.ID] = &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
+		l := &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
+		e.sessions[r.ID] = l
 		state, found := states[r.ID]
+		if found && r.Network != "" {
+			// The proxy, DNS and firewall rules went with the previous
+			// engine; until they are back the session has no way out.
+			if err := e.restartEgress(ctx, r, l); err != nil {
+				e.log.Error("restart a session's egress", "session", r.ID, "err", err)
+			}
+		}
 		switch {
 		case !found:
 			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
@@ -526,13 +605,36 @@ func (e *Engine) adopt(ctx context.Context) error {
 	return e.settleCommands(ctx)
 }
 
+// restartEgress brings a re-adopted session's egress back up with its
+// stored policy.
+func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live) error {
+	gw, err := e.gateway(ctx, r.ID)
+	if err != nil {
+		return err
+	}
+	pol, err := e.policyOf(storedPolicy(r))
+	if err != nil {
+		return err
+	}
+	st, err := e.startEgress(r.ID, gw, pol)
+	if err != nil {
+		return err
+	}
+	l.net = st
+	return nil
+}
+
 // recreate replaces a session's stopped container by a new idle one over
 // the same workspace.
 func (e *Engine) recreate(ctx context.Context, r *store.Session, merged string) error {
 	if err := e.docker.ContainerRemove(ctx, r.ContainerID, container.RemoveOptions{Force: true}); err != nil {
 		return err
 	}
-	cfg, hostCfg := e.containerSpec(*r, keepAlive, merged)
+	gw, err := e.gateway(ctx, r.ID)
+	if r.Network != "" && err != nil {
+		return err
+	}
+	cfg, hostCfg := e.containerSpec(*r, keepAlive, merged, gw)
 	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+r.ID)
 	if err != nil {
 		return err

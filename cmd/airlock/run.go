@@ -25,6 +25,7 @@ type createFlags struct {
 	pids          int64
 	env           []string
 	caBundle      string
+	net           netFlags
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -38,6 +39,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	fl.Int64Var(&f.pids, "pids", 0, "process count cap (default 1024)")
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE for the session (repeatable)")
 	fl.StringVar(&f.caBundle, "ca-bundle", "", "extra CA bundle (PEM) the session trusts, for intercepting proxies")
+	f.net.add(cmd)
 }
 
 func (f *createFlags) request() (api.CreateRequest, error) {
@@ -45,7 +47,7 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 	if err != nil {
 		return api.CreateRequest{}, err
 	}
-	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env}
+	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy()}
 	if f.caBundle != "" {
 		if req.CABundle, err = filepath.Abs(f.caBundle); err != nil {
 			return req, err

@@ -47,6 +47,8 @@ type Session struct {
 	Changed   int        `json:"changed"`
 	Workspace *Workspace `json:"workspace,omitempty"`
 	Error     string     `json:"error,omitempty"`
+	// Egress is the session's network policy (nil: no network of its own).
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Workspace is the fill level of a session's tmpfs.
@@ -69,6 +71,9 @@ type CreateRequest struct {
 	// CABundle is a PEM file on the engine's host added to the session's
 	// trusted CAs.
 	CABundle string `json:"ca_bundle,omitempty"`
+	// Egress is the session's network policy; nil takes the engine's
+	// default.
+	Egress *EgressPolicy `json:"egress,omitempty"`
 }
 
 // Diff is a session's changes with their hunks.
@@ -263,4 +268,44 @@ type Secret struct {
 // SecretRequest sets a secret.
 type SecretRequest struct {
 	Value string `json:"value"`
+}
+
+// EgressPolicy is a session's network policy. Mode is allow-all, deny-all
+// or custom; rules are domains (example.com), wildcards (*.example.com)
+// or CIDRs (198.51.100.0/24), each with an optional :PORT. Deny beats
+// allow. Private, loopback, link-local and metadata addresses stay
+// blocked unless Private is set (and, for metadata, a rule names it).
+type EgressPolicy struct {
+	Mode    string   `json:"mode"`
+	Allow   []string `json:"allow,omitempty"`
+	Deny    []string `json:"deny,omitempty"`
+	Private bool     `json:"private,omitempty"`
+}
+
+// PolicyChange edits a running session's policy: rules to add to each
+// list, or a whole new policy.
+type PolicyChange struct {
+	Set     *EgressPolicy `json:"set,omitempty"`
+	Allow   []string      `json:"allow,omitempty"`
+	Deny    []string      `json:"deny,omitempty"`
+	Mode    string        `json:"mode,omitempty"`
+	Private *bool         `json:"private,omitempty"`
+	// FromLog allows what log entry FromLog was about.
+	FromLog int64 `json:"from_log,omitempty"`
+}
+
+// EgressEntry is one connection (or DNS lookup) of a session.
+type EgressEntry struct {
+	ID       int64         `json:"id"`
+	Time     time.Time     `json:"time"`
+	Kind     string        `json:"kind"` // http, connect, tcp, dns
+	Host     string        `json:"host"`
+	Port     int           `json:"port,omitempty"`
+	Addr     string        `json:"addr,omitempty"`
+	BytesOut int64         `json:"bytes_out"`
+	BytesIn  int64         `json:"bytes_in"`
+	Allowed  bool          `json:"allowed"`
+	Rule     string        `json:"rule,omitempty"`
+	Reason   string        `json:"reason,omitempty"`
+	Duration time.Duration `json:"duration"`
 }

@@ -453,3 +453,23 @@ func (c *Client) Secrets(ctx context.Context) ([]api.Secret, error) {
 func (c *Client) DeleteSecret(ctx context.Context, name string) error {
 	return c.do(ctx, "DELETE", "/secrets/"+url.PathEscape(name), nil, nil, nil)
 }
+
+// Policy changes a running session's egress policy and returns it.
+func (c *Client) Policy(ctx context.Context, id string, ch api.PolicyChange) (api.EgressPolicy, error) {
+	var out api.EgressPolicy
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/policy", nil, ch, &out)
+}
+
+// NetLog lists a session's connections (blocked ones only if asked; the
+// last limit if limit > 0).
+func (c *Client) NetLog(ctx context.Context, id string, blocked bool, limit int) ([]api.EgressEntry, error) {
+	q := url.Values{}
+	if blocked {
+		q.Set("blocked", "1")
+	}
+	if limit > 0 {
+		q.Set("limit", strconv.Itoa(limit))
+	}
+	var out []api.EgressEntry
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/net", q, nil, &out)
+}

@@ -63,6 +63,8 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/exec", s.exec)
 	m.HandleFunc("POST "+p+"/run", s.run)
 	m.HandleFunc("POST "+p+"/sessions/{id}/agent", s.agent)
+	m.HandleFunc("POST "+p+"/sessions/{id}/policy", s.policy)
+	m.HandleFunc("GET "+p+"/sessions/{id}/net", s.netLog)
 	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
 	m.HandleFunc("GET "+p+"/sessions/{id}/events", s.events)
 	m.HandleFunc("GET "+p+"/secrets", s.listSecrets)
@@ -270,6 +272,38 @@ func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	send(api.AgentLine{Turn: &turn})
+}
+
+func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
+	var req api.PolicyChange
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	p, err := s.eng.Policy(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, p)
+}
+
+func (s *Server) netLog(w http.ResponseWriter, r *http.Request) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			writeError(w, errdefs.Invalidf("limit %q: give a number", v))
+			return
+		}
+		limit = n
+	}
+	log, err := s.eng.EgressLog(r.Context(), r.PathValue("id"), r.URL.Query().Get("blocked") == "1", limit)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, log)
 }
 
 func (s *Server) turns(w http.ResponseWriter, r *http.Request) {

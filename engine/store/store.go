@@ -108,6 +108,8 @@ type Session struct {
 	Env         []string
 	CABundle    string
 	Error       string
+	Network     string // the session's Docker network ('' = none)
+	Egress      string // its egress policy, JSON
 }
 
 // PutSession inserts or replaces a session.
@@ -117,12 +119,18 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 	if x.Env == nil {
 		env = []byte("[]")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET project=excluded.project, image=excluded.image, state=excluded.state,
 		container_id=excluded.container_id, dir=excluded.dir, user=excluded.user, limits=excluded.limits,
-		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error`,
-		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error)
+		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress`,
+		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress)
+	return err
+}
+
+// SetEgress records a session's egress policy.
+func (s *Store) SetEgress(ctx context.Context, id, egress string) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET egress = ? WHERE id = ?`, egress, id)
 	return err
 }
 
@@ -132,13 +140,13 @@ func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) 
 	return err
 }
 
-const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error`
+const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var x Session
 	var created int64
 	var limits, env string
-	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error); err != nil {
+	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress); err != nil {
 		return x, err
 	}
 	x.Created = time.Unix(0, created)

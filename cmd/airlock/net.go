@@ -1,0 +1,186 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/spf13/cobra"
+)
+
+// netFlags are the network policy flags of `run`.
+type netFlags struct {
+	mode    string
+	allow   []string
+	deny    []string
+	private bool
+}
+
+func (f *netFlags) add(cmd *cobra.Command) {
+	fl := cmd.Flags()
+	fl.StringVar(&f.mode, "net", "", "network policy: allow-all, deny-all or custom (default custom: model APIs and package registries; see the config file)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "let the session reach this: example.com, *.example.com, 198.51.100.0/24, each with an optional :PORT (repeatable)")
+	fl.StringArrayVar(&f.deny, "deny", nil, "never let the session reach this (same forms; beats --allow; repeatable)")
+	fl.BoolVar(&f.private, "allow-private", false, "let allowed rules reach private, loopback and link-local addresses (blocked otherwise)")
+}
+
+// policy is the session's policy, or nil for the engine's default.
+// Without --net, the rules add to the default policy.
+func (f *netFlags) policy() *api.EgressPolicy {
+	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && !f.private {
+		return nil
+	}
+	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private}
+}
+
+func policyCmd(g *globals) *cobra.Command {
+	var mode string
+	var allow, deny []string
+	var private, noPrivate bool
+	cmd := &cobra.Command{
+		Use:   "policy ID",
+		Short: "Show or change a running session's network policy (effective for new connections at once)",
+		Example: "  airlock policy 3f2a --allow docs.example.org\n" +
+			"  airlock policy 3f2a --deny '*.tracker.example' --net allow-all",
+		Args: cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny}
+			if private || noPrivate {
+				v := private
+				ch.Private = &v
+			}
+			var p api.EgressPolicy
+			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && ch.Private == nil {
+				s, err := c.Session(ctx, args[0])
+				if err != nil {
+					return err
+				}
+				if s.Egress == nil {
+					return fmt.Errorf("session %s has no network policy", s.ID)
+				}
+				p = *s.Egress
+			} else if p, err = c.Policy(ctx, args[0], ch); err != nil {
+				return err
+			}
+			printPolicy(p)
+			return nil
+		},
+	}
+	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all or custom")
+	cmd.Flags().StringArrayVar(&allow, "allow", nil, "add an allow rule (repeatable)")
+	cmd.Flags().StringArrayVar(&deny, "deny", nil, "add a deny rule (repeatable)")
+	cmd.Flags().BoolVar(&private, "allow-private", false, "let allowed rules reach private addresses")
+	cmd.Flags().BoolVar(&noPrivate, "no-private", false, "block private addresses again")
+	return cmd
+}
+
+func printPolicy(p api.EgressPolicy) {
+	fmt.Printf("mode: %s\n", p.Mode)
+	if p.Private {
+		fmt.Println("private addresses: allowed where a rule allows them")
+	}
+	for _, r := range p.Allow {
+		fmt.Printf("allow %s\n", r)
+	}
+	for _, r := range p.Deny {
+		fmt.Printf("deny  %s\n", r)
+	}
+}
+
+func netCmd(g *globals) *cobra.Command {
+	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, and allowing what was blocked"}
+	var blocked, asJSON bool
+	var limit int
+	logc := &cobra.Command{
+		Use:   "log ID",
+		Short: "Every connection of the session: time, host, port, bytes, decision, rule",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			log, err := c.NetLog(ctx, args[0], blocked, limit)
+			if err != nil {
+				return err
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				for _, e := range log {
+					enc.Encode(e)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "#\tTIME\tKIND\tHOST\tPORT\tOUT\tIN\tDECISION\tRULE")
+			for _, e := range log {
+				dec := "allowed"
+				if !e.Allowed {
+					dec = "BLOCKED"
+				}
+				port := ""
+				if e.Port > 0 {
+					port = fmt.Sprint(e.Port)
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Local().Format(time.TimeOnly), e.Kind, e.Host, port,
+					bytesText(e.BytesOut), bytesText(e.BytesIn), dec, e.Rule)
+				if !e.Allowed && e.Reason != "" {
+					fmt.Fprintf(tw, "\t\t\t  %s\t\t\t\t\t\n", e.Reason)
+				}
+			}
+			tw.Flush()
+			if !blocked && len(log) > 0 {
+				fmt.Fprintf(os.Stderr, "allow a blocked one with `airlock net allow %s --from-log #`\n", args[0])
+			}
+			return nil
+		},
+	}
+	logc.Flags().BoolVar(&blocked, "blocked", false, "only what was blocked")
+	logc.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	logc.Flags().IntVar(&limit, "limit", 0, "only the last N")
+	var from int64
+	allow := &cobra.Command{
+		Use:     "allow ID --from-log N",
+		Short:   "Allow what log entry N was blocked for",
+		Example: "  airlock net allow 3f2a --from-log 7",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			if from <= 0 {
+				return usageErr("give the log entry to allow with --from-log N (see `airlock net log %s --blocked`)", args[0])
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			p, err := c.Policy(ctx, args[0], api.PolicyChange{FromLog: from})
+			if err != nil {
+				return err
+			}
+			printPolicy(p)
+			return nil
+		},
+	}
+	allow.Flags().Int64Var(&from, "from-log", 0, "the log entry (#) to allow")
+	cmd.AddCommand(logc, allow)
+	return cmd
+}
+
+func bytesText(n int64) string {
+	switch {
+	case n >= 1<<20:
+		return fmt.Sprintf("%.1fM", float64(n)/(1<<20))
+	case n >= 1<<10:
+		return fmt.Sprintf("%.1fk", float64(n)/(1<<10))
+	}
+	return fmt.Sprint(n)
+}
