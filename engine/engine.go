@@ -78,6 +78,9 @@ type Options struct {
 	StateDir string
 	Defaults Defaults
 	Logger   *slog.Logger // nil logs nothing
+	// SpareNetworks is how many session networks to keep ready so that a
+	// session's start does not wait for Docker to make one (0: none).
+	SpareNetworks int
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -92,6 +95,11 @@ type Engine struct {
 	sessions map[string]*live // adopted or created sessions, by id
 	// bg tracks goroutines that outlive a request (command recorders).
 	bg sync.WaitGroup
+	// spare networks (see netpool.go), under mu
+	spares      []*egressState
+	spareTarget int
+	filling     bool
+	closing     bool
 }
 
 // live is the in-memory side of a session.
@@ -123,16 +131,18 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		docker:   docker,
-		store:    st,
-		stateDir: opts.StateDir,
-		defaults: opts.Defaults.withBuiltins(),
-		log:      log.With("component", "engine"),
-		sessions: map[string]*live{},
+		docker:      docker,
+		store:       st,
+		stateDir:    opts.StateDir,
+		defaults:    opts.Defaults.withBuiltins(),
+		log:         log.With("component", "engine"),
+		sessions:    map[string]*live{},
+		spareTarget: opts.SpareNetworks,
 	}
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
+	e.fillSpares()
 	return e, nil
 }
 
@@ -140,6 +150,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 // end. Sessions keep running: they belong to Docker and the mounts, not to
 // this process.
 func (e *Engine) Close(ctx context.Context) {
+	e.closeSpares()
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); close(done) }()
 	select {

@@ -38,7 +38,9 @@ type firstRun struct {
 func (f *firstRun) cmd() []string {
 	// The command runs in a subshell so that a builtin such as `exit`
 	// or `exec` cannot end the main process.
-	script := `m=$1; shift; ` +
+	// It waits for the session's network, which the engine plugs in
+	// once the container runs: the default route comes last.
+	script := `m=$1; shift; i=0; while [ $i -lt 500 ] && ! grep -q '^eth0	00000000' /proc/net/route 2>/dev/null; do sleep 0.01; i=$((i+1)); done; ` +
 		`if command -v -- "$1" >/dev/null 2>&1; then ("$@"); c=$?; ` +
 		`else printf 'airlock: %s: command not found in the session (check the image and PATH)\n' "$1" >&2; c=127; fi; printf '%s%d\n' "$m" "$c"; printf '%s%d\n' "$m" "$c" >&2; ` +
 		`exec </dev/null >/dev/null 2>&1; ` + idleScript

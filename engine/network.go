@@ -11,13 +11,13 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
-	"github.com/docker/docker/api/types/network"
 )
 
 // DefaultAllow is what a session may reach when neither the request nor
@@ -33,17 +33,22 @@ var DefaultAllow = []string{
 // egressState is a running session's network side: its proxy (which
 // holds the policy), the listeners on its gateway, its firewall rules.
 type egressState struct {
-	proxy  *egress.Proxy
-	bridge string
-	gw     netip.Addr
-	stop   func()
+	key     string // of the network: airlock-KEY, bridge al-KEY
+	proxy   *egress.Proxy
+	gw      netip.Addr
+	stop    func()
+	session atomic.Value // the session id its log entries belong to
 }
 
-func networkName(id string) string { return "airlock-" + id }
+// A session network is named airlock-KEY and its bridge al-KEY, KEY being
+// the session id for a network made for it, or a random id for a spare.
+func networkName(key string) string { return "airlock-" + key }
 
-// bridgeName is the host interface of a session's network (at most 15
-// characters, the kernel's limit).
-func bridgeName(id string) string { return "al-" + id[:min(12, len(id))] }
+func networkKey(name string) string { return strings.TrimPrefix(name, "airlock-") }
+
+// bridgeName is the host interface of a network (at most 15 characters,
+// the kernel's limit).
+func bridgeName(key string) string { return egress.BridgeName(key) }
 
 // policyOf compiles a session's policy: the engine's default when spec
 // is nil, the default plus spec's rules when spec has no mode.
@@ -80,44 +85,65 @@ func storedPolicy(rec store.Session) *api.EgressPolicy {
 	return &p
 }
 
-// createNetwork makes the session's own internal network: no route out,
-// its bridge named after the session for the firewall rules.
-func (e *Engine) createNetwork(ctx context.Context, id string) (netip.Addr, error) {
-	name := networkName(id)
-	_, err := e.docker.NetworkCreate(ctx, name, network.CreateOptions{
-		Driver:   "bridge",
-		Internal: true,
-		Options: map[string]string{
-			"com.docker.network.bridge.name":                 bridgeName(id),
-			"com.docker.network.bridge.enable_icc":           "true",
-			"com.docker.network.bridge.enable_ip_masquerade": "false",
-		},
-		Labels: map[string]string{labelSession: id, labelEngine: e.stateDir},
-	})
+// createNetwork makes a session network (see egress.Net) and returns
+// its gateway.
+func (e *Engine) createNetwork(_ context.Context, key string) (netip.Addr, error) {
+	n, err := egress.CreateNet(key, e.netOwner())
 	if err != nil {
-		return netip.Addr{}, dockerError("create the session's network", err)
+		return netip.Addr{}, errdefs.Unavailablef("make the session's network: %v", err)
 	}
-	return e.gateway(ctx, id)
+	return n.GW, nil
 }
 
-func (e *Engine) gateway(ctx context.Context, id string) (netip.Addr, error) {
-	ins, err := e.docker.NetworkInspect(ctx, networkName(id), network.InspectOptions{})
+// netOwner marks this engine's bridges (their alias).
+func (e *Engine) netOwner() string { return "airlock:" + e.stateDir }
+
+func (e *Engine) gateway(_ context.Context, name string) (netip.Addr, error) {
+	n, err := egress.OpenNet(networkKey(name))
 	if err != nil {
-		return netip.Addr{}, dockerError("inspect the session's network", err)
+		return netip.Addr{}, err
 	}
-	for _, c := range ins.IPAM.Config {
-		if a, err := netip.ParseAddr(c.Gateway); err == nil && a.Is4() {
-			return a, nil
-		}
-	}
-	return netip.Addr{}, fmt.Errorf("the session's network %s has no IPv4 gateway", networkName(id))
+	return n.GW, nil
 }
 
-// startEgress starts the session's proxy, transparent listener and DNS on
-// its gateway and installs its firewall rules.
-func (e *Engine) startEgress(id string, gw netip.Addr, pol *egress.Policy) (*egressState, error) {
+// attach plugs a started container into its session's network.
+func (e *Engine) attach(ctx context.Context, rec store.Session, containerID string) error {
+	ins, err := e.docker.ContainerInspect(ctx, containerID)
+	if err != nil {
+		return dockerError("inspect the session's container", err)
+	}
+	if ins.State == nil || ins.State.Pid <= 0 {
+		return errdefs.Unavailablef("the session's container is not running")
+	}
+	n, err := egress.OpenNet(networkKey(rec.Network))
+	if err != nil {
+		return err
+	}
+	if err := n.Attach(ins.State.Pid); err != nil {
+		return fmt.Errorf("plug the session into its network: %w", err)
+	}
+	return nil
+}
+
+// removeNetwork deletes a session network and its rules.
+func removeNetwork(name string) {
+	key := networkKey(name)
+	(egress.Firewall{}).Remove(key, bridgeName(key))
+	(&egress.Net{Key: key, Bridge: bridgeName(key)}).Remove()
+}
+
+// startEgress starts a network's proxy, transparent listener and DNS on
+// its gateway and installs its firewall rules. Log entries go to the
+// session id (which a spare network gets when it is taken).
+func (e *Engine) startEgress(key string, gw netip.Addr, pol *egress.Policy, id string) (*egressState, error) {
 	x := egress.NewProxy(pol)
+	st := &egressState{key: key, proxy: x, gw: gw}
+	st.session.Store(id)
 	x.Log = func(c egress.Conn) {
+		id := st.session.Load().(string)
+		if id == "" {
+			return // a spare: nothing runs on it
+		}
 		if _, err := e.store.AddEgress(context.Background(), id, api.EgressEntry{Time: c.Time, Kind: c.Kind, Host: c.Host, Port: c.Port, Addr: c.Addr,
 			BytesOut: c.BytesOut, BytesIn: c.BytesIn, Allowed: c.Allowed, Rule: c.Rule, Reason: c.Reason, Duration: c.Duration}); err != nil {
 			e.log.Warn("record a connection", "session", id, "err", err)
@@ -161,21 +187,22 @@ func (e *Engine) startEgress(id string, gw netip.Addr, pol *egress.Policy) (*egr
 		stop()
 		return nil, fmt.Errorf("start the session's DNS: %w", err)
 	}
-	if err := (egress.Firewall{}).Add(id, bridgeName(id), gw); err != nil {
+	if err := (egress.Firewall{}).Add(key, bridgeName(key), gw); err != nil {
 		stop()
-		(egress.Firewall{}).Remove(id, bridgeName(id))
+		(egress.Firewall{}).Remove(key, bridgeName(key))
 		return nil, fmt.Errorf("install the session's firewall rules: %w", err)
 	}
-	return &egressState{proxy: x, bridge: bridgeName(id), gw: gw, stop: stop}, nil
+	st.stop = stop
+	return st, nil
 }
 
-// stopEgress stops the session's listeners and removes its rules.
-func (s *egressState) close(id string) {
+// close stops the network's listeners and removes its rules.
+func (s *egressState) close() {
 	if s == nil {
 		return
 	}
 	s.stop()
-	(egress.Firewall{}).Remove(id, s.bridge)
+	(egress.Firewall{}).Remove(s.key, bridgeName(s.key))
 }
 
 // proxyEnv points a session's tools at its proxy.

@@ -55,7 +55,9 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 	if rec.Network != "" {
 		// The session's own network; its tools use the engine's proxy
 		// and DNS, and it has no IPv6.
-		netMode = container.NetworkMode(rec.Network)
+		// Docker gives it no network; the engine plugs it into the
+		// session's (see egress.Net) once it runs.
+		netMode = container.NetworkMode("none")
 		env = append(env, proxyEnv(gw)...)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true})
 		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
@@ -158,7 +160,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	rec := store.Session{
 		ID: id, Project: project, Image: image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: user, Limits: limits, Env: req.Env, CABundle: caBundle,
-		Network: networkName(id), Egress: specJSON(pol),
+		Egress: specJSON(pol),
 	}
 	// Recorded first, so that a crash mid-create is cleaned up on restart.
 	if err := e.store.PutSession(ctx, rec); err != nil {
@@ -179,24 +181,30 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		err error
 	}
 	netc := make(chan netDone, 1)
-	go func() {
-		gw, err := e.createNetwork(ctx, id)
-		if err != nil {
-			netc <- netDone{err: err}
-			return
-		}
-		st, err := e.startEgress(id, gw, pol)
-		netc <- netDone{gw, st, err}
-	}()
+	if st := e.takeSpare(id, pol); st != nil {
+		netc <- netDone{st.gw, st, nil}
+	} else {
+		go func() {
+			gw, err := e.createNetwork(ctx, id)
+			if err != nil {
+				netc <- netDone{err: err}
+				return
+			}
+			st, err := e.startEgress(id, gw, pol, id)
+			netc <- netDone{gw, st, err}
+		}()
+	}
 	var egressUp *egressState
 	defer func() {
 		if !ok {
 			if egressUp == nil {
 				if nd := <-netc; nd.st != nil {
-					nd.st.close(id)
+					nd.st.close()
+					removeNetwork(networkName(nd.st.key))
 				}
 			} else {
-				egressUp.close(id)
+				egressUp.close()
+				removeNetwork(networkName(egressUp.key))
 			}
 		}
 	}()
@@ -240,6 +248,10 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		return api.Session{}, nd.err
 	}
 	egressUp, gw := nd.st, nd.gw
+	rec.Network = networkName(egressUp.key)
+	if err := e.store.PutSession(ctx, rec); err != nil {
+		return api.Session{}, err
+	}
 	if _, err := writeResolvConf(rec.Dir, gw); err != nil {
 		return api.Session{}, err
 	}
@@ -279,6 +291,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	markStarted()
 	if err != nil {
 		return api.Session{}, dockerError("start the session's container", err)
+	}
+	if err := e.attach(ctx, rec, created.ID); err != nil {
+		return api.Session{}, err
 	}
 	tBase := time.Now()
 	cb := <-baseDone
@@ -416,12 +431,7 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 		}
 	}
 	if len(errs) == 0 && rec.Network != "" {
-		(egress.Firewall{}).Remove(rec.ID, bridgeName(rec.ID))
-		if err := e.docker.NetworkRemove(ctx, rec.Network); err != nil {
-			if err := dockerError("remove the session's network", err); !errdefs.IsNotFound(err) {
-				errs = append(errs, err)
-			}
-		}
+		removeNetwork(rec.Network)
 	}
 	if len(errs) == 0 { // never unmount under a live container
 		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
@@ -457,7 +467,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		l.mu.Lock() // no review or accept may be using the base
 		l.base.Close()
 		l.mu.Unlock()
-		l.net.close(rec.ID)
+		l.net.close()
 	}
 	if err := e.teardown(ctx, rec); err != nil {
 		return err
@@ -591,6 +601,9 @@ func (e *Engine) adopt(ctx context.Context) error {
 				err = e.recreate(ctx, &r, ws.Merged())
 			} else {
 				err = e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{})
+				if err == nil && r.Network != "" {
+					err = e.attach(ctx, r, r.ContainerID)
+				}
 			}
 			if err != nil {
 				e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container could not be restarted: "+err.Error())
@@ -602,13 +615,22 @@ func (e *Engine) adopt(ctx context.Context) error {
 	if err := e.store.InterruptTurns(ctx); err != nil {
 		return err
 	}
+	used := map[string]bool{}
+	if recs, err := e.store.Sessions(ctx); err == nil {
+		for _, r := range recs {
+			used[r.Network] = true
+		}
+		if err := e.removeStrayNetworks(ctx, used); err != nil {
+			e.log.Warn("clean up networks", "err", err)
+		}
+	}
 	return e.settleCommands(ctx)
 }
 
 // restartEgress brings a re-adopted session's egress back up with its
 // stored policy.
 func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live) error {
-	gw, err := e.gateway(ctx, r.ID)
+	gw, err := e.gateway(ctx, r.Network)
 	if err != nil {
 		return err
 	}
@@ -616,7 +638,7 @@ func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live) er
 	if err != nil {
 		return err
 	}
-	st, err := e.startEgress(r.ID, gw, pol)
+	st, err := e.startEgress(networkKey(r.Network), gw, pol, r.ID)
 	if err != nil {
 		return err
 	}
@@ -630,9 +652,12 @@ func (e *Engine) recreate(ctx context.Context, r *store.Session, merged string) 
 	if err := e.docker.ContainerRemove(ctx, r.ContainerID, container.RemoveOptions{Force: true}); err != nil {
 		return err
 	}
-	gw, err := e.gateway(ctx, r.ID)
-	if r.Network != "" && err != nil {
-		return err
+	var gw netip.Addr
+	if r.Network != "" {
+		var err error
+		if gw, err = e.gateway(ctx, r.Network); err != nil {
+			return err
+		}
 	}
 	cfg, hostCfg := e.containerSpec(*r, keepAlive, merged, gw)
 	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+r.ID)
@@ -643,7 +668,13 @@ func (e *Engine) recreate(ctx context.Context, r *store.Session, merged string) 
 	if err := e.store.PutSession(ctx, *r); err != nil {
 		return err
 	}
-	return e.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
+	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+		return err
+	}
+	if r.Network != "" {
+		return e.attach(ctx, *r, created.ID)
+	}
+	return nil
 }
 
 // settleCommands finishes the records of commands that were running when

@@ -80,7 +80,7 @@ func serve(ctx context.Context, g *globals, o *serveOptions) error {
 	}
 	defer st.Close()
 	start := time.Now()
-	eng, err := engine.New(ctx, docker, st, engine.Options{StateDir: o.stateDir, Defaults: defaults, Logger: log})
+	eng, err := engine.New(ctx, docker, st, engine.Options{StateDir: o.stateDir, Defaults: defaults, Logger: log, SpareNetworks: 1})
 	if err != nil {
 		return err
 	}

@@ -83,6 +83,13 @@ func (Firewall) Add(id, bridge string, gw netip.Addr) error {
 	if err := ensureJump("iptables", "nat", "PREROUTING", "-i", bridge, "-j", ch); err != nil {
 		return err
 	}
+	// Nothing is routed from or to the bridge: the gateway's ports are
+	// the only way out.
+	for _, dir := range []string{"-i", "-o"} {
+		if err := ensureJump("iptables", "filter", "FORWARD", dir, bridge, "-j", "DROP"); err != nil {
+			return err
+		}
+	}
 	// IPv6: nothing from the session's bridge reaches the host.
 	if err := ensureJump("ip6tables", "filter", "INPUT", "-i", bridge, "-j", "DROP"); err != nil {
 		return err
@@ -102,6 +109,10 @@ func (Firewall) Remove(id, bridge string) {
 	run("iptables", "-t", "nat", "-F", ch)
 	run("iptables", "-t", "nat", "-X", ch)
 	for run("ip6tables", "-t", "filter", "-D", "INPUT", "-i", bridge, "-j", "DROP") == nil {
+	}
+	for _, dir := range []string{"-i", "-o"} {
+		for run("iptables", "-t", "filter", "-D", "FORWARD", dir, bridge, "-j", "DROP") == nil {
+		}
 	}
 }
 

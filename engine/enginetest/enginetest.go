@@ -78,19 +78,19 @@ type Engine struct {
 }
 
 // Start returns an engine whose sessions are removed when the test ends.
-func Start(t testing.TB) *Engine {
+func Start(t testing.TB, opts ...func(*engine.Options)) *Engine {
 	t.Helper()
 	d := Require(t)
 	TinyImage(t, d)
 	dir := t.TempDir()
-	e := Reopen(t, d, dir)
+	e := Reopen(t, d, dir, opts...)
 	t.Cleanup(func() { RemoveAll(t, e) })
 	return e
 }
 
 // Reopen starts an engine over an existing state directory, as a daemon
 // restart does.
-func Reopen(t testing.TB, d *client.Client, dir string) *Engine {
+func Reopen(t testing.TB, d *client.Client, dir string, opts ...func(*engine.Options)) *Engine {
 	t.Helper()
 	ctx := context.Background()
 	st, err := store.Open(ctx, filepath.Join(dir, "airlock.db"))
@@ -98,9 +98,13 @@ func Reopen(t testing.TB, d *client.Client, dir string) *Engine {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { st.Close() })
-	eng, err := engine.New(ctx, d, st, engine.Options{StateDir: dir, Defaults: engine.Defaults{
+	o := engine.Options{StateDir: dir, Defaults: engine.Defaults{
 		Image: Image, Limits: api.Limits{WorkspaceSize: 64 << 20, Memory: 256 << 20},
-	}})
+	}}
+	for _, f := range opts {
+		f(&o)
+	}
+	eng, err := engine.New(ctx, d, st, o)
 	if err != nil {
 		t.Fatal(err)
 	}
