@@ -2,7 +2,10 @@ package engine_test
 
 import (
 	"context"
+	"net"
+	"strconv"
 	"strings"
+	"sync/atomic"
 	"testing"
 	"time"
 
@@ -69,4 +72,116 @@ func contains(list []string, s string) bool {
 		}
 	}
 	return false
+}
+
+// hostAddrs are this machine's IPv4 addresses (where its services listen).
+func hostAddrs(t *testing.T) []string {
+	addrs, err := net.InterfaceAddrs()
+	must(t, err)
+	var out []string
+	for _, a := range addrs {
+		if n, ok := a.(*net.IPNet); ok && n.IP.To4() != nil && !n.IP.IsLoopback() && !strings.HasPrefix(n.IP.String(), "198.51.100.") {
+			out = append(out, n.IP.String())
+		}
+	}
+	return out
+}
+
+// Every way out but the engine's proxy fails, and the proxy follows the
+// policy. The outside is a network namespace of this test: no packet
+// leaves the machine.
+func TestEgressBypassAttempts(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	out := enginetest.NewOutside(t)
+	// A service on every host address.
+	hostSvc, err := net.Listen("tcp", "0.0.0.0:0")
+	must(t, err)
+	defer hostSvc.Close()
+	var hostHits atomic.Int64
+	go func() {
+		for {
+			c, err := hostSvc.Accept()
+			if err != nil {
+				return
+			}
+			hostHits.Add(1)
+			c.Close()
+		}
+	}()
+	hostPort := strconv.Itoa(hostSvc.Addr().(*net.TCPAddr).Port)
+
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "custom", Allow: []string{"allowed.invalid"}}})
+	must(t, err)
+	other, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "allow-all"}})
+	must(t, err)
+	_, ipOut := run(t, e, other.ID, "sh", "-c", "ip -4 -o addr show eth0 | awk '{print $4}' | cut -d/ -f1")
+	otherIP := strings.TrimSpace(ipOut)
+	go run(t, e, other.ID, "sh", "-c", "for i in 1 2 3 4 5; do printf 'HTTP/1.0 200 OK\\r\\n\\r\\nthe other session answers' | timeout 10 nc -l -p 8080; done")
+
+	// (busybox's static wget crashes here: requests are written by hand.)
+	get := func(addr, port string) string {
+		return "printf 'GET / HTTP/1.0\\r\\n\\r\\n' | nc -w 3 " + addr + " " + port
+	}
+	gw := "$(ip route | awk '/default/{print $3}')"
+	viaProxy := func(url string) string {
+		return "printf 'GET " + url + " HTTP/1.0\\r\\n\\r\\n' | nc -w 3 " + gw + " 3128"
+	}
+	time.Sleep(200 * time.Millisecond)
+	if _, text := run(t, e, other.ID, "sh", "-c", get("127.0.0.1", "8080")); !strings.Contains(text, "the other session answers") {
+		t.Fatalf("the other session's service does not answer even locally: %q", text)
+	}
+	attempts := []struct{ name, cmd string }{
+		{"direct IP connect", get(out.IPv4, "80")},
+		{"the proxy, to an IP no rule allows", viaProxy("http://" + out.IPv4 + "/")},
+		{"IPv6", get(out.IPv6, "80")},
+		{"DNS to an outside resolver", "nslookup -timeout=2 example.com " + out.IPv4},
+		{"DNS TXT (tunnelling)", "nslookup -type=TXT allowed.invalid"},
+		{"raw sockets (ping)", "ping -c 1 -W 2 " + out.IPv4},
+		{"the Docker socket", "test -e /var/run/docker.sock && echo answers"},
+		{"another session's container", get(otherIP, "8080")},
+		{"a host service on the gateway", get(gw, hostPort)},
+	}
+	for _, a := range hostAddrs(t) {
+		attempts = append(attempts, struct{ name, cmd string }{"a host service on " + a, get(a, hostPort)})
+	}
+	for _, a := range attempts {
+		_, text := run(t, e, s.ID, "sh", "-c", a.cmd)
+		if strings.Contains(text, "answers") || strings.Contains(text, "Address 1:") || strings.Contains(text, "bytes from") {
+			t.Errorf("%s: went through (%q)", a.name, text)
+		}
+	}
+	if n := out.HTTP.Load(); n != 0 {
+		t.Errorf("the outside served %d requests", n)
+	}
+	if n := out.DNS.Load(); n != 0 {
+		t.Errorf("the outside resolver got %d datagrams", n)
+	}
+	if n := hostHits.Load(); n != 0 {
+		t.Errorf("the host service took %d connections", n)
+	}
+	log, err := e.EgressLog(ctx, s.ID, true, 0)
+	must(t, err)
+	kinds := map[string]bool{}
+	for _, l := range log {
+		kinds[l.Kind] = true
+	}
+	for _, k := range []string{"tcp", "http", "dns"} {
+		if !kinds[k] {
+			t.Errorf("no blocked %s connection in the log: %+v", k, log)
+		}
+	}
+
+	// Allowed by a rule, the same address is reached through the proxy
+	// and, redirected, directly.
+	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{out.IPv4 + ":80"}})
+	must(t, err)
+	for _, cmd := range []string{viaProxy("http://" + out.IPv4 + "/"), get(out.IPv4, "80")} {
+		if _, text := run(t, e, s.ID, "sh", "-c", cmd); !strings.Contains(text, "the outside answers") {
+			t.Errorf("%s, once allowed: %q", cmd, text)
+		}
+	}
+	if n := out.HTTP.Load(); n != 2 {
+		t.Errorf("the outside served %d requests, want 2", n)
+	}
 }

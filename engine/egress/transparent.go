@@ -45,6 +45,7 @@ func (x *Proxy) transparent(c *net.TCPConn) {
 		entry.Reason = "direct connection refused (" + d.Reason + "): use the session's proxy, which HTTP_PROXY and HTTPS_PROXY name"
 		entry.Duration = time.Since(start)
 		x.log(entry)
+		c.SetLinger(0) // a reset, not an orderly close: the client sees the refusal
 		return
 	}
 	up, err := x.dialer.Dial("tcp", dst.String())
