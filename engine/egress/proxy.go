@@ -279,7 +279,15 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	rw := &countingWriter{ResponseWriter: w}
 	var upErr error
 	rp := &httputil.ReverseProxy{
-		Rewrite:       func(pr *httputil.ProxyRequest) { pr.Out.URL = r.URL; pr.Out.Host = r.Host },
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL = r.URL
+			pr.Out.Host = r.Host
+			// A client that half-closes after its request (HTTP/1.0
+			// style) looks to net/http like one that went away; the
+			// answer must still come. A client really gone fails the
+			// copy of the answer instead.
+			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.In.Context()))
+		},
 		Transport:     x.http,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
