@@ -55,7 +55,7 @@ func (d Defaults) withBuiltins() Defaults {
 		d.Image = DefaultImage
 	}
 	if d.Egress.Mode == "" {
-		d.Egress = api.EgressPolicy{Mode: "custom", Allow: append(DefaultAllow, d.Egress.Allow...), Deny: d.Egress.Deny, Private: d.Egress.Private}
+		d.Egress = api.EgressPolicy{Mode: "custom", Allow: DefaultAllow}
 	}
 	if d.Limits.WorkspaceSize == 0 {
 		d.Limits.WorkspaceSize = DefaultWorkspaceSize

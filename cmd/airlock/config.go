@@ -6,6 +6,8 @@ import (
 	"os"
 
 	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
 	"github.com/docker/go-units"
@@ -24,6 +26,15 @@ type config struct {
 	CABundle string `yaml:"ca_bundle"`
 	// Agents sets each agent's model and provider endpoint, by name.
 	Agents map[string]agentConfig `yaml:"agents"`
+	// Egress is the network policy of sessions that ask for none.
+	Egress *egressConfig `yaml:"egress"`
+}
+
+type egressConfig struct {
+	Mode    string   `yaml:"mode"`
+	Allow   []string `yaml:"allow"`
+	Deny    []string `yaml:"deny"`
+	Private bool     `yaml:"private"`
 }
 
 type agentConfig struct {
@@ -51,6 +62,16 @@ func loadConfig(path string, required bool) (config, error) {
 
 func (c config) defaults() (engine.Defaults, error) {
 	d := engine.Defaults{Image: c.Image, CABundle: c.CABundle}
+	if c.Egress != nil {
+		mode := c.Egress.Mode
+		if mode == "" {
+			mode = "custom"
+		}
+		d.Egress = api.EgressPolicy{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Private: c.Egress.Private}
+		if _, err := egress.Compile(egress.Spec{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny}); err != nil {
+			return d, errdefs.Invalidf("config egress: %v", err)
+		}
+	}
 	for name, a := range c.Agents {
 		if _, err := harness.Lookup(name); err != nil {
 			return d, errdefs.Invalidf("config agents: %v", err)
