@@ -7,6 +7,8 @@
 //  4. engine memory (RSS) idle and with 20 live sessions
 //     5-7. base capture, large diffs, three-way merges
 //  8. agent turn overhead vs the same CLI by `docker exec`
+//  9. egress proxy overhead vs a direct connection on loopback
+//  10. network policy change to enforcement
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -84,6 +86,12 @@ func main() {
 	}
 	if want("8") {
 		b.agentTurn(10)
+	}
+	if want("9") {
+		b.egressOverhead(1000)
+	}
+	if want("10") {
+		b.policyLatency(10)
 	}
 	if *only != "" {
 		return

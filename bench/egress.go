@@ -1,0 +1,159 @@
+package main
+
+import (
+	"context"
+	"crypto/tls"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httptest"
+	"net/url"
+	"os"
+	"path/filepath"
+	"strings"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/engine/egress"
+)
+
+// egressOverhead measures the engine's proxy (the same code a session
+// uses, on loopback) against a direct connection: HTTPS requests on a
+// kept-alive connection, and the throughput of a 1 GB download.
+func (b *bench) egressOverhead(requests int) {
+	up := httptest.NewUnstartedServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if r.URL.Path == "/big" {
+			w.Header().Set("Content-Length", fmt.Sprint(1<<30))
+			buf := make([]byte, 256<<10)
+			for n := 0; n < 1<<30; n += len(buf) {
+				if _, err := w.Write(buf); err != nil {
+					return
+				}
+			}
+			return
+		}
+		io.WriteString(w, "ok")
+	}))
+	up.StartTLS()
+	defer up.Close()
+	pol, err := egress.Compile(egress.Spec{Mode: egress.Custom, Allow: []string{"127.0.0.1"}, Private: true})
+	check(err)
+	x := egress.NewProxy(pol)
+	ps := httptest.NewServer(x)
+	defer ps.Close()
+	pu, _ := url.Parse(ps.URL)
+	newClient := func(proxy bool) *http.Client {
+		tr := &http.Transport{TLSClientConfig: &tls.Config{InsecureSkipVerify: true}, MaxIdleConnsPerHost: 1, DisableCompression: true}
+		if proxy {
+			tr.Proxy = http.ProxyURL(pu)
+		}
+		return &http.Client{Transport: tr}
+	}
+	lat := func(c *http.Client) []time.Duration {
+		var out []time.Duration
+		for i := 0; i < requests+50; i++ {
+			t := time.Now()
+			resp, err := c.Get(up.URL + "/small")
+			check(err)
+			io.Copy(io.Discard, resp.Body)
+			resp.Body.Close()
+			if i >= 50 {
+				out = append(out, time.Since(t))
+			}
+		}
+		return out
+	}
+	direct, proxied := lat(newClient(false)), lat(newClient(true))
+	through := func(c *http.Client) float64 {
+		t := time.Now()
+		resp, err := c.Get(up.URL + "/big")
+		check(err)
+		n, _ := io.Copy(io.Discard, resp.Body)
+		resp.Body.Close()
+		return float64(n) / time.Since(t).Seconds() / (1 << 20)
+	}
+	var dT, pT []float64
+	for i := 0; i < 3; i++ {
+		dT, pT = append(dT, through(newClient(false))), append(pT, through(newClient(true)))
+	}
+	med := func(v []float64) float64 {
+		s := append([]float64(nil), v...)
+		for i := range s {
+			for j := i + 1; j < len(s); j++ {
+				if s[j] < s[i] {
+					s[i], s[j] = s[j], s[i]
+				}
+			}
+		}
+		return s[len(s)/2]
+	}
+	b.log("### 9. Egress proxy overhead on loopback (%d HTTPS requests on a kept-alive connection; 1 GiB download, median of 3)", requests)
+	b.log("")
+	b.log("| | request p50 | request p95 | download |")
+	b.log("|---|---|---|---|")
+	us := func(d time.Duration) string { return fmt.Sprintf("%d µs", d.Microseconds()) }
+	b.log("| direct | %s | %s | %.0f MiB/s |", us(pct(direct, .5)), us(pct(direct, .95)), med(dT))
+	b.log("| through the session proxy (CONNECT, policy checked) | %s | %s | %.0f MiB/s |", us(pct(proxied, .5)), us(pct(proxied, .95)), med(pT))
+	b.log("")
+	b.log("Added latency p50: **%s** (target ≤ 1 ms); throughput **%.0f%%** of direct (target ≥ 80%%).",
+		us(pct(proxied, .5)-pct(direct, .5)), 100*med(pT)/med(dT))
+	b.log("")
+}
+
+// policyLatency measures how soon a policy change applies: from the
+// start of the API call that allows an address to the first request
+// through the session's proxy that gets through, polling every 5 ms.
+func (b *bench) policyLatency(runs int) {
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") })}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	check(err)
+	go srv.Serve(l)
+	defer srv.Close()
+	target := "http://" + l.Addr().String() + "/"
+	project := filepath.Join(b.work, "p9")
+	check(os.MkdirAll(project, 0o755))
+	id := b.newSession(project, "airlock/tiny", "true")
+	c := client.New(b.socket)
+	ctx := context.Background()
+	gwOut, err := runOut(b, "exec", id, "--", "sh", "-c", "ip route | awk '/default/{print $3}'")
+	check(err)
+	proxy, _ := url.Parse("http://" + strings.TrimSpace(gwOut) + ":3128")
+	hc := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(proxy), DisableKeepAlives: true}, Timeout: 2 * time.Second}
+	get := func() bool {
+		resp, err := hc.Get(target)
+		if err != nil {
+			return false
+		}
+		resp.Body.Close()
+		return resp.StatusCode == 200
+	}
+	var lat []time.Duration
+	for i := 0; i < runs; i++ {
+		_, err := c.Policy(ctx, id, api.PolicyChange{Set: &api.EgressPolicy{Mode: "custom"}})
+		check(err)
+		if get() {
+			check(fmt.Errorf("the request went through before the policy allowed it"))
+		}
+		t := time.Now()
+		_, err = c.Policy(ctx, id, api.PolicyChange{Set: &api.EgressPolicy{Mode: "custom", Allow: []string{l.Addr().String()}, Private: true}})
+		check(err)
+		for !get() {
+			if time.Since(t) > 5*time.Second {
+				check(fmt.Errorf("the policy change did not apply within 5 s"))
+			}
+			time.Sleep(5 * time.Millisecond)
+		}
+		lat = append(lat, time.Since(t))
+	}
+	b.log("### 10. Policy change to enforcement (%d runs)", runs)
+	b.log("")
+	b.log("From the start of `POST /v1/sessions/ID/policy` allowing an address to the first request through the session's proxy that gets through: p50 **%s**, max %s (target ≤ 1 s). The proxy swaps the policy atomically, so the next connection follows it.", ms(pct(lat, .5)), ms(pct(lat, 1)))
+	b.log("")
+}
+
+func runOut(b *bench, args ...string) (string, error) {
+	out, err := b.cmd(b.bin, args...).Output()
+	return string(out), err
+}
