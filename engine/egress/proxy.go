@@ -5,6 +5,7 @@ import (
 	"bytes"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"errors"
 	"fmt"
 	"io"
@@ -42,7 +43,14 @@ type Proxy struct {
 	// Log receives every connection once it ends or is refused.
 	Log func(Conn)
 	// Resolve looks names up (default: the host's resolver).
-	Resolve  func(ctx context.Context, host string) ([]netip.Addr, error)
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// CA signs the certificates of hosts with injections; Secret gives a
+	// secret's value; RootCAs verify upstream TLS (nil: the system's).
+	CA       *CA
+	Secret   func(name string) (string, error)
+	RootCAs  *x509.CertPool
+	injMu    sync.RWMutex
+	inj      []Injection
 	dialer   net.Dialer
 	httpOnce sync.Once
 	http     *http.Transport
@@ -186,6 +194,17 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	// the CONNECT asked for: a connection allowed for one name never
 	// carries another.
 	first := newPeek(brw.Reader, client)
+	if list := x.injectionsFor(host, port); len(list) > 0 {
+		if sni, isTLS := first.serverName(); isTLS && sni != "" && !strings.EqualFold(sni, host) {
+			entry.Allowed, entry.Rule, entry.Reason = false, "sni", fmt.Sprintf("the TLS server name %s differs from the CONNECT host %s", sni, host)
+		} else {
+			up.Close() // the injecting path makes its own upstream connections
+			x.mitm(client, first, host, port, list, &entry)
+		}
+		entry.Duration = time.Since(start)
+		x.log(entry)
+		return
+	}
 	if sni, isTLS := first.serverName(); isTLS && sni != "" && !isAddr(host) && !strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
 		entry.Allowed, entry.Rule = false, "sni"
 		entry.Reason = fmt.Sprintf("the TLS server name %s differs from the CONNECT host %s", sni, host)
@@ -288,7 +307,7 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 			// copy of the answer instead.
 			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.In.Context()))
 		},
-		Transport:     x.http,
+		Transport:     &injecting{x: x, list: x.injectionsFor(host, port), next: x.http},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			upErr = err

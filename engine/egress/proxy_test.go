@@ -4,6 +4,7 @@ import (
 	"bufio"
 	"context"
 	"crypto/tls"
+	"crypto/x509"
 	"fmt"
 	"io"
 	"net"
@@ -22,7 +23,7 @@ func testProxy(t *testing.T, spec Spec) (*Proxy, string, func() []Conn) {
 	t.Helper()
 	x := NewProxy(mustCompile(t, spec))
 	x.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
-		if strings.HasSuffix(host, ".test") {
+		if strings.HasSuffix(host, ".test") || host == "example.com" { // example.com: httptest's certificate
 			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
 		}
 		return nil, fmt.Errorf("no such host %s", host)
@@ -164,3 +165,102 @@ type bufConn struct {
 }
 
 func (b *bufConn) Read(p []byte) (int, error) { return b.r.Read(p) }
+
+// A host with an injection gets the secret in transit, over HTTPS (TLS
+// ends at the proxy with the engine's CA, and starts again to the real
+// host, verified) and plain HTTP; the client only ever has a placeholder.
+func TestInjection(t *testing.T) {
+	var mu sync.Mutex
+	var seen []string
+	handler := http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		seen = append(seen, r.Header.Get("X-Api-Key")+"|"+r.Header.Get("Authorization"))
+		mu.Unlock()
+		io.WriteString(w, "upstream ok")
+	})
+	tlsUp := httptest.NewTLSServer(handler)
+	defer tlsUp.Close()
+	plainUp := httptest.NewServer(handler)
+	defer plainUp.Close()
+	_, tport, _ := net.SplitHostPort(strings.TrimPrefix(tlsUp.URL, "https://"))
+	_, pport, _ := net.SplitHostPort(strings.TrimPrefix(plainUp.URL, "http://"))
+
+	x, purl, logs := testProxy(t, Spec{Mode: Custom, Allow: []string{"example.com"}, Private: true})
+	ca, err := LoadCA(t.TempDir())
+	if err != nil {
+		t.Fatal(err)
+	}
+	x.CA = ca
+	roots := x509.NewCertPool()
+	roots.AddCert(tlsUp.Certificate())
+	x.RootCAs = roots
+	x.Secret = func(name string) (string, error) {
+		if name == "API_KEY" {
+			return "the-real-key", nil
+		}
+		return "", fmt.Errorf("no secret %s", name)
+	}
+	var injs []Injection
+	for _, s := range []string{"example.com:x-api-key=secret:API_KEY", "example.com:authorization=Bearer secret:API_KEY"} {
+		i, err := ParseInjection(s)
+		if err != nil {
+			t.Fatal(err)
+		}
+		injs = append(injs, i)
+	}
+	x.SetInjections(injs)
+
+	sessionRoots := x509.NewCertPool()
+	sessionRoots.AddCert(ca.Cert)
+	u, _ := url.Parse(purl)
+	c := &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{RootCAs: sessionRoots}}}
+	for _, target := range []string{"https://example.com:" + tport + "/v1", "http://example.com:" + pport + "/v1"} {
+		req, _ := http.NewRequest("GET", target, nil)
+		req.Header.Set("X-Api-Key", "placeholder")
+		resp, err := c.Do(req)
+		if err != nil {
+			t.Fatalf("%s: %v", target, err)
+		}
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if string(body) != "upstream ok" {
+			t.Fatalf("%s: %d %q", target, resp.StatusCode, body)
+		}
+	}
+	mu.Lock()
+	if len(seen) != 2 || seen[0] != "the-real-key|Bearer the-real-key" || seen[1] != seen[0] {
+		t.Fatalf("upstream saw %q", seen)
+	}
+	mu.Unlock()
+	for _, l := range logs() {
+		if strings.Contains(fmt.Sprint(l), "the-real-key") {
+			t.Fatalf("the secret is in the log: %+v", l)
+		}
+	}
+
+	// An upstream whose certificate does not verify: a clear error.
+	x.RootCAs = x509.NewCertPool()
+	c = &http.Client{Transport: &http.Transport{Proxy: http.ProxyURL(u), TLSClientConfig: &tls.Config{RootCAs: sessionRoots}}}
+	resp, err := c.Get("https://example.com:" + tport + "/v1")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := io.ReadAll(resp.Body)
+	resp.Body.Close()
+	if resp.StatusCode != 502 || !strings.Contains(string(body), "does not verify") {
+		t.Fatalf("untrusted upstream: %d %q", resp.StatusCode, body)
+	}
+
+	for bad, says := range map[string]string{
+		"api.test:x-api-key=plain":     "names no secret",
+		"api.test=secret:A":            "no header",
+		"nope:x=secret:A":              "",
+		"api test:x=secret:A":          "not allowed",
+		"api.test:bad header=secret:A": "not a header",
+	} {
+		_, err := ParseInjection(bad)
+		if says != "" && (err == nil || !strings.Contains(err.Error(), says)) {
+			t.Errorf("%q: %v, want %q", bad, err, says)
+		}
+	}
+}

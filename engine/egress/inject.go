@@ -1,0 +1,244 @@
+package egress
+
+import (
+	"context"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
+	"fmt"
+	"io"
+	"net"
+	"net/http"
+	"net/http/httputil"
+	"net/netip"
+	"regexp"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+)
+
+// Injection adds a header to a host's requests in transit, its value
+// holding secrets the session never sees: "api.example.com:x-api-key=secret:NAME"
+// or "api.example.com:443:authorization=Bearer secret:NAME".
+type Injection struct {
+	Text   string
+	host   Rule
+	Header string
+	Value  string // with secret:NAME references
+}
+
+var secretRefRE = regexp.MustCompile(`secret:([A-Za-z_][A-Za-z0-9_]*)`)
+
+// ParseInjection reads HOST[:PORT]:HEADER=VALUE, VALUE naming at least
+// one secret as secret:NAME.
+func ParseInjection(s string) (Injection, error) {
+	inj := Injection{Text: s}
+	eq := strings.Index(s, "=")
+	if eq < 0 {
+		return inj, fmt.Errorf("injection %q: write it HOST:HEADER=VALUE, e.g. api.example.com:x-api-key=secret:API_KEY", s)
+	}
+	left, value := s[:eq], s[eq+1:]
+	c := strings.LastIndex(left, ":")
+	if c < 0 {
+		return inj, fmt.Errorf("injection %q: no header named: write HOST:HEADER=VALUE", s)
+	}
+	hostPart, header := left[:c], strings.TrimSpace(left[c+1:])
+	if header == "" || strings.ContainsAny(header, " \t:") {
+		return inj, fmt.Errorf("injection %q: %q is not a header name", s, header)
+	}
+	r, err := ParseRule(hostPart)
+	if err != nil {
+		return inj, fmt.Errorf("injection %q: %v", s, err)
+	}
+	if !secretRefRE.MatchString(value) {
+		return inj, fmt.Errorf("injection %q: the value names no secret: use secret:NAME (stored with `airlock secret set NAME`)", s)
+	}
+	inj.host, inj.Header, inj.Value = r, http.CanonicalHeaderKey(header), value
+	return inj, nil
+}
+
+// Secrets lists the secret names an injection uses.
+func (i Injection) Secrets() []string {
+	var out []string
+	for _, m := range secretRefRE.FindAllStringSubmatch(i.Value, -1) {
+		out = append(out, m[1])
+	}
+	return out
+}
+
+func (i Injection) matches(host string, port int) bool {
+	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
+		return i.host.matchAddr(a, port)
+	}
+	return i.host.matchName(host, port)
+}
+
+// SetInjections replaces the proxy's injections.
+func (x *Proxy) SetInjections(list []Injection) {
+	x.injMu.Lock()
+	x.inj = list
+	x.injMu.Unlock()
+}
+
+func (x *Proxy) injectionsFor(host string, port int) []Injection {
+	x.injMu.RLock()
+	defer x.injMu.RUnlock()
+	var out []Injection
+	for _, i := range x.inj {
+		if i.matches(host, port) {
+			out = append(out, i)
+		}
+	}
+	return out
+}
+
+// inject sets the injected headers on an outgoing request.
+func (x *Proxy) inject(h http.Header, list []Injection) error {
+	for _, i := range list {
+		var err error
+		v := secretRefRE.ReplaceAllStringFunc(i.Value, func(ref string) string {
+			name := ref[len("secret:"):]
+			if x.Secret == nil {
+				err = fmt.Errorf("no secrets here")
+				return ""
+			}
+			val, e := x.Secret(name)
+			if e != nil && err == nil {
+				err = e
+			}
+			return val
+		})
+		if err != nil {
+			return err
+		}
+		h.Set(i.Header, v)
+	}
+	return nil
+}
+
+// mitm serves a CONNECT to a host with injections: TLS ends here, with a
+// certificate from the engine's CA, each request gets its headers, and
+// goes on to the real host over TLS verified as usual.
+func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, list []Injection, entry *Conn) {
+	if x.CA == nil {
+		entry.Allowed, entry.Reason = false, "injection needs the engine's CA"
+		return
+	}
+	leaf, err := x.CA.Leaf(host)
+	if err != nil {
+		entry.Reason = "certificate: " + err.Error()
+		return
+	}
+	tc := tls.Server(&readerConn{Conn: client, r: first}, &tls.Config{Certificates: []tls.Certificate{*leaf}, NextProtos: []string{"http/1.1"}})
+	if err := tc.Handshake(); err != nil {
+		entry.Reason = "the session's TLS handshake failed (does it trust the engine's CA?): " + err.Error()
+		return
+	}
+	target := net.JoinHostPort(host, strconv.Itoa(port))
+	tr := &http.Transport{
+		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
+			c, _, err := x.dial(ctx, host, port)
+			return c, err
+		},
+		TLSClientConfig:     &tls.Config{RootCAs: x.RootCAs, ServerName: host},
+		ForceAttemptHTTP2:   false,
+		MaxIdleConnsPerHost: 4,
+	}
+	defer tr.CloseIdleConnections()
+	var in, out int64
+	var upErr error
+	rp := &httputil.ReverseProxy{
+		Rewrite: func(pr *httputil.ProxyRequest) {
+			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", target
+			pr.Out.Host = pr.In.Host
+			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.In.Context()))
+		},
+		Transport:     &injecting{x: x, list: list, next: tr},
+		FlushInterval: -1,
+		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
+			upErr = err
+			msg := "Airlock could not reach " + target + ": " + err.Error()
+			var uerr x509.UnknownAuthorityError
+			var herr x509.HostnameError
+			if errors.As(err, &uerr) || errors.As(err, &herr) {
+				msg = "Airlock refused " + target + ": its TLS certificate does not verify (" + err.Error() + "); if a proxy re-signs TLS on this network, give its CA with ca_bundle"
+			}
+			http.Error(w, msg, http.StatusBadGateway)
+		},
+	}
+	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		cr := &countingReader{r: r.Body}
+		r.Body = cr
+		cw := &countingWriter{ResponseWriter: w}
+		rp.ServeHTTP(cw, r)
+		out += cr.n
+		in += cw.n
+	}), ReadHeaderTimeout: 30 * time.Second}
+	srv.Serve(&oneConn{c: tc})
+	entry.BytesOut, entry.BytesIn = out, in
+	entry.Rule += " (secret injected)"
+	if upErr != nil {
+		entry.Reason = "upstream: " + upErr.Error()
+	}
+}
+
+// injecting is a RoundTripper that sets the injected headers.
+type injecting struct {
+	x    *Proxy
+	list []Injection
+	next http.RoundTripper
+}
+
+func (t *injecting) RoundTrip(r *http.Request) (*http.Response, error) {
+	if err := t.x.inject(r.Header, t.list); err != nil {
+		return nil, fmt.Errorf("inject a secret: %w", err)
+	}
+	return t.next.RoundTrip(r)
+}
+
+// readerConn reads from r (what was peeked included) and writes to Conn.
+type readerConn struct {
+	net.Conn
+	r io.Reader
+}
+
+func (c *readerConn) Read(b []byte) (int, error) { return c.r.Read(b) }
+
+// oneConn is a listener that yields one connection, then waits for it to
+// close.
+type oneConn struct {
+	c    net.Conn
+	once sync.Once
+	done chan struct{}
+	mu   sync.Mutex
+}
+
+func (l *oneConn) Accept() (net.Conn, error) {
+	l.mu.Lock()
+	if l.done == nil {
+		l.done = make(chan struct{})
+	}
+	l.mu.Unlock()
+	var c net.Conn
+	l.once.Do(func() { c = &closeNotify{Conn: l.c, done: l.done} })
+	if c != nil {
+		return c, nil
+	}
+	<-l.done
+	return nil, net.ErrClosed
+}
+
+func (l *oneConn) Close() error   { return nil }
+func (l *oneConn) Addr() net.Addr { return l.c.LocalAddr() }
+
+type closeNotify struct {
+	net.Conn
+	done chan struct{}
+	once sync.Once
+}
+
+func (c *closeNotify) Close() error {
+	c.once.Do(func() { close(c.done) })
+	return c.Conn.Close()
+}
