@@ -94,7 +94,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	}
 	key := req.APIKey
 	if ag.KeyEnv != "" && key == "" {
-		if key, err = e.store.Secret(ctx, ag.KeyEnv); err != nil {
+		if key, err = e.secret(ctx, rec.ID, ag.KeyEnv); err != nil {
 			if errdefs.IsNotFound(err) {
 				return api.Turn{}, errdefs.Invalidf("no API key for %s: set %s in the environment of the airlock command, or store it with `airlock secret set %s`", ag.Title, ag.KeyEnv, ag.KeyEnv)
 			}
@@ -112,6 +112,13 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	}
 	if err := e.allowEndpoint(ctx, rec.ID, firstOf(t.BaseURL, ag.DefaultBaseURL)); err != nil {
 		return api.Turn{}, err
+	}
+	// The key travels host-side: the session's proxy sets it on the
+	// endpoint's requests, and the CLI only has a placeholder.
+	if injected, err := e.injectKey(ctx, rec.ID, ag, firstOf(t.BaseURL, ag.DefaultBaseURL), req.APIKey); err != nil {
+		return api.Turn{}, err
+	} else if injected {
+		key = keyPlaceholder
 	}
 	turn, err := e.store.StartTurn(ctx, api.Turn{Session: rec.ID, Agent: ag.Name, Prompt: req.Prompt, Model: t.Model, AgentSession: t.Resume, Started: time.Now()})
 	if err != nil {
@@ -338,6 +345,41 @@ func (e *Engine) allowEndpoint(ctx context.Context, id, raw string) error {
 	return err
 }
 
+// keyPlaceholder is what an agent CLI has for its API key when the real
+// one is injected in transit.
+const keyPlaceholder = "airlock-injects-the-key-in-transit"
+
+// injectKey binds the agent's key to its endpoint in the session's policy
+// (a key from the caller is kept in memory for the session, a stored one
+// is read when a request goes out). It reports false when the session
+// has no network of its own to inject with.
+func (e *Engine) injectKey(ctx context.Context, id string, ag *harness.Agent, endpoint, given string) (bool, error) {
+	l := e.liveSession(id)
+	if l == nil || l.net == nil || ag.KeyEnv == "" || ag.KeyHeader == "" || endpoint == "" {
+		return false, nil
+	}
+	u, err := url.Parse(endpoint)
+	if err != nil {
+		return false, nil
+	}
+	port := u.Port()
+	if port == "" {
+		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	}
+	host := u.Hostname()
+	if strings.Contains(host, ":") {
+		host = "[" + host + "]"
+	}
+	if given != "" {
+		e.setSessionSecret(id, ag.KeyEnv, given)
+	}
+	rule := host + ":" + port + ":" + ag.KeyHeader + "=" + fmt.Sprintf(ag.KeyValue, ag.KeyEnv)
+	if _, err := e.Policy(ctx, id, api.PolicyChange{Inject: []string{rule}}); err != nil {
+		return false, err
+	}
+	return true, nil
+}
+
 // endpointOK caches endpoints found reachable, so that a conversation
 // does not pay a connect per turn.
 var endpointOK sync.Map // host:port -> time.Time
@@ -401,7 +443,11 @@ func (e *Engine) SetSecret(ctx context.Context, name, value string) error {
 	if value == "" {
 		return errdefs.Invalidf("secret %s: the value is empty", name)
 	}
-	return e.store.SetSecret(ctx, name, value)
+	sealed, err := e.seal(value)
+	if err != nil {
+		return err
+	}
+	return e.store.SetSecret(ctx, name, sealed)
 }
 
 // Secrets lists the stored secrets' names.

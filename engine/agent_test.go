@@ -131,8 +131,19 @@ func TestAgentsRealCLIs(t *testing.T) {
 			}
 			for _, r := range model.Requests() {
 				if r.Scripted && r.APIKey != testKey {
-					t.Errorf("the CLI sent key %q, want the one given on the host", r.APIKey)
+					t.Errorf("the model got key %q, want the one given on the host (injected in transit)", r.APIKey)
 				}
+			}
+			// The key never entered the session: not in any process's
+			// environment or command line, not in a file it can read.
+			// (The pattern is put together from halves into a file in
+			// /dev/shm, so that no command line holds it.)
+			half := len(testKey) / 2
+			code, found := run(t, e, s.ID, "sh", "-c", "printf '%s%s' '"+testKey[:half]+"' '"+testKey[half:]+"' > /dev/shm/pat; "+
+				"cat /proc/[0-9]*/environ /proc/[0-9]*/cmdline 2>/dev/null | tr '\\0' '\\n' | grep -F -f /dev/shm/pat; "+
+				"grep -rsF -f /dev/shm/pat /home /workspace /tmp /etc 2>/dev/null; true")
+			if code != 0 || strings.Contains(found, testKey) {
+				t.Errorf("the API key is visible inside the session: %q", found)
 			}
 
 			// Turn two continues the conversation.

@@ -23,6 +23,7 @@ import (
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -95,6 +96,11 @@ type Engine struct {
 	sessions map[string]*live // adopted or created sessions, by id
 	// bg tracks goroutines that outlive a request (command recorders).
 	bg sync.WaitGroup
+	// secretKey seals stored secrets; sessionSecrets are values given for
+	// one session (under mu); ca is the engine's CA (see egress.CA).
+	secretKey      []byte
+	sessionSecrets map[string]map[string]string
+	ca             *egress.CA
 	// spare networks (see netpool.go), under mu
 	spares      []*egressState
 	spareTarget int
@@ -138,6 +144,13 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log:         log.With("component", "engine"),
 		sessions:    map[string]*live{},
 		spareTarget: opts.SpareNetworks,
+	}
+	var err error
+	if e.secretKey, err = loadSecretKey(opts.StateDir); err != nil {
+		return nil, err
+	}
+	if e.ca, err = egress.LoadCA(filepath.Join(opts.StateDir, "ca")); err != nil {
+		return nil, err
 	}
 	if err := e.adopt(ctx); err != nil {
 		return nil, err

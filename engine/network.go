@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"crypto/x509"
 	"encoding/json"
 	"fmt"
 	"net"
@@ -59,9 +60,10 @@ func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
 		spec = &d
 	case spec.Mode == "":
 		spec = &api.EgressPolicy{Mode: d.Mode, Allow: append(append([]string(nil), d.Allow...), spec.Allow...),
-			Deny: append(append([]string(nil), d.Deny...), spec.Deny...), Private: d.Private || spec.Private}
+			Deny: append(append([]string(nil), d.Deny...), spec.Deny...), Private: d.Private || spec.Private,
+			Inject: append(append([]string(nil), d.Inject...), spec.Inject...)}
 	}
-	p, err := egress.Compile(egress.Spec{Mode: spec.Mode, Allow: spec.Allow, Deny: spec.Deny, Private: spec.Private})
+	p, err := egress.Compile(egress.Spec{Mode: spec.Mode, Allow: spec.Allow, Deny: spec.Deny, Private: spec.Private, Inject: spec.Inject})
 	if err != nil {
 		return nil, errdefs.Invalidf("network policy: %v", err)
 	}
@@ -70,7 +72,7 @@ func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
 
 func specJSON(p *egress.Policy) string {
 	s := p.Spec()
-	b, _ := json.Marshal(api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private})
+	b, _ := json.Marshal(api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject})
 	return string(b)
 }
 
@@ -139,6 +141,10 @@ func (e *Engine) startEgress(key string, gw netip.Addr, pol *egress.Policy, id s
 	x := egress.NewProxy(pol)
 	st := &egressState{key: key, proxy: x, gw: gw}
 	st.session.Store(id)
+	x.CA, x.RootCAs = e.ca, e.upstreamRoots()
+	x.Secret = func(name string) (string, error) {
+		return e.secret(context.Background(), st.session.Load().(string), name)
+	}
 	x.Log = func(c egress.Conn) {
 		id := st.session.Load().(string)
 		if id == "" {
@@ -205,6 +211,21 @@ func (s *egressState) close() {
 	(egress.Firewall{}).Remove(s.key, bridgeName(s.key))
 }
 
+// upstreamRoots are the CAs the proxy trusts upstream: the system's plus
+// the configured extra bundle (an intercepting proxy's).
+func (e *Engine) upstreamRoots() *x509.CertPool {
+	pool, err := x509.SystemCertPool()
+	if err != nil || pool == nil {
+		pool = x509.NewCertPool()
+	}
+	if e.defaults.CABundle != "" {
+		if b, err := os.ReadFile(e.defaults.CABundle); err == nil {
+			pool.AppendCertsFromPEM(b)
+		}
+	}
+	return pool
+}
+
 // proxyEnv points a session's tools at its proxy.
 func proxyEnv(gw netip.Addr) []string {
 	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(egress.ProxyPort))
@@ -234,7 +255,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 		return api.EgressPolicy{}, errdefs.Conflictf("session %s has no network of its own (it predates egress policies, or it is not running)", rec.ID)
 	}
 	cur := l.net.proxy.Policy().Spec()
-	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private}
+	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private, Inject: cur.Inject}
 	if ch.Set != nil {
 		next = *ch.Set
 	}
@@ -267,8 +288,12 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	}
 	next.Allow = appendNew(next.Allow, ch.Allow...)
 	next.Deny = appendNew(next.Deny, ch.Deny...)
+	next.Inject = appendNew(next.Inject, ch.Inject...)
 	p, err := e.policyOf(&next)
 	if err != nil {
+		return api.EgressPolicy{}, err
+	}
+	if err := e.checkSecrets(ctx, rec.ID, p); err != nil {
 		return api.EgressPolicy{}, err
 	}
 	l.net.proxy.SetPolicy(p)
@@ -277,7 +302,19 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	}
 	e.log.Info("egress policy changed", "session", rec.ID, "policy", specJSON(p))
 	s := p.Spec()
-	return api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private}, nil
+	return api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject}, nil
+}
+
+// checkSecrets says which secret an injection names that does not exist.
+func (e *Engine) checkSecrets(ctx context.Context, session string, p *egress.Policy) error {
+	for _, i := range p.Inject {
+		for _, name := range i.Secrets() {
+			if err := e.secretExists(ctx, session, name); err != nil {
+				return err
+			}
+		}
+	}
+	return nil
 }
 
 func appendNew(list []string, add ...string) []string {

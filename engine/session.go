@@ -62,7 +62,7 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true})
 		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
 	}
-	if rec.CABundle != "" {
+	if rec.CABundle != "" || rec.Network != "" {
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, caFile), Target: caPath, ReadOnly: true})
 		env = append(env, caEnv()...)
 	}
@@ -152,6 +152,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	if err != nil {
 		return api.Session{}, err
 	}
+	if err := e.checkSecrets(ctx, "", pol); err != nil {
+		return api.Session{}, err
+	}
 	if err := egress.Available(); err != nil {
 		return api.Session{}, errdefs.Unavailablef("sessions need the host firewall for their network policy: %v", err)
 	}
@@ -233,10 +236,8 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 			<-baseDone
 		}
 	}()
-	if caBundle != "" {
-		if _, err := writeCABundle(rec.Dir, caBundle); err != nil {
-			return api.Session{}, err
-		}
+	if _, err := writeCABundle(rec.Dir, caBundle, e.ca.PEM); err != nil {
+		return api.Session{}, err
 	}
 	cmd := keepAlive
 	if first != nil {
@@ -381,17 +382,22 @@ func checkLimits(l api.Limits) error {
 	return nil
 }
 
-// writeCABundle writes the session's trust store: the host's system CAs
-// plus the extra bundle, so tools that take one file (SSL_CERT_FILE) keep
-// trusting public CAs too.
-func writeCABundle(dir, extra string) (string, error) {
-	b, err := os.ReadFile(extra)
-	if err != nil {
-		return "", errdefs.Invalidf("CA bundle %s: %v: give a readable PEM file to --ca-bundle", extra, err)
+// writeCABundle writes the session's trust store: the host's system CAs,
+// the extra bundle if any, and the engine's CA (for hosts whose TLS the
+// proxy terminates to inject secrets), so tools that take one file
+// (SSL_CERT_FILE) keep trusting public CAs too.
+func writeCABundle(dir, extra string, engineCA []byte) (string, error) {
+	var b []byte
+	if extra != "" {
+		var err error
+		if b, err = os.ReadFile(extra); err != nil {
+			return "", errdefs.Invalidf("CA bundle %s: %v: give a readable PEM file to --ca-bundle", extra, err)
+		}
+		if !strings.Contains(string(b), "-----BEGIN CERTIFICATE-----") {
+			return "", errdefs.Invalidf("CA bundle %s holds no PEM certificate", extra)
+		}
 	}
-	if !strings.Contains(string(b), "-----BEGIN CERTIFICATE-----") {
-		return "", errdefs.Invalidf("CA bundle %s holds no PEM certificate", extra)
-	}
+	b = append(append(b, '\n'), engineCA...)
 	var all []byte
 	for _, sys := range []string{"/etc/ssl/certs/ca-certificates.crt", "/etc/pki/tls/certs/ca-bundle.crt"} {
 		if s, err := os.ReadFile(sys); err == nil && sys != extra {

@@ -19,6 +19,8 @@ var Aider = register(&Agent{
 	Bin:            "aider",
 	API:            APIChat,
 	KeyEnv:         "OPENAI_API_KEY",
+	KeyHeader:      "authorization",
+	KeyValue:       "Bearer secret:%s",
 	BaseURLEnv:     "OPENAI_BASE_URL",
 	DefaultBaseURL: "https://api.openai.com/v1",
 	DefaultModel:   "gpt-4o",

@@ -17,6 +17,8 @@ var Claude = register(&Agent{
 	Bin:            "claude",
 	API:            APIAnthropic,
 	KeyEnv:         "ANTHROPIC_API_KEY",
+	KeyHeader:      "x-api-key",
+	KeyValue:       "secret:%s",
 	BaseURLEnv:     "ANTHROPIC_BASE_URL",
 	DefaultBaseURL: "https://api.anthropic.com",
 	Continues:      true,

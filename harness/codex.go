@@ -18,6 +18,8 @@ var Codex = register(&Agent{
 	Bin:            "codex",
 	API:            APIResponses,
 	KeyEnv:         "OPENAI_API_KEY",
+	KeyHeader:      "authorization",
+	KeyValue:       "Bearer secret:%s",
 	BaseURLEnv:     "OPENAI_BASE_URL",
 	DefaultBaseURL: "https://api.openai.com/v1",
 	DefaultModel:   "gpt-5.5",

@@ -112,6 +112,11 @@ type Agent struct {
 	API     string  // the wire API it speaks
 	// KeyEnv names the API key variable, on the host and for the CLI.
 	KeyEnv string
+	// KeyHeader and KeyValue say how the key travels to the provider
+	// (KeyValue with %s for the secret reference): the engine's proxy
+	// sets that header in transit, and the CLI gets a placeholder.
+	KeyHeader string
+	KeyValue  string
 	// BaseURLEnv names the host variable that may hold the endpoint.
 	BaseURLEnv     string
 	DefaultBaseURL string

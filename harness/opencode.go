@@ -15,6 +15,8 @@ var OpenCode = register(&Agent{
 	Bin:            "opencode",
 	API:            APIChat,
 	KeyEnv:         "OPENAI_API_KEY",
+	KeyHeader:      "authorization",
+	KeyValue:       "Bearer secret:%s",
 	BaseURLEnv:     "OPENAI_BASE_URL",
 	DefaultBaseURL: "https://api.openai.com/v1",
 	DefaultModel:   "gpt-5.5",

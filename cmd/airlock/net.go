@@ -16,6 +16,7 @@ type netFlags struct {
 	mode    string
 	allow   []string
 	deny    []string
+	inject  []string
 	private bool
 }
 
@@ -25,20 +26,21 @@ func (f *netFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.allow, "allow", nil, "let the session reach this: example.com, *.example.com, 198.51.100.0/24, each with an optional :PORT (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "never let the session reach this (same forms; beats --allow; repeatable)")
 	fl.BoolVar(&f.private, "allow-private", false, "let allowed rules reach private, loopback and link-local addresses (blocked otherwise)")
+	fl.StringArrayVar(&f.inject, "inject", nil, "add a header holding a secret to a host's requests in transit, e.g. 'api.example.com:x-api-key=secret:API_KEY' (repeatable; the session never sees the secret)")
 }
 
 // policy is the session's policy, or nil for the engine's default.
 // Without --net, the rules add to the default policy.
 func (f *netFlags) policy() *api.EgressPolicy {
-	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && !f.private {
+	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && len(f.inject) == 0 && !f.private {
 		return nil
 	}
-	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private}
+	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private, Inject: f.inject}
 }
 
 func policyCmd(g *globals) *cobra.Command {
 	var mode string
-	var allow, deny []string
+	var allow, deny, inject []string
 	var private, noPrivate bool
 	cmd := &cobra.Command{
 		Use:   "policy ID",
@@ -52,13 +54,13 @@ func policyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny}
+			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny, Inject: inject}
 			if private || noPrivate {
 				v := private
 				ch.Private = &v
 			}
 			var p api.EgressPolicy
-			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && ch.Private == nil {
+			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && len(inject) == 0 && ch.Private == nil {
 				s, err := c.Session(ctx, args[0])
 				if err != nil {
 					return err
@@ -77,6 +79,7 @@ func policyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all or custom")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "add an allow rule (repeatable)")
 	cmd.Flags().StringArrayVar(&deny, "deny", nil, "add a deny rule (repeatable)")
+	cmd.Flags().StringArrayVar(&inject, "inject", nil, "add a secret injection, HOST:HEADER=...secret:NAME... (repeatable)")
 	cmd.Flags().BoolVar(&private, "allow-private", false, "let allowed rules reach private addresses")
 	cmd.Flags().BoolVar(&noPrivate, "no-private", false, "block private addresses again")
 	return cmd
@@ -92,6 +95,9 @@ func printPolicy(p api.EgressPolicy) {
 	}
 	for _, r := range p.Deny {
 		fmt.Printf("deny  %s\n", r)
+	}
+	for _, r := range p.Inject {
+		fmt.Printf("inject %s\n", r)
 	}
 }
 

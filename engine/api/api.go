@@ -280,6 +280,9 @@ type EgressPolicy struct {
 	Allow   []string `json:"allow,omitempty"`
 	Deny    []string `json:"deny,omitempty"`
 	Private bool     `json:"private,omitempty"`
+	// Inject adds headers holding secrets to a host's requests in
+	// transit: "api.example.com:x-api-key=secret:NAME".
+	Inject []string `json:"inject,omitempty"`
 }
 
 // PolicyChange edits a running session's policy: rules to add to each
@@ -288,6 +291,7 @@ type PolicyChange struct {
 	Set     *EgressPolicy `json:"set,omitempty"`
 	Allow   []string      `json:"allow,omitempty"`
 	Deny    []string      `json:"deny,omitempty"`
+	Inject  []string      `json:"inject,omitempty"`
 	Mode    string        `json:"mode,omitempty"`
 	Private *bool         `json:"private,omitempty"`
 	// FromLog allows what log entry FromLog was about.

@@ -74,18 +74,9 @@ func (i Injection) matches(host string, port int) bool {
 	return i.host.matchName(host, port)
 }
 
-// SetInjections replaces the proxy's injections.
-func (x *Proxy) SetInjections(list []Injection) {
-	x.injMu.Lock()
-	x.inj = list
-	x.injMu.Unlock()
-}
-
 func (x *Proxy) injectionsFor(host string, port int) []Injection {
-	x.injMu.RLock()
-	defer x.injMu.RUnlock()
 	var out []Injection
-	for _, i := range x.inj {
+	for _, i := range x.policy.Load().Inject {
 		if i.matches(host, port) {
 			out = append(out, i)
 		}

@@ -155,6 +155,8 @@ type Policy struct {
 	// metadata addresses that its rules allow; without it they stay
 	// blocked whatever the rules say.
 	Private bool
+	// Inject adds headers with secrets to matching hosts' requests.
+	Inject []Injection
 }
 
 // Spec is a policy as stored and sent: rules as text.
@@ -163,6 +165,7 @@ type Spec struct {
 	Allow   []string `json:"allow,omitempty"`
 	Deny    []string `json:"deny,omitempty"`
 	Private bool     `json:"private,omitempty"`
+	Inject  []string `json:"inject,omitempty"`
 }
 
 // Compile checks a spec and returns its policy.
@@ -189,6 +192,13 @@ func Compile(s Spec) (*Policy, error) {
 		}
 		p.Deny = append(p.Deny, r)
 	}
+	for _, t := range s.Inject {
+		i, err := ParseInjection(t)
+		if err != nil {
+			return nil, err
+		}
+		p.Inject = append(p.Inject, i)
+	}
 	return p, nil
 }
 
@@ -200,6 +210,9 @@ func (p *Policy) Spec() Spec {
 	}
 	for _, r := range p.Deny {
 		s.Deny = append(s.Deny, r.Text)
+	}
+	for _, i := range p.Inject {
+		s.Inject = append(s.Inject, i.Text)
 	}
 	return s
 }

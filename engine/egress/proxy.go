@@ -49,8 +49,6 @@ type Proxy struct {
 	CA       *CA
 	Secret   func(name string) (string, error)
 	RootCAs  *x509.CertPool
-	injMu    sync.RWMutex
-	inj      []Injection
 	dialer   net.Dialer
 	httpOnce sync.Once
 	http     *http.Transport

@@ -15,6 +15,7 @@ import (
 	"strings"
 	"sync"
 	"testing"
+	"time"
 )
 
 // testProxy runs a proxy on loopback whose names *.test resolve to
@@ -33,7 +34,25 @@ func testProxy(t *testing.T, spec Spec) (*Proxy, string, func() []Conn) {
 	x.Log = func(c Conn) { mu.Lock(); logs = append(logs, c); mu.Unlock() }
 	srv := httptest.NewServer(x)
 	t.Cleanup(srv.Close)
-	return x, srv.URL, func() []Conn { mu.Lock(); defer mu.Unlock(); return append([]Conn(nil), logs...) }
+	// An entry is written once its connection is done, which can be just
+	// after the client has its answer: wait a moment for the count to
+	// settle.
+	return x, srv.URL, func() []Conn {
+		var n int
+		for i := 0; i < 100; i++ {
+			mu.Lock()
+			m := len(logs)
+			mu.Unlock()
+			if m == n && i > 0 {
+				break
+			}
+			n = m
+			time.Sleep(5 * time.Millisecond)
+		}
+		mu.Lock()
+		defer mu.Unlock()
+		return append([]Conn(nil), logs...)
+	}
 }
 
 func viaProxy(proxyURL string) *http.Client {
@@ -200,15 +219,8 @@ func TestInjection(t *testing.T) {
 		}
 		return "", fmt.Errorf("no secret %s", name)
 	}
-	var injs []Injection
-	for _, s := range []string{"example.com:x-api-key=secret:API_KEY", "example.com:authorization=Bearer secret:API_KEY"} {
-		i, err := ParseInjection(s)
-		if err != nil {
-			t.Fatal(err)
-		}
-		injs = append(injs, i)
-	}
-	x.SetInjections(injs)
+	x.SetPolicy(mustCompile(t, Spec{Mode: Custom, Allow: []string{"example.com"}, Private: true,
+		Inject: []string{"example.com:x-api-key=secret:API_KEY", "example.com:authorization=Bearer secret:API_KEY"}}))
 
 	sessionRoots := x509.NewCertPool()
 	sessionRoots.AddCert(ca.Cert)
