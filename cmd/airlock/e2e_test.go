@@ -485,3 +485,51 @@ func TestAgentWalkthrough(t *testing.T) {
 		}
 	}
 }
+
+// TestNetworkPolicyWalkthrough runs the README's network commands: a
+// blocked request is in the log, allowed from it in one command, and the
+// next request goes through. The outside is a namespace of the test's.
+func TestNetworkPolicyWalkthrough(t *testing.T) {
+	c := newCLI(t)
+	out := enginetest.NewOutside(t)
+	p := sampleProject(t)
+	get := "printf 'GET http://" + out.IPv4 + "/ HTTP/1.0\\r\\n\\r\\n' | nc -w 3 $(ip route | awk '/default/{print $3}') 3128"
+	code, _, errs := c.run("run", "--project", p, "--image", "airlock/tiny", "--net", "custom", "--allow", "*.example.org", "--", "sh", "-c", get)
+	id := sessionLine.FindStringSubmatch(errs)
+	if id == nil {
+		t.Fatalf("no session id in %q (exit %d)", errs, code)
+	}
+	log := c.ok("net", "log", id[1], "--blocked", "--json")
+	var entry api.EgressEntry
+	if err := json.Unmarshal([]byte(strings.SplitN(log, "\n", 2)[0]), &entry); err != nil || entry.Host != out.IPv4 || entry.Allowed {
+		t.Fatalf("blocked log %q: %v", log, err)
+	}
+	if text := c.ok("net", "log", id[1]); !strings.Contains(text, "BLOCKED") || !strings.Contains(text, out.IPv4) {
+		t.Errorf("net log: %q", text)
+	}
+	if text := c.ok("net", "allow", id[1], "--from-log", strconv.FormatInt(entry.ID, 10)); !strings.Contains(text, "allow "+out.IPv4+":80") {
+		t.Errorf("net allow printed %q", text)
+	}
+	if text := c.ok("exec", id[1], "--", "sh", "-c", get); !strings.Contains(text, "the outside answers") {
+		t.Errorf("after allowing from the log: %q", text)
+	}
+	if text := c.ok("policy", id[1]); !strings.Contains(text, "allow *.example.org") || !strings.Contains(text, "mode: custom") {
+		t.Errorf("policy: %q", text)
+	}
+	for _, tc := range []struct {
+		args []string
+		says string
+	}{
+		{[]string{"policy", id[1], "--allow", "10.0.0.1/8"}, "did you mean 10.0.0.0/8"},
+		{[]string{"policy", id[1], "--inject", "api.example.org:x-api-key=secret:NOT_STORED"}, "airlock secret set NOT_STORED"},
+		{[]string{"net", "allow", id[1], "--from-log", "999999"}, "no log entry"},
+		{[]string{"run", "--project", p, "--net", "open", "--", "true"}, "allow-all, deny-all or custom"},
+	} {
+		if code, _, errs := c.run(tc.args...); code == 0 || !strings.Contains(errs, tc.says) {
+			t.Errorf("airlock %v: exit %d, %q; want an error saying %q", tc.args, code, errs, tc.says)
+		}
+	}
+	if s := c.ok("ls"); !strings.Contains(s, "running") {
+		t.Errorf("the session should still run after the bad input: %q", s)
+	}
+}
