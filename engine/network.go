@@ -237,10 +237,16 @@ func proxyEnv(gw netip.Addr) []string {
 	}
 }
 
-// writeResolvConf points the session's resolver at the engine's DNS.
+// writeResolvConf points the session's resolver at the engine's DNS, and
+// apt (which sudo leaves without the proxy environment) at its proxy.
 func writeResolvConf(dir string, gw netip.Addr) (string, error) {
 	p := filepath.Join(dir, "resolv.conf")
-	return p, os.WriteFile(p, []byte("nameserver "+gw.String()+"\noptions ndots:0 timeout:2 attempts:2\n"), 0o644)
+	if err := os.WriteFile(p, []byte("nameserver "+gw.String()+"\noptions ndots:0 timeout:2 attempts:2\n"), 0o644); err != nil {
+		return p, err
+	}
+	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(egress.ProxyPort))
+	apt := "Acquire::http::Proxy \"" + u + "\";\nAcquire::https::Proxy \"" + u + "\";\n"
+	return p, os.WriteFile(filepath.Join(dir, "apt-proxy.conf"), []byte(apt), 0o644)
 }
 
 // Policy changes a running session's egress policy; new connections

@@ -59,7 +59,9 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		// session's (see egress.Net) once it runs.
 		netMode = container.NetworkMode("none")
 		env = append(env, proxyEnv(gw)...)
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true})
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+			// apt reads no environment under sudo: tell it in its config.
+			mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "apt-proxy.conf"), Target: "/etc/apt/apt.conf.d/99airlock-proxy", ReadOnly: true})
 		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
 	}
 	if rec.CABundle != "" || rec.Network != "" {
