@@ -126,9 +126,14 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	}
 	out := &eventSink{f: sink}
 	done := make(chan api.Turn, 1)
+	finished, err := e.working(ctx, rec.ID)
+	if err != nil {
+		return api.Turn{}, err
+	}
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
+		defer finished()
 		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, key, schema, turn, costBefore, out.emit)
 	}()
 	select {

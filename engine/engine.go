@@ -41,6 +41,11 @@ type Defaults struct {
 	// Egress is the network policy of sessions that ask for none
 	// (default: custom, allowing DefaultAllow).
 	Egress api.EgressPolicy
+	// IdleTimeout pauses sessions idle that long (default
+	// DefaultIdleTimeout; negative: never).
+	IdleTimeout time.Duration
+	// CostPerCoreHour prices active CPU (default 0.10).
+	CostPerCoreHour float64
 }
 
 // Built-in defaults.
@@ -54,6 +59,12 @@ const (
 func (d Defaults) withBuiltins() Defaults {
 	if d.Image == "" {
 		d.Image = DefaultImage
+	}
+	if d.IdleTimeout == 0 {
+		d.IdleTimeout = DefaultIdleTimeout
+	}
+	if d.CostPerCoreHour == 0 {
+		d.CostPerCoreHour = 0.10
 	}
 	if d.Egress.Mode == "" {
 		d.Egress = api.EgressPolicy{Mode: "custom", Allow: DefaultAllow}
@@ -82,6 +93,8 @@ type Options struct {
 	// SpareNetworks is how many session networks to keep ready so that a
 	// session's start does not wait for Docker to make one (0: none).
 	SpareNetworks int
+	// IdleCheck is how often idle sessions are looked for (default 10 s).
+	IdleCheck time.Duration
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -101,6 +114,10 @@ type Engine struct {
 	secretKey      []byte
 	sessionSecrets map[string]map[string]string
 	ca             *egress.CA
+	// act is the idle watcher's view of sessions (see lifecycle.go).
+	actMu     sync.Mutex
+	act       map[string]*activity
+	stopWatch func()
 	// spare networks (see netpool.go), under mu
 	spares      []*egressState
 	spareTarget int
@@ -156,6 +173,13 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		return nil, err
 	}
 	e.fillSpares()
+	every := opts.IdleCheck
+	if every <= 0 {
+		every = 10 * time.Second
+	}
+	wctx, cancel := context.WithCancel(context.Background())
+	e.stopWatch = cancel
+	go e.watchIdle(wctx, every)
 	return e, nil
 }
 
@@ -163,6 +187,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 // end. Sessions keep running: they belong to Docker and the mounts, not to
 // this process.
 func (e *Engine) Close(ctx context.Context) {
+	e.stopWatch()
 	e.closeSpares()
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); close(done) }()

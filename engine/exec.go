@@ -41,6 +41,17 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if len(req.Argv) == 0 {
 		return -1, errdefs.Invalidf("no command given: put it after `--`, e.g. `airlock exec ID -- make test`")
 	}
+	// New work wakes a paused session, and keeps it awake while it runs.
+	done, err := e.working(ctx, id)
+	if err != nil {
+		return -1, err
+	}
+	running := false
+	defer func() {
+		if !running {
+			done()
+		}
+	}()
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return -1, err
@@ -136,6 +147,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	stdout := &detachable{w: sio.Stdout}
 	stderr := &detachable{w: sio.Stderr}
 	pumpDone := make(chan error, 1)
+	running = true
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
@@ -148,6 +160,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		hj.Close()
 		code, state := e.execExit(created.ID)
 		rc.finish(code, state)
+		done()
 		pumpDone <- err
 	}()
 	select {

@@ -93,6 +93,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		sio.Started(cmdID)
 	}
 	rc := newRecorder(e.store, cmdID)
+	done, _ := e.working(context.WithoutCancel(ctx), sess.ID)
 	stdout := &detachable{w: sio.Stdout}
 	stderr := &detachable{w: sio.Stderr}
 	marks := 0
@@ -110,6 +111,9 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 	go func() {
 		defer e.bg.Done()
 		defer close(pumpDone)
+		if done != nil {
+			defer done()
+		}
 		stdcopy.StdCopy(outM, errM, first.attach.Reader)
 		first.attach.Close()
 		outM.flush()

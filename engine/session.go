@@ -89,10 +89,11 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 			SecurityOpt: []string{"no-new-privileges"},
 			Tmpfs:       map[string]string{homePath: "mode=1777,size=512m"},
 			Resources: container.Resources{
-				NanoCPUs:   int64(rec.Limits.CPUs * 1e9),
-				Memory:     rec.Limits.Memory,
-				MemorySwap: rec.Limits.Memory, // no swap: the cap is real
-				PidsLimit:  &pids,
+				CgroupParent: cgroupParent(rec.ID),
+				NanoCPUs:     int64(rec.Limits.CPUs * 1e9),
+				Memory:       rec.Limits.Memory,
+				MemorySwap:   rec.Limits.Memory, // no swap: the cap is real
+				PidsLimit:    &pids,
 			},
 		}
 }
@@ -165,7 +166,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	rec := store.Session{
 		ID: id, Project: project, Image: image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: user, Limits: limits, Env: req.Env, CABundle: caBundle,
-		Egress: specJSON(pol),
+		Egress: specJSON(pol), IdleTimeout: req.IdleTimeout,
 	}
 	// Recorded first, so that a crash mid-create is cleaned up on restart.
 	if err := e.store.PutSession(ctx, rec); err != nil {
@@ -441,6 +442,9 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 	if len(errs) == 0 && rec.Network != "" {
 		removeNetwork(rec.Network)
 	}
+	if len(errs) == 0 {
+		removeCgroups(rec.ID)
+	}
 	if len(errs) == 0 { // never unmount under a live container
 		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
 		if err := ws.Unmount(); err != nil {
@@ -519,7 +523,10 @@ func (e *Engine) view(r store.Session, count bool) api.Session {
 	s := api.Session{
 		ID: r.ID, Project: r.Project, Image: r.Image, State: r.State, Created: r.Created,
 		ContainerID: r.ContainerID, User: r.User, Limits: r.Limits, Error: r.Error, Changed: -1,
-		Egress: storedPolicy(r),
+		Egress: storedPolicy(r), IdleTimeout: r.IdleTimeout,
+	}
+	if s.IdleTimeout == 0 {
+		s.IdleTimeout = e.defaults.IdleTimeout
 	}
 	if l := e.liveSession(r.ID); l != nil {
 		if u, err := l.ws.Usage(); err == nil {
@@ -595,7 +602,12 @@ func (e *Engine) adopt(ctx context.Context) error {
 		switch {
 		case !found:
 			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
-		case state == "running" || state == "paused":
+		case state == "paused":
+			// Paused it was, paused it stays: new work wakes it.
+			if r.State != api.StatePaused {
+				e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
+			}
+		case state == "running":
 			if r.State != api.StateRunning {
 				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
 			}

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"strings"
+	"time"
 
 	"github.com/spf13/cobra"
 )
@@ -30,7 +31,16 @@ func logsCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(cmds)
 			}
+			// Pauses and resumes go between the commands, by time.
+			life, _ := c.Lifecycle(ctx, args[0])
+			showLife := func(before time.Time) {
+				for len(life) > 0 && (before.IsZero() || life[0].Time.Before(before)) {
+					fmt.Printf("-- %s %s (%s)\n", life[0].Time.Format("2006-01-02 15:04:05"), life[0].Kind, life[0].Reason)
+					life = life[1:]
+				}
+			}
 			for _, x := range cmds {
+				showLife(x.Started)
 				status := x.State
 				if x.ExitCode != nil {
 					status = fmt.Sprintf("exit %d", *x.ExitCode)
@@ -47,6 +57,7 @@ func logsCmd(g *globals) *cobra.Command {
 					}
 				}
 			}
+			showLife(time.Time{})
 			if len(cmds) == 0 {
 				fmt.Fprintln(os.Stderr, "nothing has run in this session yet")
 			}

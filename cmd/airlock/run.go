@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"time"
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
@@ -26,6 +27,8 @@ type createFlags struct {
 	env           []string
 	caBundle      string
 	net           netFlags
+	idleTimeout   time.Duration
+	keepAlive     bool
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -40,6 +43,8 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVarP(&f.env, "env", "e", nil, "environment variable KEY=VALUE for the session (repeatable)")
 	fl.StringVar(&f.caBundle, "ca-bundle", "", "extra CA bundle (PEM) the session trusts, for intercepting proxies")
 	f.net.add(cmd)
+	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "pause the session after this long idle, e.g. 10m (default 30m)")
+	fl.BoolVar(&f.keepAlive, "keep-alive", false, "never pause the session for being idle")
 }
 
 func (f *createFlags) request() (api.CreateRequest, error) {
@@ -47,7 +52,13 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 	if err != nil {
 		return api.CreateRequest{}, err
 	}
-	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy()}
+	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy(), IdleTimeout: f.idleTimeout}
+	if f.keepAlive {
+		req.IdleTimeout = -1
+	}
+	if f.idleTimeout < 0 {
+		return req, usageErr("--idle-timeout must be positive (use --keep-alive to never pause)")
+	}
 	if f.caBundle != "" {
 		if req.CABundle, err = filepath.Abs(f.caBundle); err != nil {
 			return req, err

@@ -49,6 +49,8 @@ type Session struct {
 	Error     string     `json:"error,omitempty"`
 	// Egress is the session's network policy (nil: no network of its own).
 	Egress *EgressPolicy `json:"egress,omitempty"`
+	// IdleTimeout is how long idle before it pauses (negative: never).
+	IdleTimeout time.Duration `json:"idle_timeout"`
 }
 
 // Workspace is the fill level of a session's tmpfs.
@@ -74,6 +76,9 @@ type CreateRequest struct {
 	// Egress is the session's network policy; nil takes the engine's
 	// default.
 	Egress *EgressPolicy `json:"egress,omitempty"`
+	// IdleTimeout pauses the session after that long idle (0: the
+	// engine's default; negative: never, `--keep-alive`).
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
 }
 
 // Diff is a session's changes with their hunks.
@@ -312,4 +317,30 @@ type EgressEntry struct {
 	Rule     string        `json:"rule,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"duration"`
+}
+
+// StatePaused is a session frozen by `airlock pause` or for being idle;
+// new work resumes it.
+const StatePaused = "paused"
+
+// LifecycleEvent is a pause or resume of a session.
+type LifecycleEvent struct {
+	Time   time.Time `json:"time"`
+	Kind   string    `json:"kind"` // paused, resumed
+	Reason string    `json:"reason"`
+}
+
+// Meter is what a session used.
+type Meter struct {
+	Session string `json:"session"`
+	// CPUSeconds is active CPU time of the session's processes, kept
+	// across container restarts.
+	CPUSeconds     float64 `json:"cpu_seconds"`
+	MemoryPeak     int64   `json:"memory_peak"`
+	WorkspaceBytes int64   `json:"workspace_bytes"`
+	EgressOut      int64   `json:"egress_out"`
+	EgressIn       int64   `json:"egress_in"`
+	// CostUSD is CPUSeconds at the engine's rate per core-hour.
+	CostUSD float64 `json:"cost_usd"`
+	Rate    float64 `json:"rate_per_core_hour"`
 }

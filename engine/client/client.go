@@ -473,3 +473,27 @@ func (c *Client) NetLog(ctx context.Context, id string, blocked bool, limit int)
 	var out []api.EgressEntry
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/net", q, nil, &out)
 }
+
+// Pause freezes a session.
+func (c *Client) Pause(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/pause", nil, nil, &out)
+}
+
+// Resume thaws a paused session.
+func (c *Client) Resume(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/resume", nil, nil, &out)
+}
+
+// Meter reports what a session used.
+func (c *Client) Meter(ctx context.Context, id string) (api.Meter, error) {
+	var out api.Meter
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/meter", nil, nil, &out)
+}
+
+// Lifecycle lists a session's pauses and resumes.
+func (c *Client) Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error) {
+	var out []api.LifecycleEvent
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/lifecycle", nil, nil, &out)
+}

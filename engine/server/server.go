@@ -64,6 +64,10 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST "+p+"/run", s.run)
 	m.HandleFunc("POST "+p+"/sessions/{id}/agent", s.agent)
 	m.HandleFunc("POST "+p+"/sessions/{id}/policy", s.policy)
+	m.HandleFunc("POST "+p+"/sessions/{id}/pause", s.pause)
+	m.HandleFunc("POST "+p+"/sessions/{id}/resume", s.resume)
+	m.HandleFunc("GET "+p+"/sessions/{id}/meter", s.meter)
+	m.HandleFunc("GET "+p+"/sessions/{id}/lifecycle", s.lifecycle)
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", s.netLog)
 	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
 	m.HandleFunc("GET "+p+"/sessions/{id}/events", s.events)
@@ -286,6 +290,40 @@ func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, 200, p)
+}
+
+func (s *Server) pause(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Pause(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.getSession(w, r)
+}
+
+func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.Resume(r.Context(), r.PathValue("id")); err != nil {
+		writeError(w, err)
+		return
+	}
+	s.getSession(w, r)
+}
+
+func (s *Server) meter(w http.ResponseWriter, r *http.Request) {
+	m, err := s.eng.Meter(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, m)
+}
+
+func (s *Server) lifecycle(w http.ResponseWriter, r *http.Request) {
+	l, err := s.eng.Lifecycle(r.Context(), r.PathValue("id"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, l)
 }
 
 func (s *Server) netLog(w http.ResponseWriter, r *http.Request) {

@@ -108,8 +108,11 @@ type Session struct {
 	Env         []string
 	CABundle    string
 	Error       string
-	Network     string // the session's Docker network ('' = none)
+	Network     string // the session's network ('' = none)
 	Egress      string // its egress policy, JSON
+	// IdleTimeout pauses the session after that long idle (0: the
+	// engine's default; negative: never).
+	IdleTimeout time.Duration
 }
 
 // PutSession inserts or replaces a session.
@@ -119,12 +122,12 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 	if x.Env == nil {
 		env = []byte("[]")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET project=excluded.project, image=excluded.image, state=excluded.state,
 		container_id=excluded.container_id, dir=excluded.dir, user=excluded.user, limits=excluded.limits,
-		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress`,
-		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress)
+		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout`,
+		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout))
 	return err
 }
 
@@ -140,16 +143,18 @@ func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) 
 	return err
 }
 
-const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress`
+const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var x Session
 	var created int64
 	var limits, env string
-	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress); err != nil {
+	var idle int64
+	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle); err != nil {
 		return x, err
 	}
 	x.Created = time.Unix(0, created)
+	x.IdleTimeout = time.Duration(idle)
 	_ = json.Unmarshal([]byte(limits), &x.Limits)
 	_ = json.Unmarshal([]byte(env), &x.Env)
 	return x, nil

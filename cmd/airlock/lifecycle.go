@@ -1,0 +1,107 @@
+package main
+
+import (
+	"encoding/json"
+	"fmt"
+	"os"
+	"text/tabwriter"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/spf13/cobra"
+)
+
+func pauseCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "pause ID",
+		Short: "Freeze a session (its processes stop; new work with exec, shell or agent resumes it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Pause(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s is %s\n", s.ID, s.State)
+			return nil
+		},
+	}
+}
+
+func resumeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "resume ID",
+		Short: "Thaw a paused session",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Resume(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s is %s\n", s.ID, s.State)
+			return nil
+		},
+	}
+}
+
+func meterCmd(g *globals) *cobra.Command {
+	var asJSON bool
+	cmd := &cobra.Command{
+		Use:   "meter [ID]",
+		Short: "What sessions used: active CPU, memory peak, workspace and egress bytes, cost",
+		Args:  cobra.MaximumNArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			var ids []string
+			if len(args) == 1 {
+				ids = args
+			} else {
+				list, err := c.Sessions(ctx)
+				if err != nil {
+					return err
+				}
+				for _, s := range list {
+					ids = append(ids, s.ID)
+				}
+			}
+			var ms []api.Meter
+			for _, id := range ids {
+				m, err := c.Meter(ctx, id)
+				if err != nil {
+					return err
+				}
+				ms = append(ms, m)
+			}
+			if asJSON {
+				enc := json.NewEncoder(os.Stdout)
+				for _, m := range ms {
+					enc.Encode(m)
+				}
+				return nil
+			}
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "ID\tCPU\tMEMORY PEAK\tWORKSPACE\tEGRESS OUT\tEGRESS IN\tCOST")
+			for _, m := range ms {
+				fmt.Fprintf(tw, "%s\t%.1fs\t%s\t%s\t%s\t%s\t$%.4f\n", m.Session, m.CPUSeconds, bytesText(m.MemoryPeak), bytesText(m.WorkspaceBytes),
+					bytesText(m.EgressOut), bytesText(m.EgressIn), m.CostUSD)
+			}
+			tw.Flush()
+			if len(ms) > 0 {
+				fmt.Fprintf(os.Stderr, "cost: active CPU at $%.2f per core-hour\n", ms[0].Rate)
+			}
+			return nil
+		},
+	}
+	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	return cmd
+}

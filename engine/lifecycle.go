@@ -1,0 +1,268 @@
+package engine
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+)
+
+// Idle sessions are frozen (Docker's pause: the cgroup freezer) and new
+// work thaws them. A session is idle only when no command or agent turn
+// runs in it, no API call touched it, and its processes used less than
+// idleCPU of a core, all for its whole idle timeout: a process busy in
+// the background keeps it awake.
+
+// DefaultIdleTimeout is how long a session may be idle before it pauses.
+const DefaultIdleTimeout = 30 * time.Minute
+
+// idleCPU is the share of one core under which a session counts as idle.
+const idleCPU = 0.02
+
+// activity is what the idle watcher knows of a session.
+type activity struct {
+	busy     int       // commands and turns running (through this engine)
+	lastBusy time.Time // last time it was busy or touched
+	lastCPU  int64     // cgroup CPU ns at the last look
+	lastLook time.Time
+}
+
+func (e *Engine) activityOf(id string) *activity {
+	e.actMu.Lock()
+	defer e.actMu.Unlock()
+	if e.act == nil {
+		e.act = map[string]*activity{}
+	}
+	a := e.act[id]
+	if a == nil {
+		a = &activity{lastBusy: time.Now()}
+		e.act[id] = a
+	}
+	return a
+}
+
+// touch records that the session was used now.
+func (e *Engine) touch(id string) {
+	a := e.activityOf(id)
+	e.actMu.Lock()
+	a.lastBusy = time.Now()
+	e.actMu.Unlock()
+}
+
+// working marks work running in the session until the returned func is
+// called; a paused session is resumed first.
+func (e *Engine) working(ctx context.Context, id string) (func(), error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	if rec.State == api.StatePaused {
+		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
+			return nil, err
+		}
+	}
+	a := e.activityOf(rec.ID)
+	e.actMu.Lock()
+	a.busy++
+	a.lastBusy = time.Now()
+	e.actMu.Unlock()
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			e.actMu.Lock()
+			a.busy--
+			a.lastBusy = time.Now()
+			e.actMu.Unlock()
+		})
+	}, nil
+}
+
+// Pause freezes a session.
+func (e *Engine) Pause(ctx context.Context, id string) error {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	return e.pause(ctx, rec.ID, rec.ContainerID, rec.State, "asked")
+}
+
+func (e *Engine) pause(ctx context.Context, id, containerID, state, reason string) error {
+	switch state {
+	case api.StatePaused:
+		return nil
+	case api.StateRunning:
+	default:
+		return errdefs.Conflictf("session %s is %s: only a running session pauses", id, state)
+	}
+	if err := e.docker.ContainerPause(ctx, containerID); err != nil {
+		return dockerError("pause the session", err)
+	}
+	if err := e.store.SetSessionState(ctx, id, api.StatePaused, ""); err != nil {
+		return err
+	}
+	e.log.Info("session paused", "session", id, "reason", reason)
+	return e.store.AddLifecycle(ctx, id, "paused", reason, time.Now())
+}
+
+// Resume thaws a paused session.
+func (e *Engine) Resume(ctx context.Context, id string) error {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	if rec.State != api.StatePaused {
+		return nil
+	}
+	return e.resume(ctx, rec.ID, rec.ContainerID, "asked")
+}
+
+func (e *Engine) resume(ctx context.Context, id, containerID, reason string) error {
+	if err := e.docker.ContainerUnpause(ctx, containerID); err != nil {
+		if derr := dockerError("resume the session", err); !errdefs.IsConflict(derr) { // not paused: fine
+			return derr
+		}
+	}
+	if err := e.store.SetSessionState(ctx, id, api.StateRunning, ""); err != nil {
+		return err
+	}
+	e.touch(id)
+	e.log.Info("session resumed", "session", id, "reason", reason)
+	return e.store.AddLifecycle(ctx, id, "resumed", reason, time.Now())
+}
+
+// Lifecycle lists a session's pauses and resumes.
+func (e *Engine) Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.store.Lifecycle(ctx, rec.ID)
+}
+
+// watchIdle pauses idle sessions, looking every interval, until ctx ends.
+func (e *Engine) watchIdle(ctx context.Context, interval time.Duration) {
+	t := time.NewTicker(interval)
+	defer t.Stop()
+	for {
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+			e.checkIdle(ctx)
+		}
+	}
+}
+
+func (e *Engine) checkIdle(ctx context.Context) {
+	recs, err := e.store.Sessions(ctx)
+	if err != nil {
+		return
+	}
+	now := time.Now()
+	for _, r := range recs {
+		if r.State != api.StateRunning {
+			continue
+		}
+		timeout := r.IdleTimeout
+		if timeout == 0 {
+			timeout = e.defaults.IdleTimeout
+		}
+		if timeout < 0 {
+			continue
+		}
+		a := e.activityOf(r.ID)
+		cpu, _ := cgroupCPU(r.ID)
+		e.actMu.Lock()
+		if !a.lastLook.IsZero() {
+			used := float64(cpu-a.lastCPU) / float64(now.Sub(a.lastLook).Nanoseconds())
+			if used >= idleCPU {
+				a.lastBusy = now // a process is working in there
+			}
+		}
+		a.lastCPU, a.lastLook = cpu, now
+		if a.busy > 0 {
+			a.lastBusy = now
+		}
+		idleFor := now.Sub(a.lastBusy)
+		e.actMu.Unlock()
+		if idleFor >= timeout {
+			if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+				e.log.Warn("pause an idle session", "session", r.ID, "err", err)
+			}
+		}
+	}
+}
+
+// cgroupParent is where a session's containers' cgroups live: its CPU
+// and memory totals outlive any one container.
+func cgroupParent(id string) string { return "/airlock/" + id }
+
+// cgroupCPU reads a session's CPU time (ns) from its cgroup: cgroup v1's
+// cpuacct.usage, or v2's cpu.stat.
+func cgroupCPU(id string) (int64, error) {
+	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", cgroupParent(id), "cpuacct.usage")); err == nil {
+		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+	}
+	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cgroupParent(id), "cpu.stat"))
+	if err != nil {
+		return 0, err
+	}
+	for _, l := range strings.Split(string(b), "\n") {
+		if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+			n, err := strconv.ParseInt(v, 10, 64)
+			return n * 1000, err
+		}
+	}
+	return 0, os.ErrNotExist
+}
+
+// cgroupMemPeak reads a session's memory peak (bytes).
+func cgroupMemPeak(id string) int64 {
+	for _, p := range []string{
+		filepath.Join("/sys/fs/cgroup/memory", cgroupParent(id), "memory.max_usage_in_bytes"),
+		filepath.Join("/sys/fs/cgroup", cgroupParent(id), "memory.peak"),
+	} {
+		if b, err := os.ReadFile(p); err == nil {
+			n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+			return n
+		}
+	}
+	return 0
+}
+
+// removeCgroups deletes a session's cgroup directories (empty once its
+// container is gone).
+func removeCgroups(id string) {
+	entries, _ := os.ReadDir("/sys/fs/cgroup")
+	for _, c := range entries {
+		os.Remove(filepath.Join("/sys/fs/cgroup", c.Name(), cgroupParent(id)))
+	}
+	os.Remove(filepath.Join("/sys/fs/cgroup", cgroupParent(id)))
+}
+
+// Meter reports what a session used.
+func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Meter{}, err
+	}
+	m := api.Meter{Session: rec.ID, Rate: e.defaults.CostPerCoreHour}
+	if ns, err := cgroupCPU(rec.ID); err == nil {
+		m.CPUSeconds = float64(ns) / 1e9
+	}
+	m.MemoryPeak = cgroupMemPeak(rec.ID)
+	if l := e.liveSession(rec.ID); l != nil {
+		if u, err := l.ws.Usage(); err == nil {
+			m.WorkspaceBytes = u.Used
+		}
+	}
+	m.EgressOut, m.EgressIn, _ = e.store.EgressBytes(ctx, rec.ID)
+	m.CostUSD = m.CPUSeconds / 3600 * m.Rate
+	return m, nil
+}

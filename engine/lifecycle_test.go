@@ -1,0 +1,121 @@
+package engine_test
+
+import (
+	"context"
+	"math"
+	"os"
+	"strconv"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+)
+
+func state(t *testing.T, e *enginetest.Engine, id string) string {
+	t.Helper()
+	s, err := e.Get(context.Background(), id)
+	must(t, err)
+	return s.State
+}
+
+// A paused session stays paused across an engine restart, reading its
+// diff does not wake it, and new work does.
+func TestPauseResume(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo a > a.txt")
+	must(t, e.Pause(ctx, s.ID))
+	if st := state(t, e, s.ID); st != api.StatePaused {
+		t.Fatalf("state %s after pause", st)
+	}
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	if st := state(t, e2, s.ID); st != api.StatePaused {
+		t.Fatalf("state %s after an engine restart", st)
+	}
+	if d, err := e2.Diff(ctx, s.ID, nil); err != nil || len(d.Files) != 1 {
+		t.Fatalf("diff of a paused session: %v, %v", d, err)
+	}
+	if st := state(t, e2, s.ID); st != api.StatePaused {
+		t.Fatalf("reading the diff woke the session: %s", st)
+	}
+	if _, out := run(t, e2, s.ID, "cat", "a.txt"); out != "a\n" {
+		t.Fatalf("exec on a paused session: %q", out)
+	}
+	if st := state(t, e2, s.ID); st != api.StateRunning {
+		t.Fatalf("state %s after new work", st)
+	}
+	life, err := e2.Lifecycle(ctx, s.ID)
+	must(t, err)
+	if len(life) != 2 || life[0].Kind != "paused" || life[1].Kind != "resumed" || life[1].Reason != "new work" {
+		t.Fatalf("lifecycle %+v", life)
+	}
+}
+
+// An idle session pauses; one with a process working in the background
+// does not, nor one kept alive.
+func TestIdlePause(t *testing.T) {
+	e := enginetest.Start(t, func(o *engine.Options) { o.IdleCheck = 200 * time.Millisecond })
+	ctx := context.Background()
+	idle, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: time.Second})
+	must(t, err)
+	busy, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: time.Second})
+	must(t, err)
+	kept, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: -1})
+	must(t, err)
+	// A background process that keeps working after its command ended.
+	run(t, e, busy.ID, "sh", "-c", "(timeout 8 sh -c 'while :; do :; done' >/dev/null 2>&1 &) ; true")
+	deadline := time.Now().Add(6 * time.Second)
+	for state(t, e, idle.ID) != api.StatePaused && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st := state(t, e, idle.ID); st != api.StatePaused {
+		t.Fatalf("the idle session is %s", st)
+	}
+	if st := state(t, e, busy.ID); st != api.StateRunning {
+		t.Errorf("a session with a busy process was paused")
+	}
+	if st := state(t, e, kept.ID); st != api.StateRunning {
+		t.Errorf("a session kept alive was paused")
+	}
+	life, _ := e.Lifecycle(ctx, idle.ID)
+	if len(life) != 1 || !strings.HasPrefix(life[0].Reason, "idle for") {
+		t.Errorf("lifecycle %+v", life)
+	}
+}
+
+// The meter's CPU time is the session's cgroup's own count, kept after
+// the burning process is gone.
+func TestMeterCPU(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: -1})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "timeout 1 sh -c 'while :; do :; done'; true")
+	m, err := e.Meter(ctx, s.ID)
+	must(t, err)
+	var own float64
+	if b, err := os.ReadFile("/sys/fs/cgroup/cpuacct/airlock/" + s.ID + "/cpuacct.usage"); err == nil { // cgroup v1
+		ns, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
+		own = float64(ns) / 1e9
+	} else { // v2
+		b, err := os.ReadFile("/sys/fs/cgroup/airlock/" + s.ID + "/cpu.stat")
+		must(t, err)
+		for _, l := range strings.Split(string(b), "\n") {
+			if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
+				us, _ := strconv.ParseInt(v, 10, 64)
+				own = float64(us) / 1e6
+			}
+		}
+	}
+	if m.CPUSeconds < 0.5 || math.Abs(m.CPUSeconds-own)/own > 0.01 {
+		t.Fatalf("metered %.3f s, the cgroup counts %.3f s: want about 1 s, within 1%%", m.CPUSeconds, own)
+	}
+	if m.MemoryPeak <= 0 || m.CostUSD <= 0 || m.Rate != 0.10 {
+		t.Errorf("meter %+v", m)
+	}
+}
