@@ -10,6 +10,7 @@ import (
 	"net/http/httptest"
 	"net/url"
 	"os"
+	osexec "os/exec"
 	"path/filepath"
 	"strings"
 	"time"
@@ -156,4 +157,59 @@ func (b *bench) policyLatency(runs int) {
 func runOut(b *bench, args ...string) (string, error) {
 	out, err := b.cmd(b.bin, args...).Output()
 	return string(out), err
+}
+
+// pauseResume measures pausing and resuming a session against Docker's
+// own pause and unpause of a plain container, in the same run.
+func (b *bench) pauseResume(runs int) {
+	project := filepath.Join(b.work, "p11")
+	check(os.MkdirAll(project, 0o755))
+	id := b.newSession(project, "airlock/tiny", "true")
+	plain := "airlock-bench-pause"
+	runOutCmd("docker", "rm", "-f", plain)
+	if _, err := runOutCmd("docker", "run", "-d", "--name", plain, "airlock/tiny", "sleep", "3600"); err != nil {
+		check(err)
+	}
+	defer runOutCmd("docker", "rm", "-f", plain)
+	c := client.New(b.socket)
+	ctx := context.Background()
+	var ap, ar, dp, du []time.Duration
+	for i := 0; i < runs+2; i++ {
+		t := time.Now()
+		_, err := c.Pause(ctx, id)
+		check(err)
+		p := time.Since(t)
+		t = time.Now()
+		_, err = c.Resume(ctx, id)
+		check(err)
+		r := time.Since(t)
+		t = time.Now()
+		_, err = runOutCmd("docker", "pause", plain)
+		check(err)
+		q := time.Since(t)
+		t = time.Now()
+		_, err = runOutCmd("docker", "unpause", plain)
+		check(err)
+		u := time.Since(t)
+		if i >= 2 {
+			ap, ar, dp, du = append(ap, p), append(ar, r), append(dp, q), append(du, u)
+		}
+	}
+	b.log("### 11. Pause and resume (%d runs)", runs)
+	b.log("")
+	b.log("| | pause p50 | resume p50 | resume p95 |")
+	b.log("|---|---|---|---|")
+	b.log("| `POST /v1/sessions/ID/pause` / `resume` (API call, state recorded) | %s | %s | %s |", ms(pct(ap, .5)), ms(pct(ar, .5)), ms(pct(ar, .95)))
+	b.log("| `docker pause` / `docker unpause` (CLI) | %s | %s | %s |", ms(pct(dp, .5)), ms(pct(du, .5)), ms(pct(du, .95)))
+	b.log("")
+	b.log("Resume p50: **%s** (target ≤ 20 ms).", ms(pct(ar, .5)))
+	b.log("")
+}
+
+func runOutCmd(name string, args ...string) (string, error) {
+	out, err := osexec.Command(name, args...).CombinedOutput()
+	if err != nil {
+		return string(out), fmt.Errorf("%s %v: %v: %s", name, args, err, out)
+	}
+	return string(out), nil
 }

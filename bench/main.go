@@ -9,6 +9,7 @@
 //  8. agent turn overhead vs the same CLI by `docker exec`
 //  9. egress proxy overhead vs a direct connection on loopback
 //  10. network policy change to enforcement
+//  11. pause and resume vs docker pause and unpause
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -92,6 +93,9 @@ func main() {
 	}
 	if want("10") {
 		b.policyLatency(10)
+	}
+	if want("11") {
+		b.pauseResume(20)
 	}
 	if *only != "" {
 		return
