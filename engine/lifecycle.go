@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -61,6 +62,9 @@ func (e *Engine) working(ctx context.Context, id string) (func(), error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return nil, err
+	}
+	if why := e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID); why != "" {
+		return nil, errdefs.Conflictf("session %s reached %s: raise it with `airlock budget %s --cpu DURATION` or `--cost USD`", rec.ID, why, rec.ID)
 	}
 	if rec.State == api.StatePaused {
 		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
@@ -173,9 +177,6 @@ func (e *Engine) checkIdle(ctx context.Context) {
 		if timeout == 0 {
 			timeout = e.defaults.IdleTimeout
 		}
-		if timeout < 0 {
-			continue
-		}
 		a := e.activityOf(r.ID)
 		cpu, _ := cgroupCPU(r.ID)
 		e.actMu.Lock()
@@ -191,7 +192,13 @@ func (e *Engine) checkIdle(ctx context.Context) {
 		}
 		idleFor := now.Sub(a.lastBusy)
 		e.actMu.Unlock()
-		if idleFor >= timeout {
+		if why := e.overBudget(r.CPUBudget, r.CostBudget, r.ID); why != "" {
+			if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "reached "+why); err != nil {
+				e.log.Warn("pause a session over budget", "session", r.ID, "err", err)
+			}
+			continue
+		}
+		if timeout >= 0 && idleFor >= timeout {
 			if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "idle for "+idleFor.Round(time.Second).String()); err != nil {
 				e.log.Warn("pause an idle session", "session", r.ID, "err", err)
 			}
@@ -264,5 +271,60 @@ func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
 	}
 	m.EgressOut, m.EgressIn, _ = e.store.EgressBytes(ctx, rec.ID)
 	m.CostUSD = m.CPUSeconds / 3600 * m.Rate
+	m.CPUBudgetSeconds, m.CostBudget = rec.CPUBudget.Seconds(), rec.CostBudget
 	return m, nil
+}
+
+// overBudget says, in words, which budget of the session its use has
+// reached ("" if none).
+func (e *Engine) overBudget(cpuBudget time.Duration, costBudget float64, id string) string {
+	if cpuBudget <= 0 && costBudget <= 0 {
+		return ""
+	}
+	ns, err := cgroupCPU(id)
+	if err != nil {
+		return ""
+	}
+	used := time.Duration(ns)
+	if cpuBudget > 0 && used >= cpuBudget {
+		return fmt.Sprintf("its CPU budget (%s used of %s)", used.Round(time.Second), cpuBudget)
+	}
+	cost := used.Hours() * e.defaults.CostPerCoreHour
+	if costBudget > 0 && cost >= costBudget {
+		return fmt.Sprintf("its cost budget ($%.4f of $%.2f)", cost, costBudget)
+	}
+	return ""
+}
+
+// SetBudgets changes a session's budgets; if that leaves a session paused
+// by a budget under its budgets, it resumes.
+func (e *Engine) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.Session, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if b.CPU != nil {
+		if *b.CPU < 0 {
+			return api.Session{}, errdefs.Invalidf("a CPU budget must be positive (0 removes it)")
+		}
+		rec.CPUBudget = *b.CPU
+	}
+	if b.Cost != nil {
+		if *b.Cost < 0 {
+			return api.Session{}, errdefs.Invalidf("a cost budget must be positive (0 removes it)")
+		}
+		rec.CostBudget = *b.Cost
+	}
+	if err := e.store.SetBudgets(ctx, rec.ID, rec.CPUBudget, rec.CostBudget); err != nil {
+		return api.Session{}, err
+	}
+	if rec.State == api.StatePaused && e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID) == "" {
+		life, _ := e.store.Lifecycle(ctx, rec.ID)
+		if n := len(life); n > 0 && strings.HasPrefix(life[n-1].Reason, "reached its") {
+			if err := e.resume(ctx, rec.ID, rec.ContainerID, "budget raised"); err != nil {
+				return api.Session{}, err
+			}
+		}
+	}
+	return e.Get(ctx, rec.ID)
 }

@@ -119,3 +119,37 @@ func TestMeterCPU(t *testing.T) {
 		t.Errorf("meter %+v", m)
 	}
 }
+
+// A session that reaches its CPU budget pauses and refuses new work
+// until the budget is raised, which resumes it.
+func TestCPUBudget(t *testing.T) {
+	e := enginetest.Start(t, func(o *engine.Options) { o.IdleCheck = 100 * time.Millisecond })
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: -1, CPUBudget: 300 * time.Millisecond})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "(timeout 5 sh -c 'while :; do :; done' >/dev/null 2>&1 &); true")
+	deadline := time.Now().Add(5 * time.Second)
+	for state(t, e, s.ID) != api.StatePaused && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if st := state(t, e, s.ID); st != api.StatePaused {
+		t.Fatalf("over its budget the session is %s", st)
+	}
+	_, err = e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"true"}}, engine.ExecIO{})
+	if err == nil || !strings.Contains(err.Error(), "airlock budget") {
+		t.Fatalf("new work over budget: %v", err)
+	}
+	more := time.Hour
+	got, err := e.SetBudgets(ctx, s.ID, api.Budgets{CPU: &more})
+	must(t, err)
+	if got.State != api.StateRunning {
+		t.Fatalf("after raising the budget: %s", got.State)
+	}
+	if code, _ := run(t, e, s.ID, "true"); code != 0 {
+		t.Errorf("exec after raising the budget: %d", code)
+	}
+	life, _ := e.Lifecycle(ctx, s.ID)
+	if len(life) < 2 || !strings.Contains(life[0].Reason, "CPU budget") || life[1].Reason != "budget raised" {
+		t.Errorf("lifecycle %+v", life)
+	}
+}

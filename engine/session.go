@@ -151,6 +151,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		user = fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
 	}
 
+	if req.CPUBudget < 0 || req.CostBudget < 0 {
+		return api.Session{}, errdefs.Invalidf("budgets must be positive")
+	}
 	pol, err := e.policyOf(req.Egress)
 	if err != nil {
 		return api.Session{}, err
@@ -166,7 +169,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	rec := store.Session{
 		ID: id, Project: project, Image: image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: user, Limits: limits, Env: req.Env, CABundle: caBundle,
-		Egress: specJSON(pol), IdleTimeout: req.IdleTimeout,
+		Egress: specJSON(pol), IdleTimeout: req.IdleTimeout, CPUBudget: req.CPUBudget, CostBudget: req.CostBudget,
 	}
 	// Recorded first, so that a crash mid-create is cleaned up on restart.
 	if err := e.store.PutSession(ctx, rec); err != nil {
@@ -523,7 +526,7 @@ func (e *Engine) view(r store.Session, count bool) api.Session {
 	s := api.Session{
 		ID: r.ID, Project: r.Project, Image: r.Image, State: r.State, Created: r.Created,
 		ContainerID: r.ContainerID, User: r.User, Limits: r.Limits, Error: r.Error, Changed: -1,
-		Egress: storedPolicy(r), IdleTimeout: r.IdleTimeout,
+		Egress: storedPolicy(r), IdleTimeout: r.IdleTimeout, CPUBudget: r.CPUBudget, CostBudget: r.CostBudget,
 	}
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = e.defaults.IdleTimeout

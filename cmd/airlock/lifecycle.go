@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"text/tabwriter"
+	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/spf13/cobra"
@@ -103,5 +104,41 @@ func meterCmd(g *globals) *cobra.Command {
 		},
 	}
 	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	return cmd
+}
+
+func budgetCmd(g *globals) *cobra.Command {
+	var cpu time.Duration
+	var cost float64
+	cmd := &cobra.Command{
+		Use:     "budget ID [--cpu DURATION] [--cost USD]",
+		Short:   "Change a session's CPU or cost budget (0 removes it); raising one that paused it resumes it",
+		Example: "  airlock budget 3f2a --cpu 3h\n  airlock budget 3f2a --cost 2.50",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			var b api.Budgets
+			if cmd.Flags().Changed("cpu") {
+				b.CPU = &cpu
+			}
+			if cmd.Flags().Changed("cost") {
+				b.Cost = &cost
+			}
+			if b.CPU == nil && b.Cost == nil {
+				return usageErr("give --cpu DURATION or --cost USD")
+			}
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.SetBudgets(cmd.Context(), args[0], b)
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s: CPU budget %s, cost budget $%.2f (0: none); %s\n", s.ID, s.CPUBudget, s.CostBudget, s.State)
+			return nil
+		},
+	}
+	cmd.Flags().DurationVar(&cpu, "cpu", 0, "active CPU the session may use, e.g. 2h")
+	cmd.Flags().Float64Var(&cost, "cost", 0, "what the session may cost, in USD")
 	return cmd
 }

@@ -29,6 +29,8 @@ type createFlags struct {
 	net           netFlags
 	idleTimeout   time.Duration
 	keepAlive     bool
+	cpuBudget     time.Duration
+	costBudget    float64
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -45,6 +47,8 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	f.net.add(cmd)
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "pause the session after this long idle, e.g. 10m (default 30m)")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "never pause the session for being idle")
+	fl.DurationVar(&f.cpuBudget, "cpu-budget", 0, "pause the session once it used this much active CPU, e.g. 2h")
+	fl.Float64Var(&f.costBudget, "cost-budget", 0, "pause the session once it cost this much, in USD")
 }
 
 func (f *createFlags) request() (api.CreateRequest, error) {
@@ -52,7 +56,8 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 	if err != nil {
 		return api.CreateRequest{}, err
 	}
-	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy(), IdleTimeout: f.idleTimeout}
+	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy(), IdleTimeout: f.idleTimeout,
+		CPUBudget: f.cpuBudget, CostBudget: f.costBudget}
 	if f.keepAlive {
 		req.IdleTimeout = -1
 	}

@@ -51,6 +51,8 @@ type Session struct {
 	Egress *EgressPolicy `json:"egress,omitempty"`
 	// IdleTimeout is how long idle before it pauses (negative: never).
 	IdleTimeout time.Duration `json:"idle_timeout"`
+	CPUBudget   time.Duration `json:"cpu_budget,omitempty"`
+	CostBudget  float64       `json:"cost_budget,omitempty"`
 }
 
 // Workspace is the fill level of a session's tmpfs.
@@ -79,6 +81,17 @@ type CreateRequest struct {
 	// IdleTimeout pauses the session after that long idle (0: the
 	// engine's default; negative: never, `--keep-alive`).
 	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// Budgets pause the session once it used that much active CPU, or
+	// cost that much (0: none).
+	CPUBudget  time.Duration `json:"cpu_budget,omitempty"`
+	CostBudget float64       `json:"cost_budget,omitempty"`
+}
+
+// Budgets changes a session's budgets; raising one that paused it
+// resumes it. Nil fields stay as they are; 0 removes a budget.
+type Budgets struct {
+	CPU  *time.Duration `json:"cpu,omitempty"`
+	Cost *float64       `json:"cost,omitempty"`
 }
 
 // Diff is a session's changes with their hunks.
@@ -343,4 +356,7 @@ type Meter struct {
 	// CostUSD is CPUSeconds at the engine's rate per core-hour.
 	CostUSD float64 `json:"cost_usd"`
 	Rate    float64 `json:"rate_per_core_hour"`
+	// The session's budgets (0: none).
+	CPUBudgetSeconds float64 `json:"cpu_budget_seconds,omitempty"`
+	CostBudget       float64 `json:"cost_budget,omitempty"`
 }

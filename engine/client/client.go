@@ -497,3 +497,9 @@ func (c *Client) Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent
 	var out []api.LifecycleEvent
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/lifecycle", nil, nil, &out)
 }
+
+// SetBudgets changes a session's budgets.
+func (c *Client) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/budget", nil, b, &out)
+}

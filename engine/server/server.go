@@ -67,6 +67,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/pause", s.pause)
 	m.HandleFunc("POST "+p+"/sessions/{id}/resume", s.resume)
 	m.HandleFunc("GET "+p+"/sessions/{id}/meter", s.meter)
+	m.HandleFunc("POST "+p+"/sessions/{id}/budget", s.budget)
 	m.HandleFunc("GET "+p+"/sessions/{id}/lifecycle", s.lifecycle)
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", s.netLog)
 	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
@@ -306,6 +307,20 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.getSession(w, r)
+}
+
+func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
+	var req api.Budgets
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	sess, err := s.eng.SetBudgets(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, sess)
 }
 
 func (s *Server) meter(w http.ResponseWriter, r *http.Request) {

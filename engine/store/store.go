@@ -113,6 +113,9 @@ type Session struct {
 	// IdleTimeout pauses the session after that long idle (0: the
 	// engine's default; negative: never).
 	IdleTimeout time.Duration
+	// Budgets: CPU time and cost at which the session pauses (0: none).
+	CPUBudget  time.Duration
+	CostBudget float64
 }
 
 // PutSession inserts or replaces a session.
@@ -122,12 +125,19 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 	if x.Env == nil {
 		env = []byte("[]")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET project=excluded.project, image=excluded.image, state=excluded.state,
 		container_id=excluded.container_id, dir=excluded.dir, user=excluded.user, limits=excluded.limits,
-		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout`,
-		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout))
+		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout,
+		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget`,
+		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget)
+	return err
+}
+
+// SetBudgets records a session's budgets.
+func (s *Store) SetBudgets(ctx context.Context, id string, cpu time.Duration, cost float64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET cpu_budget = ?, cost_budget = ? WHERE id = ?`, int64(cpu), cost, id)
 	return err
 }
 
@@ -143,18 +153,19 @@ func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) 
 	return err
 }
 
-const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout`
+const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var x Session
 	var created int64
 	var limits, env string
-	var idle int64
-	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle); err != nil {
+	var idle, cpuBudget int64
+	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle, &cpuBudget, &x.CostBudget); err != nil {
 		return x, err
 	}
 	x.Created = time.Unix(0, created)
 	x.IdleTimeout = time.Duration(idle)
+	x.CPUBudget = time.Duration(cpuBudget)
 	_ = json.Unmarshal([]byte(limits), &x.Limits)
 	_ = json.Unmarshal([]byte(env), &x.Env)
 	return x, nil
