@@ -112,6 +112,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		sio.Started(cmdID)
 	}
 	rc := newRecorder(e.store, cmdID)
+	rc.cpuStart, rc.session = sessionCPU(rec.ID), rec.ID
 
 	if sio.Stdin != nil && req.Stdin {
 		go func() {
@@ -251,6 +252,9 @@ type recorder struct {
 	dirty bool
 	code  *int
 	done  chan struct{}
+	// The session's CPU at the start, to record what the command used.
+	session  string
+	cpuStart int64
 }
 
 func newRecorder(st *store.Store, id int64) *recorder {
@@ -318,7 +322,16 @@ func (r *recorder) finish(code *int, state string) {
 	r.mu.Unlock()
 	ctx := context.Background()
 	r.st.SetOutput(ctx, r.id, out, cut)
+	if r.session != "" {
+		r.st.SetCommandCPU(ctx, r.id, max(0, sessionCPU(r.session)-r.cpuStart))
+	}
 	r.st.FinishCommand(ctx, r.id, state, code, time.Now())
+}
+
+// sessionCPU is the session's CPU ns so far (0 if unknown).
+func sessionCPU(id string) int64 {
+	ns, _ := cgroupCPU(id)
+	return ns
 }
 
 func (r *recorder) exitCode() *int {

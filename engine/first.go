@@ -93,6 +93,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		sio.Started(cmdID)
 	}
 	rc := newRecorder(e.store, cmdID)
+	rc.session = sess.ID // from 0: the command started with the container
 	done, _ := e.working(context.WithoutCancel(ctx), sess.ID)
 	stdout := &detachable{w: sio.Stdout}
 	stderr := &detachable{w: sio.Stderr}

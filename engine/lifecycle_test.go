@@ -118,6 +118,11 @@ func TestMeterCPU(t *testing.T) {
 	if m.MemoryPeak <= 0 || m.CostUSD <= 0 || m.Rate != 0.10 {
 		t.Errorf("meter %+v", m)
 	}
+	cmds, err := e.Commands(ctx, s.ID, false)
+	must(t, err)
+	if len(cmds) != 1 || cmds[0].CPUSeconds < 0.5 || cmds[0].CPUSeconds > own*1.01 {
+		t.Errorf("the command's CPU: %+v (the session used %.3f s)", cmds, own)
+	}
 }
 
 // A session that reaches its CPU budget pauses and refuses new work

@@ -49,6 +49,9 @@ func logsCmd(g *globals) *cobra.Command {
 				if x.Ended != nil {
 					took = ", " + x.Ended.Sub(x.Started).Round(1e6).String()
 				}
+				if x.CPUSeconds > 0 {
+					took += fmt.Sprintf(", cpu %.2fs", x.CPUSeconds)
+				}
 				fmt.Printf("#%d %s $ %s  (%s%s)\n", x.ID, x.Started.Format("2006-01-02 15:04:05"), shellQuote(x.Argv), status, took)
 				if x.Output != "" {
 					fmt.Print(x.Output)

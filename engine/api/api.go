@@ -131,6 +131,9 @@ type Command struct {
 	State     string     `json:"state"` // running, exited, interrupted
 	Output    string     `json:"output,omitempty"`
 	Truncated bool       `json:"truncated,omitempty"`
+	// CPUSeconds is the session's active CPU while the command ran
+	// (everything running in the session then counts).
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 // ExecRequest runs a command in a session over an upgraded connection
@@ -267,6 +270,8 @@ type Turn struct {
 	Result       json.RawMessage `json:"result,omitempty"`
 	Usage        Usage           `json:"usage"`
 	Error        string          `json:"error,omitempty"`
+	// CPUSeconds is the session's active CPU during the turn.
+	CPUSeconds float64 `json:"cpu_seconds,omitempty"`
 }
 
 // AgentLine is one line of an agent turn's response stream (JSON lines):

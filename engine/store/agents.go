@@ -47,14 +47,14 @@ func (s *Store) FinishTurn(ctx context.Context, t api.Turn) error {
 	if t.Ended != nil {
 		ended = t.Ended.UnixNano()
 	}
-	_, err := s.db.ExecContext(ctx, `UPDATE turns SET state = ?, ended_at = ?, exit_code = ?, final = ?, result = ?, usage = ?, error = ?, agent_session = ? WHERE session_id = ? AND n = ?`,
-		t.State, ended, t.ExitCode, t.Final, result, string(usage), t.Error, t.AgentSession, t.Session, t.N)
+	_, err := s.db.ExecContext(ctx, `UPDATE turns SET state = ?, ended_at = ?, exit_code = ?, final = ?, result = ?, usage = ?, error = ?, agent_session = ?, cpu_ns = ? WHERE session_id = ? AND n = ?`,
+		t.State, ended, t.ExitCode, t.Final, result, string(usage), t.Error, t.AgentSession, int64(t.CPUSeconds*1e9), t.Session, t.N)
 	return err
 }
 
 // Turns lists a session's turns in order.
 func (s *Store) Turns(ctx context.Context, session string) ([]api.Turn, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT n, agent, prompt, model, agent_session, state, started_at, ended_at, exit_code, final, result, usage, error
+	rows, err := s.db.QueryContext(ctx, `SELECT n, agent, prompt, model, agent_session, state, started_at, ended_at, exit_code, final, result, usage, error, cpu_ns
 		FROM turns WHERE session_id = ? ORDER BY n`, session)
 	if err != nil {
 		return nil, err
@@ -68,7 +68,8 @@ func (s *Store) Turns(ctx context.Context, session string) ([]api.Turn, error) {
 		var code sql.NullInt64
 		var result sql.NullString
 		var usage string
-		if err := rows.Scan(&t.N, &t.Agent, &t.Prompt, &t.Model, &t.AgentSession, &t.State, &started, &ended, &code, &t.Final, &result, &usage, &t.Error); err != nil {
+		var cpu sql.NullInt64
+		if err := rows.Scan(&t.N, &t.Agent, &t.Prompt, &t.Model, &t.AgentSession, &t.State, &started, &ended, &code, &t.Final, &result, &usage, &t.Error, &cpu); err != nil {
 			return nil, err
 		}
 		t.Started = time.Unix(0, started)
@@ -84,6 +85,9 @@ func (s *Store) Turns(ctx context.Context, session string) ([]api.Turn, error) {
 			t.Result = json.RawMessage(result.String)
 		}
 		json.Unmarshal([]byte(usage), &t.Usage)
+		if cpu.Valid {
+			t.CPUSeconds = float64(cpu.Int64) / 1e9
+		}
 		out = append(out, t)
 	}
 	return out, rows.Err()

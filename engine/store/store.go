@@ -246,6 +246,12 @@ func (s *Store) SetOutput(ctx context.Context, id int64, output []byte, truncate
 	return err
 }
 
+// SetCommandCPU records the session's CPU time while a command ran.
+func (s *Store) SetCommandCPU(ctx context.Context, id int64, ns int64) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE commands SET cpu_ns = ? WHERE id = ?`, ns, id)
+	return err
+}
+
 // FinishCommand records how a command ended. exitCode nil means unknown.
 func (s *Store) FinishCommand(ctx context.Context, id int64, state string, exitCode *int, ended time.Time) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE commands SET state = ?, exit_code = ?, ended_at = ? WHERE id = ?`, state, exitCode, ended.UnixNano(), id)
@@ -267,7 +273,7 @@ func (s *Store) commands(ctx context.Context, where string, withOutput bool, arg
 	if withOutput {
 		out = "output"
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, argv, tty, user, exec_id, state, started_at, ended_at, exit_code, `+out+`, truncated FROM commands `+where, args...)
+	rows, err := s.db.QueryContext(ctx, `SELECT id, session_id, argv, tty, user, exec_id, state, started_at, ended_at, exit_code, `+out+`, truncated, cpu_ns FROM commands `+where, args...)
 	if err != nil {
 		return nil, err
 	}
@@ -280,7 +286,8 @@ func (s *Store) commands(ctx context.Context, where string, withOutput bool, arg
 		var ended sql.NullInt64
 		var exit sql.NullInt64
 		var output []byte
-		if err := rows.Scan(&c.ID, &c.Session, &argv, &c.TTY, &c.User, &c.ExecID, &c.State, &started, &ended, &exit, &output, &c.Truncated); err != nil {
+		var cpu sql.NullInt64
+		if err := rows.Scan(&c.ID, &c.Session, &argv, &c.TTY, &c.User, &c.ExecID, &c.State, &started, &ended, &exit, &output, &c.Truncated, &cpu); err != nil {
 			return nil, err
 		}
 		_ = json.Unmarshal([]byte(argv), &c.Argv)
@@ -294,6 +301,9 @@ func (s *Store) commands(ctx context.Context, where string, withOutput bool, arg
 			c.ExitCode = &e
 		}
 		c.Output = string(output)
+		if cpu.Valid {
+			c.CPUSeconds = float64(cpu.Int64) / 1e9
+		}
 		list = append(list, c)
 	}
 	return list, rows.Err()
