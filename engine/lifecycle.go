@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types/container"
 )
 
 // Idle sessions are frozen (Docker's pause: the cgroup freezer) and new
@@ -326,5 +327,46 @@ func (e *Engine) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.
 			}
 		}
 	}
+	return e.Get(ctx, rec.ID)
+}
+
+// SetLimits changes a running session's limits: CPUs, memory and pids
+// through Docker, the workspace size by resizing its tmpfs. Zero fields
+// stay as they are.
+func (e *Engine) SetLimits(ctx context.Context, id string, req api.Limits) (api.Session, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Session{}, err
+	}
+	if rec.State != api.StateRunning && rec.State != api.StatePaused {
+		return api.Session{}, errdefs.Conflictf("session %s is %s: limits change on a running session", rec.ID, rec.State)
+	}
+	next := mergeLimits(req, rec.Limits)
+	if err := checkLimits(next); err != nil {
+		return api.Session{}, err
+	}
+	l := e.liveSession(rec.ID)
+	if next.WorkspaceSize != rec.Limits.WorkspaceSize {
+		if l == nil {
+			return api.Session{}, errdefs.Conflictf("session %s's workspace is not mounted", rec.ID)
+		}
+		if err := l.ws.Resize(next.WorkspaceSize); err != nil {
+			return api.Session{}, err
+		}
+	}
+	pids := next.Pids
+	if _, err := e.docker.ContainerUpdate(ctx, rec.ContainerID, container.UpdateConfig{Resources: container.Resources{
+		NanoCPUs: int64(next.CPUs * 1e9), Memory: next.Memory, MemorySwap: next.Memory, PidsLimit: &pids,
+	}}); err != nil {
+		if l != nil && next.WorkspaceSize != rec.Limits.WorkspaceSize {
+			l.ws.Resize(rec.Limits.WorkspaceSize)
+		}
+		return api.Session{}, dockerError("change the session's limits (memory can only shrink to what it uses)", err)
+	}
+	rec.Limits = next
+	if err := e.store.PutSession(ctx, rec); err != nil {
+		return api.Session{}, err
+	}
+	e.log.Info("session limits changed", "session", rec.ID, "limits", fmt.Sprintf("%+v", next))
 	return e.Get(ctx, rec.ID)
 }

@@ -158,3 +158,35 @@ func TestCPUBudget(t *testing.T) {
 		t.Errorf("lifecycle %+v", life)
 	}
 }
+
+// Limits change on a running session: the workspace grows in place (and
+// refuses to shrink below what is written), CPUs, memory and pids through
+// Docker.
+func TestSetLimits(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Limits: api.Limits{WorkspaceSize: 8 << 20, Memory: 256 << 20}})
+	must(t, err)
+	if code, _ := run(t, e, s.ID, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=12 2>/dev/null"); code == 0 {
+		t.Fatalf("12 MiB fit in an 8 MiB workspace")
+	}
+	got, err := e.SetLimits(ctx, s.ID, api.Limits{WorkspaceSize: 32 << 20, CPUs: 0.5, Pids: 64})
+	must(t, err)
+	if got.Limits.WorkspaceSize != 32<<20 || got.Limits.CPUs != 0.5 || got.Limits.Pids != 64 || got.Limits.Memory != 256<<20 {
+		t.Fatalf("limits %+v", got.Limits)
+	}
+	if code, out := run(t, e, s.ID, "sh", "-c", "rm -f big; dd if=/dev/zero of=big bs=1M count=12 2>&1"); code != 0 {
+		t.Fatalf("12 MiB in the grown workspace: %d %q", code, out)
+	}
+	ins, err := e.Docker.ContainerInspect(ctx, got.ContainerID)
+	must(t, err)
+	if ins.HostConfig.NanoCPUs != 5e8 || *ins.HostConfig.PidsLimit != 64 {
+		t.Errorf("Docker has cpus %d, pids %d", ins.HostConfig.NanoCPUs, *ins.HostConfig.PidsLimit)
+	}
+	if _, err := e.SetLimits(ctx, s.ID, api.Limits{WorkspaceSize: 4 << 20}); err == nil || !strings.Contains(err.Error(), "already wrote") {
+		t.Errorf("shrinking below what is written: %v", err)
+	}
+	if _, err := e.SetLimits(ctx, s.ID, api.Limits{Memory: 16 << 20}); err == nil {
+		t.Errorf("memory below the workspace was accepted")
+	}
+}

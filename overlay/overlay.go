@@ -266,3 +266,23 @@ func (w *Workspace) Usage() (Usage, error) {
 	u.Full = int64(s.Bavail)*bs < 2*bs || s.Ffree == 0
 	return u, nil
 }
+
+// Resize changes the workspace's size cap in place (a tmpfs remount); it
+// refuses a size below what the session already wrote.
+func (w *Workspace) Resize(size int64) error {
+	if size < 1<<20 {
+		return errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB", size)
+	}
+	u, err := w.Usage()
+	if err != nil {
+		return err
+	}
+	if size < u.Used {
+		return errdefs.Invalidf("the session already wrote %d MiB: a workspace of %d MiB cannot hold it", u.Used>>20, size>>20)
+	}
+	if err := unix.Mount("airlock-ws", w.tmpfs(), "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		return mountError("tmpfs remount", err)
+	}
+	return nil
+}

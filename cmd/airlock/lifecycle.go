@@ -142,3 +142,50 @@ func budgetCmd(g *globals) *cobra.Command {
 	cmd.Flags().Float64Var(&cost, "cost", 0, "what the session may cost, in USD")
 	return cmd
 }
+
+func limitsCmd(g *globals) *cobra.Command {
+	var cpus float64
+	var pids int64
+	var memory, workspace string
+	cmd := &cobra.Command{
+		Use:     "limits ID [--cpus N] [--memory SIZE] [--pids N] [--workspace-size SIZE]",
+		Short:   "Show or change a running session's limits",
+		Example: "  airlock limits 3f2a --cpus 4 --memory 8g --workspace-size 4g",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			l := api.Limits{CPUs: cpus, Pids: pids}
+			var err error
+			if l.Memory, err = parseSize("--memory", memory); err != nil {
+				return err
+			}
+			if l.WorkspaceSize, err = parseSize("--workspace-size", workspace); err != nil {
+				return err
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			var s api.Session
+			if l == (api.Limits{}) {
+				s, err = c.Session(ctx, args[0])
+			} else {
+				s, err = c.SetLimits(ctx, args[0], l)
+			}
+			if err != nil {
+				return err
+			}
+			fmt.Printf("cpus %g\nmemory %d MiB (workspace writes included)\npids %d\nworkspace %d MiB", s.Limits.CPUs, s.Limits.Memory>>20, s.Limits.Pids, s.Limits.WorkspaceSize>>20)
+			if s.Workspace != nil {
+				fmt.Printf(" (%d MiB used)", s.Workspace.Used>>20)
+			}
+			fmt.Println()
+			return nil
+		},
+	}
+	cmd.Flags().Float64Var(&cpus, "cpus", 0, "CPU cap in cores")
+	cmd.Flags().StringVar(&memory, "memory", "", "memory cap including workspace writes, e.g. 8g")
+	cmd.Flags().Int64Var(&pids, "pids", 0, "process count cap")
+	cmd.Flags().StringVar(&workspace, "workspace-size", "", "workspace size cap, e.g. 4g (not below what is written)")
+	return cmd
+}

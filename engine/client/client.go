@@ -503,3 +503,9 @@ func (c *Client) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.
 	var out api.Session
 	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/budget", nil, b, &out)
 }
+
+// SetLimits changes a running session's limits (zero fields unchanged).
+func (c *Client) SetLimits(ctx context.Context, id string, l api.Limits) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/limits", nil, l, &out)
+}

@@ -68,6 +68,7 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/resume", s.resume)
 	m.HandleFunc("GET "+p+"/sessions/{id}/meter", s.meter)
 	m.HandleFunc("POST "+p+"/sessions/{id}/budget", s.budget)
+	m.HandleFunc("POST "+p+"/sessions/{id}/limits", s.limits)
 	m.HandleFunc("GET "+p+"/sessions/{id}/lifecycle", s.lifecycle)
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", s.netLog)
 	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
@@ -307,6 +308,20 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	s.getSession(w, r)
+}
+
+func (s *Server) limits(w http.ResponseWriter, r *http.Request) {
+	var req api.Limits
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	sess, err := s.eng.SetLimits(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, sess)
 }
 
 func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
