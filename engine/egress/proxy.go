@@ -191,7 +191,7 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	// A TLS client names the server it wants (SNI). It must be the name
 	// the CONNECT asked for: a connection allowed for one name never
 	// carries another.
-	first := newPeek(brw.Reader, client)
+	first := newPeek(brw.Reader)
 	if list := x.injectionsFor(host, port); len(list) > 0 {
 		if sni, isTLS := first.serverName(); isTLS && sni != "" && !strings.EqualFold(sni, host) {
 			entry.Allowed, entry.Rule, entry.Reason = false, "sni", fmt.Sprintf("the TLS server name %s differs from the CONNECT host %s", sni, host)
@@ -375,7 +375,7 @@ type peek struct {
 	buf []byte
 }
 
-func newPeek(r *bufio.Reader, _ net.Conn) *peek { return &peek{r: r} }
+func newPeek(r *bufio.Reader) *peek { return &peek{r: r} }
 
 // serverName reads the ClientHello, if the client speaks TLS first, and
 // returns its SNI.
