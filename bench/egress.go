@@ -213,3 +213,52 @@ func runOutCmd(name string, args ...string) (string, error) {
 	}
 	return string(out), nil
 }
+
+// meterCost measures what watching sessions costs the engine: its CPU
+// time (utime+stime of the daemon) over a minute with no session and
+// with n idle sessions, which the watcher meters every 10 s (CPU from
+// the cgroup, budgets, idleness).
+func (b *bench) meterCost(n int, window time.Duration) {
+	v, err := client.New(b.socket).Ping(context.Background())
+	check(err)
+	cpu := func() time.Duration {
+		data, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", v.PID))
+		check(err)
+		f := strings.Fields(string(data[strings.LastIndexByte(string(data), ')')+2:]))
+		var ticks int64
+		for _, i := range []int{11, 12} { // utime, stime
+			var x int64
+			fmt.Sscan(f[i], &x)
+			ticks += x
+		}
+		return time.Duration(ticks) * 10 * time.Millisecond // USER_HZ = 100
+	}
+	measure := func() time.Duration {
+		c0 := cpu()
+		time.Sleep(window)
+		return cpu() - c0
+	}
+	for _, id := range strings.Fields(b.must("ls", "-q")) {
+		b.must("rm", id)
+	}
+	none := measure()
+	project := filepath.Join(b.work, "p12")
+	check(os.MkdirAll(project, 0o755))
+	for i := 0; i < n; i++ {
+		b.must("run", "--project", project, "--image", "airlock/tiny", "--idle-timeout", "24h", "--", "true")
+	}
+	loaded := measure()
+	share := func(d time.Duration) float64 { return 100 * d.Seconds() / window.Seconds() }
+	b.log("### 12. Cost of watching sessions (metering, budgets, idleness; engine CPU over %s)", window)
+	b.log("")
+	b.log("| | engine CPU | share of one core |")
+	b.log("|---|---|---|")
+	b.log("| no session | %s | %.2f%% |", none, share(none))
+	b.log("| %d idle sessions | %s | %.2f%% |", n, loaded, share(loaded))
+	b.log("")
+	b.log("Added by %d sessions: **%.2f%%** of one core (target < 0.5%%). CPU ticks are 10 ms: the figures are that coarse.", n, share(loaded-none))
+	b.log("")
+	for _, id := range strings.Fields(b.must("ls", "-q")) {
+		b.must("rm", id)
+	}
+}

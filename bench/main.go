@@ -10,6 +10,7 @@
 //  9. egress proxy overhead vs a direct connection on loopback
 //  10. network policy change to enforcement
 //  11. pause and resume vs docker pause and unpause
+//  12. engine CPU spent watching 50 idle sessions
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -96,6 +97,9 @@ func main() {
 	}
 	if want("11") {
 		b.pauseResume(20)
+	}
+	if want("12") {
+		b.meterCost(50, time.Minute)
 	}
 	if *only != "" {
 		return
