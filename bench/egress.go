@@ -247,6 +247,7 @@ func (b *bench) meterCost(n int, window time.Duration) {
 	for i := 0; i < n; i++ {
 		b.must("run", "--project", project, "--image", "airlock/tiny", "--idle-timeout", "24h", "--", "true")
 	}
+	time.Sleep(20 * time.Second) // the creates' background work settles
 	loaded := measure()
 	share := func(d time.Duration) float64 { return 100 * d.Seconds() / window.Seconds() }
 	b.log("### 12. Cost of watching sessions (metering, budgets, idleness; engine CPU over %s)", window)

@@ -111,7 +111,10 @@ func (d *DNS) ServeDNSOn(ctx context.Context, addr string) error {
 		udp.Close()
 		return err
 	}
-	us := &dns.Server{PacketConn: udp, Handler: d}
+	// The UDP server waits for queries in reads with this deadline: the
+	// default (2 s) wakes every idle session's server twice a second,
+	// which with 50 sessions cost the engine 0.6% of a core doing nothing.
+	us := &dns.Server{PacketConn: udp, Handler: d, ReadTimeout: time.Hour}
 	ts := &dns.Server{Listener: tcp, Handler: d}
 	go us.ActivateAndServe()
 	go ts.ActivateAndServe()
