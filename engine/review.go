@@ -22,6 +22,7 @@ func (e *Engine) reviewable(ctx context.Context, id string) (string, *live, revi
 	if l == nil {
 		return "", nil, review.Layers{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
 	}
+	e.touch(rec.ID) // someone is looking: not idle (a paused session stays paused)
 	layers := review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base, Cache: l.cache}
 	if err := l.base.Ready(); err != nil {
 		// Without its base a session still reviews, against the current
