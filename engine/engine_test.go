@@ -269,12 +269,19 @@ func TestCommandOutlivesCaller(t *testing.T) {
 	if err == nil {
 		t.Fatalf("Exec should report the cancelled caller")
 	}
+	awaitRecord(t, e, s.ID, 4, "end")
+}
+
+// awaitRecord waits for a session's only command to be recorded as ended
+// with the exit code and output.
+func awaitRecord(t *testing.T, e *enginetest.Engine, id string, code int, output string) {
+	t.Helper()
 	deadline := time.Now().Add(10 * time.Second)
 	for time.Now().Before(deadline) {
-		cmds, _ := e.Commands(context.Background(), s.ID, true)
+		cmds, _ := e.Commands(context.Background(), id, true)
 		if len(cmds) == 1 && cmds[0].ExitCode != nil {
-			if *cmds[0].ExitCode != 4 || !strings.Contains(cmds[0].Output, "end") {
-				t.Fatalf("record %+v: want exit 4 with the whole output", cmds[0])
+			if *cmds[0].ExitCode != code || !strings.Contains(cmds[0].Output, output) {
+				t.Fatalf("record %+v: want exit %d with the whole output", cmds[0], code)
 			}
 			return
 		}
@@ -399,18 +406,7 @@ func TestRunOutlivesCaller(t *testing.T) {
 	if err == nil {
 		t.Fatalf("Run should report the cancelled caller")
 	}
-	deadline := time.Now().Add(10 * time.Second)
-	for time.Now().Before(deadline) {
-		cmds, _ := e.Commands(context.Background(), sess.ID, true)
-		if len(cmds) == 1 && cmds[0].ExitCode != nil {
-			if *cmds[0].ExitCode != 4 || !strings.Contains(cmds[0].Output, "end") {
-				t.Fatalf("record %+v: want exit 4 with the whole output", cmds[0])
-			}
-			return
-		}
-		time.Sleep(50 * time.Millisecond)
-	}
-	t.Fatalf("the command's end was never recorded")
+	awaitRecord(t, e, sess.ID, 4, "end")
 }
 
 // A diff right after a command lists every file it wrote. (Listing the

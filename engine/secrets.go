@@ -44,12 +44,16 @@ func loadSecretKey(dir string) ([]byte, error) {
 	return k, nil
 }
 
-func (e *Engine) seal(plain string) (string, error) {
+func (e *Engine) aead() (cipher.AEAD, error) {
 	block, err := aes.NewCipher(e.secretKey)
 	if err != nil {
-		return "", err
+		return nil, err
 	}
-	gcm, err := cipher.NewGCM(block)
+	return cipher.NewGCM(block)
+}
+
+func (e *Engine) seal(plain string) (string, error) {
+	gcm, err := e.aead()
 	if err != nil {
 		return "", err
 	}
@@ -67,11 +71,7 @@ func (e *Engine) open(sealed string) (string, error) {
 	if err != nil {
 		return "", err
 	}
-	block, err := aes.NewCipher(e.secretKey)
-	if err != nil {
-		return "", err
-	}
-	gcm, err := cipher.NewGCM(block)
+	gcm, err := e.aead()
 	if err != nil {
 		return "", err
 	}

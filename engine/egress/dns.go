@@ -78,28 +78,6 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	d.Proxy.log(entry)
 }
 
-// NameAnyPort decides a name without a port (a DNS lookup): allowed if a
-// rule allows it on some port.
-func (p *Policy) NameAnyPort(host string) Decision {
-	for _, r := range p.Deny {
-		if r.port == 0 && r.matchName(host, 0) {
-			return Decision{Rule: "deny " + r.Text, Reason: host + " is denied"}
-		}
-	}
-	switch p.Mode {
-	case AllowAll:
-		return Decision{Allowed: true, Rule: AllowAll}
-	case DenyAll:
-		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}
-	}
-	for _, r := range p.Allow {
-		if r.domain != "" && r.matchName(host, r.port) {
-			return Decision{Allowed: true, Rule: "allow " + r.Text}
-		}
-	}
-	return Decision{Rule: "no rule", Reason: "no rule allows " + host}
-}
-
 // ServeDNSOn answers on addr (UDP and TCP) until ctx ends.
 func (d *DNS) ServeDNSOn(ctx context.Context, addr string) error {
 	udp, err := net.ListenPacket("udp", addr)

@@ -226,8 +226,18 @@ type Decision struct {
 
 // Name decides a connection to a domain name (before resolution).
 func (p *Policy) Name(host string, port int) Decision {
+	return p.name(host, port, false)
+}
+
+// NameAnyPort decides a name without a port (a DNS lookup): allowed if a
+// rule allows it on some port, denied only by a rule for every port.
+func (p *Policy) NameAnyPort(host string) Decision {
+	return p.name(host, 0, true)
+}
+
+func (p *Policy) name(host string, port int, anyPort bool) Decision {
 	for _, r := range p.Deny {
-		if r.matchName(host, port) {
+		if (!anyPort || r.port == 0) && r.matchName(host, port) {
 			return Decision{Rule: "deny " + r.Text, Reason: host + " is denied"}
 		}
 	}
@@ -238,9 +248,12 @@ func (p *Policy) Name(host string, port int) Decision {
 		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}
 	}
 	for _, r := range p.Allow {
-		if r.matchName(host, port) {
+		if anyPort && r.matchName(host, r.port) || !anyPort && r.matchName(host, port) {
 			return Decision{Allowed: true, Rule: "allow " + r.Text}
 		}
+	}
+	if anyPort {
+		return Decision{Rule: "no rule", Reason: "no rule allows " + host}
 	}
 	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s:%d", host, port)}
 }
