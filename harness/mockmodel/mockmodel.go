@@ -48,6 +48,10 @@ type Server struct {
 	script []Reply
 	reqs   []Request
 	seq    int
+	// A CLI that retries a request (after a timeout, a reset) sends the
+	// same body again: it gets the same reply, and the script stays put.
+	lastBody  string
+	lastReply Reply
 	// Fallback answers a tool-offering request once the script is used
 	// up (default: a text saying so).
 	Fallback Reply
@@ -89,11 +93,15 @@ func (s *Server) next(req *Request) Reply {
 	}
 	req.Scripted = true
 	s.reqs = append(s.reqs, *req)
-	if len(s.script) == 0 {
-		return s.Fallback
+	if req.Body == s.lastBody {
+		return s.lastReply
 	}
-	r := s.script[0]
-	s.script = s.script[1:]
+	r := s.Fallback
+	if len(s.script) > 0 {
+		r = s.script[0]
+		s.script = s.script[1:]
+	}
+	s.lastBody, s.lastReply = req.Body, r
 	return r
 }
 
