@@ -40,7 +40,9 @@ func (f *firstRun) cmd() []string {
 	// or `exec` cannot end the main process.
 	// It waits for the session's network, which the engine plugs in
 	// once the container runs: the default route comes last.
-	script := `m=$1; shift; i=0; while [ $i -lt 500 ] && ! grep -q '^eth0	00000000' /proc/net/route 2>/dev/null; do sleep 0.01; i=$((i+1)); done; ` +
+	// (Shell builtins only: the image may have no grep.)
+	script := `m=$1; shift; i=0; ` +
+		`until (while read -r n d r; do [ "$n" = eth0 ] && [ "$d" = 00000000 ] && exit 0; done; exit 1) </proc/net/route 2>/dev/null || [ $i -ge 500 ]; do sleep 0.01; i=$((i+1)); done; ` +
 		`if command -v -- "$1" >/dev/null 2>&1; then ("$@"); c=$?; ` +
 		`else printf 'airlock: %s: command not found in the session (check the image and PATH)\n' "$1" >&2; c=127; fi; printf '%s%d\n' "$m" "$c"; printf '%s%d\n' "$m" "$c" >&2; ` +
 		`exec </dev/null >/dev/null 2>&1; ` + idleScript
