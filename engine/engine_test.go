@@ -348,6 +348,7 @@ func TestRunFirstCommand(t *testing.T) {
 		{[]string{"exit", "4"}, 4, ""},                          // a builtin, not the end of the session
 		{[]string{"no-such-command"}, 127, "command not found"}, // says so instead of a shell's riddle
 		{[]string{"echo", "a  b", "$HOME", "*"}, 0, "a  b $HOME *\n"},
+		{[]string{"ip", "route"}, 0, "default via"}, // the session's network is up before it starts
 	} {
 		var out bytes.Buffer
 		code, err := e.Run(ctx, api.CreateRequest{Project: p}, api.ExecRequest{Argv: tc.argv}, engine.ExecIO{Stdout: &out, Stderr: &out}, func(s api.Session) { sess = s })
