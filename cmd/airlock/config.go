@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"errors"
 	"os"
+	"time"
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
@@ -28,6 +29,10 @@ type config struct {
 	Agents map[string]agentConfig `yaml:"agents"`
 	// Egress is the network policy of sessions that ask for none.
 	Egress *egressConfig `yaml:"egress"`
+	// IdleTimeout pauses sessions idle that long ("off": never).
+	IdleTimeout string `yaml:"idle_timeout"`
+	// CostPerCoreHour prices active CPU.
+	CostPerCoreHour float64 `yaml:"cost_per_core_hour"`
 }
 
 type egressConfig struct {
@@ -62,6 +67,21 @@ func loadConfig(path string, required bool) (config, error) {
 
 func (c config) defaults() (engine.Defaults, error) {
 	d := engine.Defaults{Image: c.Image, CABundle: c.CABundle}
+	switch c.IdleTimeout {
+	case "":
+	case "off", "never":
+		d.IdleTimeout = -1
+	default:
+		t, err := time.ParseDuration(c.IdleTimeout)
+		if err != nil || t <= 0 {
+			return d, errdefs.Invalidf("config idle_timeout %q: write a duration like 30m, or off", c.IdleTimeout)
+		}
+		d.IdleTimeout = t
+	}
+	if c.CostPerCoreHour < 0 {
+		return d, errdefs.Invalidf("config cost_per_core_hour must be positive")
+	}
+	d.CostPerCoreHour = c.CostPerCoreHour
 	if c.Egress != nil {
 		mode := c.Egress.Mode
 		if mode == "" {
