@@ -138,6 +138,12 @@ func removeNetwork(name string) {
 // its gateway and installs its firewall rules. Log entries go to the
 // session id (which a spare network gets when it is taken).
 func (e *Engine) startEgress(key string, gw netip.Addr, pol *egress.Policy, id string) (*egressState, error) {
+	return e.startEgressWith(key, gw, pol, id, false)
+}
+
+// startEgressWith is startEgress; rulesInPlace skips installing the
+// firewall rules (a restarted engine finds them still there).
+func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, id string, rulesInPlace bool) (*egressState, error) {
 	x := egress.NewProxy(pol)
 	st := &egressState{key: key, proxy: x, gw: gw}
 	st.session.Store(id)
@@ -192,6 +198,10 @@ func (e *Engine) startEgress(key string, gw netip.Addr, pol *egress.Policy, id s
 	if err := (&egress.DNS{Proxy: x}).ServeDNSOn(ctx, net.JoinHostPort(gw.String(), strconv.Itoa(egress.DNSPort))); err != nil {
 		stop()
 		return nil, fmt.Errorf("start the session's DNS: %w", err)
+	}
+	if rulesInPlace {
+		st.stop = stop
+		return st, nil
 	}
 	if err := (egress.Firewall{}).Add(key, bridgeName(key), gw); err != nil {
 		stop()

@@ -573,6 +573,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 			firsts[c.Labels[labelSession]] = c.Labels[labelFirst] != ""
 		}
 	}
+	var installed map[string]bool // the firewall rules still in place, listed once
 	for _, r := range recs {
 		if r.State == api.StateCreating {
 			e.log.Warn("cleaning up a session whose creation was interrupted", "session", r.ID)
@@ -598,7 +599,10 @@ func (e *Engine) adopt(ctx context.Context) error {
 		if found && r.Network != "" {
 			// The proxy, DNS and firewall rules went with the previous
 			// engine; until they are back the session has no way out.
-			if err := e.restartEgress(ctx, r, l); err != nil {
+			if installed == nil {
+				installed = egress.Installed()
+			}
+			if err := e.restartEgress(ctx, r, l, installed[networkKey(r.Network)]); err != nil {
 				e.log.Error("restart a session's egress", "session", r.ID, "err", err)
 			}
 		}
@@ -652,7 +656,7 @@ func (e *Engine) adopt(ctx context.Context) error {
 
 // restartEgress brings a re-adopted session's egress back up with its
 // stored policy.
-func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live) error {
+func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live, rulesInPlace bool) error {
 	gw, err := e.gateway(ctx, r.Network)
 	if err != nil {
 		return err
@@ -661,7 +665,7 @@ func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live) er
 	if err != nil {
 		return err
 	}
-	st, err := e.startEgress(networkKey(r.Network), gw, pol, r.ID)
+	st, err := e.startEgressWith(networkKey(r.Network), gw, pol, r.ID, rulesInPlace)
 	if err != nil {
 		return err
 	}
