@@ -107,15 +107,14 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	if err := e.checkInstalled(ctx, rec.ContainerID, rec.Image, ag); err != nil {
 		return api.Turn{}, err
 	}
-	if err := checkEndpoint(firstOf(t.BaseURL, ag.DefaultBaseURL)); err != nil {
+	ep, err := checkEndpoint(firstOf(t.BaseURL, ag.DefaultBaseURL))
+	if err != nil {
 		return api.Turn{}, err
 	}
-	if err := e.allowEndpoint(ctx, rec.ID, firstOf(t.BaseURL, ag.DefaultBaseURL)); err != nil {
-		return api.Turn{}, err
-	}
-	// The key travels host-side: the session's proxy sets it on the
-	// endpoint's requests, and the CLI only has a placeholder.
-	if injected, err := e.injectKey(ctx, rec.ID, ag, firstOf(t.BaseURL, ag.DefaultBaseURL), req.APIKey); err != nil {
+	// The session may reach the endpoint, and the key travels host-side:
+	// the session's proxy sets it on the endpoint's requests, and the CLI
+	// only has a placeholder.
+	if injected, err := e.bindEndpoint(ctx, rec.ID, ag, ep, req.APIKey); err != nil {
 		return api.Turn{}, err
 	} else if injected {
 		key = keyPlaceholder
@@ -126,7 +125,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	}
 	out := &eventSink{f: sink}
 	done := make(chan api.Turn, 1)
-	finished, err := e.working(ctx, rec.ID)
+	_, finished, err := e.working(ctx, rec.ID)
 	if err != nil {
 		return api.Turn{}, err
 	}
@@ -298,128 +297,105 @@ func (e *Engine) probe(ctx context.Context, containerID string, argv []string) (
 	return *code, nil
 }
 
-// allowEndpoint lets the session reach the agent's model endpoint: the
-// user named it, so its host and port are added to the session's policy
-// (a private address included, for a local model or gateway) unless the
-// policy allows them already.
-func (e *Engine) allowEndpoint(ctx context.Context, id, raw string) error {
-	l := e.liveSession(id)
-	if raw == "" || l == nil || l.net == nil {
-		return nil
-	}
-	u, err := url.Parse(raw)
-	if err != nil {
-		return nil // checkEndpoint said so already
-	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
-	}
-	n, _ := strconv.Atoi(port)
-	host := u.Hostname()
-	pol := l.net.proxy.Policy()
-	addrs := []netip.Addr{}
-	if a, err := netip.ParseAddr(host); err == nil {
-		addrs = append(addrs, a)
-	} else if pol.Name(host, n).Allowed {
-		ips, _ := net.DefaultResolver.LookupNetIP(ctx, "ip", host)
-		addrs = ips
-		ok := true
-		for _, a := range ips {
-			ok = ok && pol.Addr(a, n, true).Allowed
-		}
-		if ok {
-			return nil
-		}
-	}
-	if len(addrs) == 1 && pol.Addr(addrs[0], n, false).Allowed {
-		return nil
-	}
-	private := false
-	for _, a := range addrs {
-		if egress.Special(a) != "" {
-			private = true
-		}
-	}
-	ch := api.PolicyChange{Allow: []string{net.JoinHostPort(host, port)}}
-	if !strings.Contains(host, ":") {
-		ch.Allow = []string{host + ":" + port}
-	}
-	if private {
-		ch.Private = &private
-	}
-	_, err = e.Policy(ctx, id, ch)
-	return err
+// endpoint is an agent's model endpoint, as the policy sees it.
+type endpoint struct {
+	raw        string
+	host, port string
+	portN      int
 }
+
+// hostPort is host:port, with IPv6 in brackets.
+func (ep endpoint) hostPort() string { return net.JoinHostPort(ep.host, ep.port) }
 
 // keyPlaceholder is what an agent CLI has for its API key when the real
 // one is injected in transit.
 const keyPlaceholder = "airlock-injects-the-key-in-transit"
 
-// injectKey binds the agent's key to its endpoint in the session's policy
-// (a key from the caller is kept in memory for the session, a stored one
-// is read when a request goes out). It reports false when the session
-// has no network of its own to inject with.
-func (e *Engine) injectKey(ctx context.Context, id string, ag *harness.Agent, endpoint, given string) (bool, error) {
+// bindEndpoint puts the agent's endpoint into the session's policy, in one
+// change: an allow rule for its host and port unless the policy allows
+// them already (the user named it, so a private address, a local model
+// or gateway, is let through), and an injection of the agent's key into
+// its requests (a key from the caller is kept in memory for the session,
+// a stored one is read when a request goes out). It reports whether the
+// key is injected: not for a session without a network of its own.
+func (e *Engine) bindEndpoint(ctx context.Context, id string, ag *harness.Agent, ep endpoint, given string) (bool, error) {
 	l := e.liveSession(id)
-	if l == nil || l.net == nil || ag.KeyEnv == "" || ag.KeyHeader == "" || endpoint == "" {
+	if ep.raw == "" || l == nil || l.net == nil {
 		return false, nil
 	}
-	u, err := url.Parse(endpoint)
-	if err != nil {
-		return false, nil
+	var ch api.PolicyChange
+	if allowed, private := e.endpointAllowed(ctx, l.net.proxy.Policy(), ep); !allowed {
+		ch.Allow = []string{ep.hostPort()}
+		if private {
+			ch.Private = &private
+		}
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	inject := ag.KeyEnv != "" && ag.KeyHeader != ""
+	if inject {
+		if given != "" {
+			e.setSessionSecret(id, ag.KeyEnv, given)
+		}
+		ch.Inject = []string{ep.hostPort() + ":" + ag.KeyHeader + "=" + fmt.Sprintf(ag.KeyValue, ag.KeyEnv)}
 	}
-	host := u.Hostname()
-	if strings.Contains(host, ":") {
-		host = "[" + host + "]"
-	}
-	if given != "" {
-		e.setSessionSecret(id, ag.KeyEnv, given)
-	}
-	rule := host + ":" + port + ":" + ag.KeyHeader + "=" + fmt.Sprintf(ag.KeyValue, ag.KeyEnv)
-	if _, err := e.Policy(ctx, id, api.PolicyChange{Inject: []string{rule}}); err != nil {
+	if _, err := e.Policy(ctx, id, ch); err != nil {
 		return false, err
 	}
-	return true, nil
+	return inject, nil
+}
+
+// endpointAllowed tells whether the policy lets the session reach ep (by
+// address, or by name and every address the name has), and whether ep is
+// at a private address.
+func (e *Engine) endpointAllowed(ctx context.Context, pol *egress.Policy, ep endpoint) (allowed, private bool) {
+	addrs := []netip.Addr{}
+	byName := false
+	if a, err := netip.ParseAddr(ep.host); err == nil {
+		addrs = append(addrs, a)
+	} else {
+		byName = true
+		addrs, _ = net.DefaultResolver.LookupNetIP(ctx, "ip", ep.host)
+	}
+	allowed = len(addrs) > 0 && (!byName || pol.Name(ep.host, ep.portN).Allowed)
+	for _, a := range addrs {
+		private = private || egress.Special(a) != ""
+		allowed = allowed && pol.Addr(a, ep.portN, byName).Allowed
+	}
+	return allowed, private
 }
 
 // endpointOK caches endpoints found reachable, so that a conversation
 // does not pay a connect per turn.
 var endpointOK sync.Map // host:port -> time.Time
 
-// checkEndpoint fails fast, with a clear message, when the model endpoint
-// cannot be reached, instead of letting a CLI retry for minutes.
-func checkEndpoint(raw string) error {
+// checkEndpoint reads the model endpoint and fails fast, with a clear
+// message, when it cannot be reached, instead of letting a CLI retry for
+// minutes. An empty one is the CLI's own default.
+func checkEndpoint(raw string) (endpoint, error) {
 	if raw == "" {
-		return nil
+		return endpoint{}, nil
 	}
 	u, err := url.Parse(raw)
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
-		return errdefs.Invalidf("endpoint %q is not an http(s) URL: give it like https://gateway.example.com/v1", raw)
+		return endpoint{}, errdefs.Invalidf("endpoint %q is not an http(s) URL: give it like https://gateway.example.com/v1", raw)
 	}
-	host := u.Hostname()
-	if host == "localhost" || strings.HasPrefix(host, "127.") || host == "::1" {
-		return errdefs.Invalidf("endpoint %s points at localhost, which inside a session is the session itself: use an address of the host the session can reach (e.g. the Docker bridge, 172.17.0.1)", raw)
+	ep := endpoint{raw: raw, host: u.Hostname(), port: u.Port()}
+	if ep.port == "" {
+		ep.port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
-	port := u.Port()
-	if port == "" {
-		port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
+	ep.portN, _ = strconv.Atoi(ep.port)
+	if ep.host == "localhost" || strings.HasPrefix(ep.host, "127.") || ep.host == "::1" {
+		return ep, errdefs.Invalidf("endpoint %s points at localhost, which inside a session is the session itself: use an address of the host the session can reach (e.g. the Docker bridge, 172.17.0.1)", raw)
 	}
-	addr := net.JoinHostPort(host, port)
-	if t, ok := endpointOK.Load(addr); ok && time.Since(t.(time.Time)) < time.Minute {
-		return nil
+	if t, ok := endpointOK.Load(ep.hostPort()); ok && time.Since(t.(time.Time)) < time.Minute {
+		return ep, nil
 	}
-	c, err := net.DialTimeout("tcp", addr, 3*time.Second)
+	c, err := net.DialTimeout("tcp", ep.hostPort(), 3*time.Second)
 	if err != nil {
-		return errdefs.Unavailablef("the model endpoint %s is unreachable (%v): check the URL (--base-url or the config file) and that the server runs", raw, err)
+		return ep, errdefs.Unavailablef("the model endpoint %s is unreachable (%v): check the URL (--base-url or the config file) and that the server runs", raw, err)
 	}
 	c.Close()
-	endpointOK.Store(addr, time.Now())
-	return nil
+	endpointOK.Store(ep.hostPort(), time.Now())
+	return ep, nil
 }
 
 // Turns lists a session's agent turns.

@@ -42,7 +42,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		return -1, errdefs.Invalidf("no command given: put it after `--`, e.g. `airlock exec ID -- make test`")
 	}
 	// New work wakes a paused session, and keeps it awake while it runs.
-	done, err := e.working(ctx, id)
+	rec, done, err := e.working(ctx, id)
 	if err != nil {
 		return -1, err
 	}
@@ -52,10 +52,6 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 			done()
 		}
 	}()
-	rec, err := e.store.Session(ctx, id)
-	if err != nil {
-		return -1, err
-	}
 	if rec.State != api.StateRunning {
 		return -1, errdefs.Conflictf("session %s is %s: %s", rec.ID, rec.State, orNone(rec.Error))
 	}

@@ -96,7 +96,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 	}
 	rc := newRecorder(e.store, cmdID)
 	rc.session = sess.ID // from 0: the command started with the container
-	done, _ := e.working(context.WithoutCancel(ctx), sess.ID)
+	_, done, _ := e.working(context.WithoutCancel(ctx), sess.ID)
 	stdout := &detachable{w: sio.Stdout}
 	stderr := &detachable{w: sio.Stderr}
 	marks := 0

@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/docker/docker/api/types/container"
 )
@@ -58,19 +59,21 @@ func (e *Engine) touch(id string) {
 }
 
 // working marks work running in the session until the returned func is
-// called; a paused session is resumed first.
-func (e *Engine) working(ctx context.Context, id string) (func(), error) {
+// called; a paused session is resumed first. It returns the session's
+// record as it is then.
+func (e *Engine) working(ctx context.Context, id string) (store.Session, func(), error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
-		return nil, err
+		return rec, nil, err
 	}
 	if why := e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID); why != "" {
-		return nil, errdefs.Conflictf("session %s reached %s: raise it with `airlock budget %s --cpu DURATION` or `--cost USD`", rec.ID, why, rec.ID)
+		return rec, nil, errdefs.Conflictf("session %s reached %s: raise it with `airlock budget %s --cpu DURATION` or `--cost USD`", rec.ID, why, rec.ID)
 	}
 	if rec.State == api.StatePaused {
 		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
-			return nil, err
+			return rec, nil, err
 		}
+		rec.State = api.StateRunning
 	}
 	a := e.activityOf(rec.ID)
 	e.actMu.Lock()
@@ -78,7 +81,7 @@ func (e *Engine) working(ctx context.Context, id string) (func(), error) {
 	a.lastBusy = time.Now()
 	e.actMu.Unlock()
 	var once sync.Once
-	return func() {
+	return rec, func() {
 		once.Do(func() {
 			e.actMu.Lock()
 			a.busy--

@@ -47,10 +47,6 @@ func networkName(key string) string { return "airlock-" + key }
 
 func networkKey(name string) string { return strings.TrimPrefix(name, "airlock-") }
 
-// bridgeName is the host interface of a network (at most 15 characters,
-// the kernel's limit).
-func bridgeName(key string) string { return egress.BridgeName(key) }
-
 // policyOf compiles a session's policy: the engine's default when spec
 // is nil, the default plus spec's rules when spec has no mode.
 func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
@@ -130,8 +126,8 @@ func (e *Engine) attach(ctx context.Context, rec store.Session, containerID stri
 // removeNetwork deletes a session network and its rules.
 func removeNetwork(name string) {
 	key := networkKey(name)
-	(egress.Firewall{}).Remove(key, bridgeName(key))
-	(&egress.Net{Key: key, Bridge: bridgeName(key)}).Remove()
+	(egress.Firewall{}).Remove(key)
+	(&egress.Net{Key: key, Bridge: egress.BridgeName(key)}).Remove()
 }
 
 // startEgress starts a network's proxy, transparent listener and DNS on
@@ -203,9 +199,9 @@ func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, 
 		st.stop = stop
 		return st, nil
 	}
-	if err := (egress.Firewall{}).Add(key, bridgeName(key), gw); err != nil {
+	if err := (egress.Firewall{}).Add(key, gw); err != nil {
 		stop()
-		(egress.Firewall{}).Remove(key, bridgeName(key))
+		(egress.Firewall{}).Remove(key)
 		return nil, fmt.Errorf("install the session's firewall rules: %w", err)
 	}
 	st.stop = stop
@@ -218,7 +214,7 @@ func (s *egressState) close() {
 		return
 	}
 	s.stop()
-	(egress.Firewall{}).Remove(s.key, bridgeName(s.key))
+	(egress.Firewall{}).Remove(s.key)
 }
 
 // upstreamRoots are the CAs the proxy trusts upstream: the system's plus
@@ -247,9 +243,9 @@ func proxyEnv(gw netip.Addr) []string {
 	}
 }
 
-// writeResolvConf points the session's resolver at the engine's DNS, and
+// writeNetConfig points the session's resolver at the engine's DNS, and
 // apt (which sudo leaves without the proxy environment) at its proxy.
-func writeResolvConf(dir string, gw netip.Addr) (string, error) {
+func writeNetConfig(dir string, gw netip.Addr) (string, error) {
 	p := filepath.Join(dir, "resolv.conf")
 	if err := os.WriteFile(p, []byte("nameserver "+gw.String()+"\noptions ndots:0 timeout:2 attempts:2\n"), 0o644); err != nil {
 		return p, err
@@ -312,13 +308,17 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	if err := e.checkSecrets(ctx, rec.ID, p); err != nil {
 		return api.EgressPolicy{}, err
 	}
+	s := p.Spec()
+	out := api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject}
+	if specJSON(p) == specJSON(l.net.proxy.Policy()) {
+		return out, nil // nothing changes (an agent turn re-binding its endpoint)
+	}
 	l.net.proxy.SetPolicy(p)
 	if err := e.store.SetEgress(ctx, rec.ID, specJSON(p)); err != nil {
 		return api.EgressPolicy{}, err
 	}
 	e.log.Info("egress policy changed", "session", rec.ID, "policy", specJSON(p))
-	s := p.Spec()
-	return api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject}, nil
+	return out, nil
 }
 
 // checkSecrets says which secret an injection names that does not exist.

@@ -259,7 +259,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
-	if _, err := writeResolvConf(rec.Dir, gw); err != nil {
+	if _, err := writeNetConfig(rec.Dir, gw); err != nil {
 		return api.Session{}, err
 	}
 	tCreate := time.Now()

@@ -46,10 +46,9 @@ func ensureJump(bin, table, chain string, rule ...string) error {
 	return run(bin, append([]string{"-t", table, "-I", chain, "1"}, rule...)...)
 }
 
-// Add installs the rules of the session id whose bridge is bridge with
-// gateway gw.
-func (Firewall) Add(id, bridge string, gw netip.Addr) error {
-	ch := chainName(id)
+// Add installs the rules of network key with gateway gw.
+func (Firewall) Add(key string, gw netip.Addr) error {
+	ch, bridge := chainName(key), BridgeName(key)
 	g := gw.String()
 	// filter: what the session may reach on the host.
 	run("iptables", "-t", "filter", "-N", ch) // exists already after a restart
@@ -97,9 +96,9 @@ func (Firewall) Add(id, bridge string, gw netip.Addr) error {
 	return nil
 }
 
-// Remove deletes the session's rules; what is gone already is fine.
-func (Firewall) Remove(id, bridge string) {
-	ch := chainName(id)
+// Remove deletes network key's rules; what is gone already is fine.
+func (Firewall) Remove(key string) {
+	ch, bridge := chainName(key), BridgeName(key)
 	for run("iptables", "-t", "filter", "-D", "INPUT", "-i", bridge, "-j", ch) == nil {
 	}
 	run("iptables", "-t", "filter", "-F", ch)
