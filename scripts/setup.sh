@@ -18,7 +18,7 @@ if [ "$(id -u)" -ne 0 ]; then
 	exit 77
 fi
 
-pkgs=(docker.io debootstrap busybox-static git gcc make pkg-config ca-certificates tmux)
+pkgs=(docker.io iptables iproute2 debootstrap busybox-static git gcc make pkg-config ca-certificates tmux)
 [ "$want_desktop" = 1 ] && pkgs+=(libgtk-3-dev libwebkit2gtk-4.0-dev)
 missing=()
 for p in "${pkgs[@]}"; do
