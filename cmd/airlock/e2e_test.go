@@ -446,15 +446,32 @@ func TestAgentWalkthrough(t *testing.T) {
 		if err := json.Unmarshal([]byte(line), &ev); err != nil {
 			t.Fatalf("--json printed a line that is not JSON: %q", line)
 		}
+		// The CLI retries a failed model request by itself and says so;
+		// the proxy's log tells whether Airlock caused the failure.
+		if ev.Type == "error" && strings.HasPrefix(ev.Text, "model request failed") {
+			t.Logf("the agent retried: %s", ev.Text)
+			continue
+		}
 		types = append(types, ev.Type)
 	}
+	id := strings.Fields(c.ok("ls", "-q"))[0]
+	for _, line := range strings.Split(strings.TrimSpace(c.ok("net", "log", id, "--json")), "\n") {
+		var conn struct {
+			Host    string
+			Allowed bool
+			Reason  string
+		}
+		json.Unmarshal([]byte(line), &conn)
+		if !conn.Allowed || strings.HasPrefix(conn.Reason, "upstream:") {
+			t.Errorf("a model request failed in the proxy: %s", line)
+		}
+	}
 	if !strings.Contains(strings.Join(types, " "), "session tool_call command message usage turn_done") {
-		t.Fatalf("events %v", types)
+		t.Fatalf("events %v:\n%s", types, out)
 	}
 	if model.Requests()[len(model.Requests())-1].APIKey != "sk-from-the-secret-store" {
 		t.Errorf("the stored key did not reach the CLI")
 	}
-	id := strings.Fields(c.ok("ls", "-q"))[0]
 	if !strings.Contains(c.ok("diff", id, "--stat"), "fix.txt") {
 		t.Errorf("the agent's file is not in the diff")
 	}
