@@ -1,0 +1,250 @@
+package snapshot
+
+import (
+	"archive/tar"
+	"bytes"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"golang.org/x/sys/unix"
+)
+
+func needRoot(t *testing.T) {
+	t.Helper()
+	if os.Geteuid() != 0 {
+		t.Skip("whiteouts and trusted xattrs need root")
+	}
+}
+
+// describe lists a tree: each path with its type, mode, owner, size,
+// content digest, device, link target, xattrs and mtime.
+func describe(t *testing.T, root string) []string {
+	t.Helper()
+	var out []string
+	filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			t.Fatal(err)
+		}
+		if p == root {
+			return nil
+		}
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			t.Fatal(err)
+		}
+		line := fmt.Sprintf("%s %o %d:%d rdev=%d", p[len(root):], st.Mode, st.Uid, st.Gid, st.Rdev)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, _ := os.ReadFile(p)
+			line += fmt.Sprintf(" %q nlink=%d", b, st.Nlink)
+		case unix.S_IFLNK:
+			l, _ := os.Readlink(p)
+			line += " -> " + l
+		}
+		if st.Mode&unix.S_IFMT != unix.S_IFDIR {
+			line += " mtime=" + time.Unix(st.Mtim.Sec, st.Mtim.Nsec).UTC().Format(time.RFC3339Nano)
+		}
+		xs, _ := xattrs(p)
+		var keys []string
+		for k, v := range xs {
+			keys = append(keys, k+"="+v)
+		}
+		sort.Strings(keys)
+		line += " " + strings.Join(keys, ",")
+		out = append(out, line)
+		return nil
+	})
+	return out
+}
+
+// upperFixture writes what an overlay upper directory holds after a
+// session: new and changed files, a deletion, an opaque directory, links.
+func upperFixture(t *testing.T, dir string) {
+	t.Helper()
+	must := func(err error) {
+		t.Helper()
+		if err != nil {
+			t.Fatal(err)
+		}
+	}
+	must(os.MkdirAll(filepath.Join(dir, "src/pkg"), 0o755))
+	must(os.WriteFile(filepath.Join(dir, "src/pkg/new.go"), []byte("package pkg\n"), 0o644))
+	must(os.WriteFile(filepath.Join(dir, "run.sh"), []byte("#!/bin/sh\n"), 0o755))
+	must(os.Chown(filepath.Join(dir, "run.sh"), 1000, 1000))
+	must(os.Chmod(filepath.Join(dir, "run.sh"), 0o4755))
+	must(os.Symlink("src/pkg/new.go", filepath.Join(dir, "link")))
+	must(os.Link(filepath.Join(dir, "src/pkg/new.go"), filepath.Join(dir, "src/hard.go")))
+	must(unix.Mknod(filepath.Join(dir, "README.md"), unix.S_IFCHR, 0))
+	must(os.Mkdir(filepath.Join(dir, "vendor"), 0o750))
+	must(unix.Lsetxattr(filepath.Join(dir, "vendor"), opaqueXattr, []byte("y"), 0))
+	must(os.WriteFile(filepath.Join(dir, "vendor/only.txt"), []byte("only"), 0o600))
+	must(unix.Lsetxattr(filepath.Join(dir, "src/pkg/new.go"), "user.origin", []byte("agent"), 0))
+	must(unix.Mkfifo(filepath.Join(dir, "pipe"), 0o644))
+	old := time.Date(2020, 1, 2, 3, 4, 5, 6000, time.UTC)
+	must(os.Chtimes(filepath.Join(dir, "run.sh"), old, old))
+}
+
+func TestLayerRoundTrip(t *testing.T) {
+	needRoot(t)
+	src, dst := t.TempDir(), t.TempDir()
+	upperFixture(t, src)
+	var buf bytes.Buffer
+	st, err := WriteLayer(&buf, Source{Dir: src, Prefix: "workspace/"})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if st.Whiteouts != 2 || st.Dirs != 3 {
+		t.Errorf("stats %+v: want 2 whiteouts (a deletion, an opaque dir) and 3 dirs", st)
+	}
+	// In the layer: OCI whiteouts, no overlay xattrs.
+	names := map[string]*tar.Header{}
+	tr := tar.NewReader(bytes.NewReader(buf.Bytes()))
+	for {
+		h, err := tr.Next()
+		if err != nil {
+			break
+		}
+		names[h.Name] = h
+	}
+	for _, n := range []string{"workspace/", "workspace/.wh.README.md", "workspace/vendor/.wh..wh..opq", "workspace/src/pkg/new.go"} {
+		if names[n] == nil {
+			t.Errorf("the layer has no %s", n)
+		}
+	}
+	if h := names["workspace/src/hard.go"]; h == nil || h.Typeflag != tar.TypeLink || h.Linkname != "workspace/src/pkg/new.go" {
+		if h2 := names["workspace/src/pkg/new.go"]; h2 == nil || h2.Typeflag != tar.TypeLink {
+			t.Errorf("the hard link is not a link entry: %+v", h)
+		}
+	}
+	for n, h := range names {
+		for k := range h.PAXRecords {
+			if strings.Contains(k, "trusted.overlay") {
+				t.Errorf("%s carries %s", n, k)
+			}
+		}
+	}
+
+	if _, err := ApplyLayer(bytes.NewReader(buf.Bytes()), Target{Prefix: "workspace/", Dir: dst}); err != nil {
+		t.Fatal(err)
+	}
+	want, got := describe(t, src), describe(t, dst)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Errorf("applied tree differs\nwant:\n%s\ngot:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+}
+
+// TestLayerUnderOverlay mounts the applied layer as the upper of a real
+// overlay: the merged view equals the original one.
+func TestLayerUnderOverlay(t *testing.T) {
+	needRoot(t)
+	lower := t.TempDir()
+	os.WriteFile(filepath.Join(lower, "README.md"), []byte("readme"), 0o644)
+	os.MkdirAll(filepath.Join(lower, "vendor/lib"), 0o755)
+	os.WriteFile(filepath.Join(lower, "vendor/lib/a.go"), []byte("a"), 0o644)
+	os.WriteFile(filepath.Join(lower, "keep.txt"), []byte("keep"), 0o644)
+	merged := func(upper string) []string {
+		base := t.TempDir()
+		work, mnt := filepath.Join(base, "work"), filepath.Join(base, "mnt")
+		os.Mkdir(work, 0o700)
+		os.Mkdir(mnt, 0o700)
+		if err := unix.Mount("overlay", mnt, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work); err != nil {
+			t.Skipf("overlay mount: %v", err)
+		}
+		defer unix.Unmount(mnt, 0)
+		return describe(t, mnt)
+	}
+	src, dst := t.TempDir(), t.TempDir()
+	upperFixture(t, src)
+	var buf bytes.Buffer
+	if _, err := WriteLayer(&buf, Source{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ApplyLayer(&buf, Target{Dir: dst}); err != nil {
+		t.Fatal(err)
+	}
+	want, got := merged(src), merged(dst)
+	if strings.Join(want, "\n") != strings.Join(got, "\n") {
+		t.Errorf("merged views differ\nwant:\n%s\ngot:\n%s", strings.Join(want, "\n"), strings.Join(got, "\n"))
+	}
+	for _, l := range got {
+		if strings.HasPrefix(l, "/README.md ") || strings.HasPrefix(l, "/vendor/lib") {
+			t.Errorf("a deleted or hidden lower file shows: %s", l)
+		}
+	}
+}
+
+func TestApplyLayerSkipsAndRoutes(t *testing.T) {
+	needRoot(t)
+	src := t.TempDir()
+	os.MkdirAll(filepath.Join(src, "home/airlock/.cache"), 0o755)
+	os.WriteFile(filepath.Join(src, "home/airlock/.cache/x"), []byte("x"), 0o644)
+	os.MkdirAll(filepath.Join(src, "usr/bin"), 0o755)
+	os.WriteFile(filepath.Join(src, "usr/bin/tool"), []byte("tool"), 0o755)
+	var buf bytes.Buffer
+	if _, err := WriteLayer(&buf, Source{Dir: src}); err != nil {
+		t.Fatal(err)
+	}
+	root, home := t.TempDir(), t.TempDir()
+	homeOnly := func(rel string) bool { return rel == "home/airlock" || strings.HasPrefix(rel, "home/airlock/") }
+	if _, err := ApplyLayer(bytes.NewReader(buf.Bytes()), Target{Dir: root, Skip: homeOnly}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := ApplyLayer(bytes.NewReader(buf.Bytes()), Target{Prefix: "home/airlock/", Dir: home}); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(root, "home/airlock")); err == nil {
+		t.Error("the skipped path was written")
+	}
+	if b, _ := os.ReadFile(filepath.Join(home, ".cache/x")); string(b) != "x" {
+		t.Error("the routed path was not written")
+	}
+	if b, _ := os.ReadFile(filepath.Join(root, "usr/bin/tool")); string(b) != "tool" {
+		t.Error("the root path was not written")
+	}
+}
+
+// TestApplyLayerRefusesEscapes feeds layers that try to write outside
+// their target.
+func TestApplyLayerRefusesEscapes(t *testing.T) {
+	needRoot(t)
+	outside := t.TempDir()
+	type entry struct {
+		name, link string
+		typ        byte
+	}
+	cases := map[string][]entry{
+		"dot-dot":              {{name: "../escape", typ: tar.TypeReg}},
+		"through a symlink":    {{name: "evil", link: outside, typ: tar.TypeSymlink}, {name: "evil/pwned", typ: tar.TypeReg}},
+		"hard link outside":    {{name: "h", link: "../../etc/passwd", typ: tar.TypeLink}},
+		"whiteout via symlink": {{name: "evil", link: outside, typ: tar.TypeSymlink}, {name: "evil/.wh.keep", typ: tar.TypeReg}},
+	}
+	os.WriteFile(filepath.Join(outside, "keep"), []byte("keep"), 0o644)
+	for name, entries := range cases {
+		t.Run(name, func(t *testing.T) {
+			var buf bytes.Buffer
+			tw := tar.NewWriter(&buf)
+			for _, e := range entries {
+				tw.WriteHeader(&tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: 0o644})
+			}
+			tw.Close()
+			_, err := ApplyLayer(&buf, Target{Dir: t.TempDir()})
+			if !errors.Is(err, ErrUnsafe) {
+				t.Errorf("applied with %v; want ErrUnsafe", err)
+			}
+			ents, _ := os.ReadDir(outside)
+			if len(ents) != 1 {
+				t.Errorf("something was written outside: %v", ents)
+			}
+			if b, _ := os.ReadFile(filepath.Join(outside, "keep")); string(b) != "keep" {
+				t.Error("a file outside was changed")
+			}
+		})
+	}
+}
