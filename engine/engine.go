@@ -27,6 +27,7 @@ import (
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/snapshot"
 )
 
 // Defaults are the settings a session gets when its request leaves them
@@ -99,6 +100,7 @@ type Options struct {
 
 // Engine owns sessions. It is safe for concurrent use.
 type Engine struct {
+	snaps    *snapshot.Store // snapshot layers, an OCI image layout
 	docker   Docker
 	store    *store.Store
 	stateDir string
@@ -127,10 +129,13 @@ type Engine struct {
 
 // live is the in-memory side of a session.
 type live struct {
-	mu    sync.Mutex // serializes accept and discard
-	ws    *overlay.Workspace
-	base  *review.Base
-	cache *review.Cache
+	mu sync.Mutex // serializes accept and discard
+	// freeze is held by a snapshot while the session is frozen; new
+	// work waits for it instead of failing on a paused container.
+	freeze sync.RWMutex
+	ws     *overlay.Workspace
+	base   *review.Base
+	cache  *review.Cache
 	// stopCapture ends the background base content capture and waits for
 	// it; removal calls it before deleting the session's files.
 	stopCapture func()
@@ -167,6 +172,9 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		return nil, err
 	}
 	if e.ca, err = egress.LoadCA(filepath.Join(opts.StateDir, "ca")); err != nil {
+		return nil, err
+	}
+	if err := e.openSnapshots(ctx); err != nil {
 		return nil, err
 	}
 	if err := e.adopt(ctx); err != nil {

@@ -69,6 +69,10 @@ func (e *Engine) working(ctx context.Context, id string) (store.Session, func(),
 	if why := e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID); why != "" {
 		return rec, nil, errdefs.Conflictf("session %s reached %s: raise it with `airlock budget %s --cpu DURATION` or `--cost USD`", rec.ID, why, rec.ID)
 	}
+	if l := e.liveSession(rec.ID); l != nil {
+		l.freeze.RLock() // a snapshot being taken: wait for the thaw
+		l.freeze.RUnlock()
+	}
 	if rec.State == api.StatePaused {
 		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
 			return rec, nil, err

@@ -107,12 +107,13 @@ var capAdd = []string{"CHOWN", "DAC_OVERRIDE", "FOWNER", "FSETID", "KILL", "SETG
 // creates and starts the container with the merged view at /workspace.
 // On error nothing is left behind.
 func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session, error) {
-	return e.create(ctx, req, nil)
+	return e.create(ctx, req, nil, nil)
 }
 
 // create makes a session; first, when not nil, is run by the container's
-// main process as it starts.
-func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *firstRun) (api.Session, error) {
+// main process as it starts; from, when not nil, fills the workspace and
+// the container from a snapshot before they are used.
+func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *firstRun, from *restoreSource) (api.Session, error) {
 	t0 := time.Now()
 	project, err := checkProject(req.Project)
 	if err != nil {
@@ -218,9 +219,17 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		}
 	}()
 	tMount := time.Now()
-	ws, err := overlay.Mount(project, rec.Dir, limits.WorkspaceSize)
+	var fill func(string) error
+	upperForBase := ""
+	if from != nil {
+		fill = from.fillWorkspace
+	}
+	ws, err := overlay.MountFilled(project, rec.Dir, limits.WorkspaceSize, fill)
 	if err != nil {
 		return api.Session{}, err
+	}
+	if from == nil {
+		upperForBase = ws.Upper()
 	}
 	// The base is captured while Docker creates and starts the container,
 	// and is complete before the first command runs.
@@ -234,7 +243,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	markStarted := func() { startedOnce.Do(func() { close(containerStarted) }) }
 	defer markStarted()
 	go func() {
-		b, err := review.CaptureBase(project, baseDir(rec.Dir), ws.Upper(), containerStarted)
+		// A restored workspace's files are the snapshot's, not writes
+		// racing the capture: the base is the project alone.
+		b, err := review.CaptureBase(project, baseDir(rec.Dir), upperForBase, containerStarted)
 		baseDone <- captured{b, err}
 	}()
 	defer func() {
@@ -277,6 +288,18 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
+	if from != nil {
+		info, err := e.docker.ContainerInspect(ctx, created.ID)
+		if err != nil {
+			return api.Session{}, dockerError("inspect the session's container", err)
+		}
+		if info.GraphDriver.Name != "overlay2" {
+			return api.Session{}, errdefs.Unavailablef("Docker stores containers with the %q storage driver; restoring a snapshot needs overlay2 (the default)", info.GraphDriver.Name)
+		}
+		if err := from.fillContainer(info.GraphDriver.Data["UpperDir"]); err != nil {
+			return api.Session{}, err
+		}
+	}
 	if first != nil {
 		// Attached before the start, as `docker run` does, so that no
 		// output is missed.
@@ -301,6 +324,18 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	}
 	if err := e.attach(ctx, rec, created.ID); err != nil {
 		return api.Session{}, err
+	}
+	if from != nil {
+		info, err := e.docker.ContainerInspect(ctx, created.ID)
+		if err != nil {
+			return api.Session{}, dockerError("inspect the session's container", err)
+		}
+		if info.State == nil || info.State.Pid == 0 {
+			return api.Session{}, fmt.Errorf("the restored session's container stopped as it started")
+		}
+		if err := from.fillHome(info.State.Pid); err != nil {
+			return api.Session{}, err
+		}
 	}
 	tBase := time.Now()
 	cb := <-baseDone
@@ -609,6 +644,13 @@ func (e *Engine) adopt(ctx context.Context) error {
 		switch {
 		case !found:
 			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
+		case state == "paused" && r.State == api.StateRunning:
+			// Frozen by an engine that died before it thawed it (a
+			// snapshot being taken): the session was running.
+			if err := e.docker.ContainerUnpause(ctx, r.ContainerID); err != nil {
+				e.log.Warn("thaw a session frozen by an interrupted snapshot", "session", r.ID, "err", err)
+				e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
+			}
 		case state == "paused":
 			// Paused it was, paused it stays: new work wakes it.
 			if r.State != api.StatePaused {

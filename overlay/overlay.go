@@ -81,6 +81,13 @@ func hasSysAdmin() bool {
 // so that commands run as the project's owner can write there. On error
 // nothing stays mounted.
 func Mount(lower, dir string, size int64) (*Workspace, error) {
+	return MountFilled(lower, dir, size, nil)
+}
+
+// MountFilled is Mount with the upper directory filled by fill (e.g. from
+// a snapshot) before the overlay is mounted over it: overlayfs does not
+// allow changing the upper directory under a mounted overlay.
+func MountFilled(lower, dir string, size int64, fill func(upper string) error) (*Workspace, error) {
 	if size < 1<<20 {
 		return nil, errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
 	}
@@ -121,6 +128,11 @@ func Mount(lower, dir string, size int64) (*Workspace, error) {
 	}
 	if err := os.Mkdir(w.work(), 0o700); err != nil {
 		return nil, err
+	}
+	if fill != nil {
+		if err := fill(w.Upper()); err != nil {
+			return nil, err
+		}
 	}
 	lowerArg := escapeOpt(lower)
 	// redirect_dir and metacopy stay off so that the upper layer always holds

@@ -55,14 +55,18 @@ func (img *Image) layerHistory() []v1.History {
 }
 
 // Compose makes the manifest and config of an image of layers on top of
-// base (nil for none): the base's config with the layers appended to its
-// root filesystem and history, and labels added.
-func Compose(base *v1.ConfigFile, layers []Layer, labels map[string]string, created time.Time, annotations map[string]string) (manifest, config []byte, err error) {
+// a base image (nil config and no layers for none): the base's config
+// with the layers appended to its root filesystem and history, and labels
+// added.
+func Compose(base *v1.ConfigFile, baseLayers, layers []Layer, labels map[string]string, created time.Time, annotations map[string]string) (manifest, config []byte, err error) {
 	var cfg v1.ConfigFile
 	if base != nil {
 		cfg = *base.DeepCopy()
 	} else {
 		cfg = v1.ConfigFile{Architecture: runtime.GOARCH, OS: "linux"}
+	}
+	if len(cfg.RootFS.DiffIDs) != len(baseLayers) {
+		return nil, nil, fmt.Errorf("the base config lists %d layers, not %d", len(cfg.RootFS.DiffIDs), len(baseLayers))
 	}
 	cfg.Created = v1.Time{Time: created.UTC()}
 	cfg.RootFS.Type = "layers"
@@ -82,6 +86,12 @@ func Compose(base *v1.ConfigFile, layers []Layer, labels map[string]string, crea
 	if err != nil {
 		return nil, nil, err
 	}
+	return Manifest(config, append(append([]Layer{}, baseLayers...), layers...), annotations), config, nil
+}
+
+// Manifest is the OCI manifest of config and its layers (uncompressed
+// tars).
+func Manifest(config []byte, layers []Layer, annotations map[string]string) []byte {
 	ch, _, _ := v1.SHA256(bytes.NewReader(config))
 	man := v1.Manifest{
 		SchemaVersion: 2,
@@ -89,17 +99,11 @@ func Compose(base *v1.ConfigFile, layers []Layer, labels map[string]string, crea
 		Config:        v1.Descriptor{MediaType: types.OCIConfigJSON, Size: int64(len(config)), Digest: ch},
 		Annotations:   annotations,
 	}
-	for _, d := range cfg.RootFS.DiffIDs {
-		var size int64
-		for _, l := range layers {
-			if l.Digest == d {
-				size = l.Size
-			}
-		}
-		man.Layers = append(man.Layers, v1.Descriptor{MediaType: types.OCIUncompressedLayer, Digest: d, Size: size})
+	for _, l := range layers {
+		man.Layers = append(man.Layers, v1.Descriptor{MediaType: types.OCIUncompressedLayer, Digest: l.Digest, Size: l.Size})
 	}
-	manifest, err = json.Marshal(man)
-	return manifest, config, err
+	data, _ := json.Marshal(man)
+	return data
 }
 
 // PutImage stores an image's manifest and config (its layers already

@@ -56,22 +56,34 @@ func WriteLayer(w io.Writer, sources ...Source) (LayerStats, error) {
 	tw := tar.NewWriter(w)
 	var st LayerStats
 	links := map[[2]uint64]string{}
+	dirs := map[string]bool{}
 	buf := make([]byte, 1<<20)
 	for _, src := range sources {
-		if err := writeTree(tw, src, links, buf, &st); err != nil {
+		if err := writeTree(tw, src, links, dirs, buf, &st); err != nil {
 			return st, err
 		}
 	}
 	return st, tw.Close()
 }
 
-func writeTree(tw *tar.Writer, src Source, links map[[2]uint64]string, buf []byte, st *LayerStats) error {
+func writeTree(tw *tar.Writer, src Source, links map[[2]uint64]string, dirs map[string]bool, buf []byte, st *LayerStats) error {
 	if src.Prefix != "" {
-		// The prefix directories themselves, so that readers create them
-		// with sane modes.
+		// The prefix directories themselves (unless an earlier source had
+		// them), so that readers create them with sane modes.
+		// They take the source directory's time: the same content gives
+		// the same layer, and so one stored blob.
+		mtime := time.Unix(0, 0)
+		if fi, err := os.Lstat(src.Dir); err == nil {
+			mtime = fi.ModTime()
+		}
 		parts := strings.Split(strings.Trim(src.Prefix, "/"), "/")
 		for i := range parts {
-			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: strings.Join(parts[:i+1], "/") + "/", Mode: 0o755, ModTime: time.Unix(0, 0), Format: tar.FormatPAX}); err != nil {
+			name := strings.Join(parts[:i+1], "/") + "/"
+			if dirs[name] {
+				continue
+			}
+			dirs[name] = true
+			if err := tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: name, Mode: 0o755, ModTime: mtime, Format: tar.FormatPAX}); err != nil {
 				return err
 			}
 		}
@@ -131,6 +143,7 @@ func writeTree(tw *tar.Writer, src Source, links map[[2]uint64]string, buf []byt
 			hdr.Typeflag, hdr.Linkname = tar.TypeSymlink, target
 		case unix.S_IFDIR:
 			hdr.Typeflag, hdr.Name = tar.TypeDir, name+"/"
+			dirs[hdr.Name] = true
 		case unix.S_IFREG:
 			key := [2]uint64{sys.Dev, sys.Ino}
 			if sys.Nlink > 1 {

@@ -52,7 +52,7 @@ func TestStoreDedupAndGC(t *testing.T) {
 		t.Fatal("the same content gave another digest")
 	}
 	for i, l := range [][]Layer{{shared, one}, {shared}} {
-		m, c, err := Compose(nil, l, map[string]string{"k": "v"}, time.Unix(0, 0), nil)
+		m, c, err := Compose(nil, nil, l, map[string]string{"k": "v"}, time.Unix(0, 0), nil)
 		if err != nil {
 			t.Fatal(err)
 		}
@@ -126,7 +126,7 @@ func TestTarReadableByOthers(t *testing.T) {
 	s, _ := Open(t.TempDir())
 	l1 := putLayer(t, s, map[string]string{"etc/tool.conf": "x=1"})
 	l2 := putLayer(t, s, map[string]string{"workspace/main.go": "package main"})
-	m, c, err := Compose(nil, []Layer{l1, l2}, map[string]string{"dev.airlock.snapshot": "{}"}, time.Now(), nil)
+	m, c, err := Compose(nil, nil, []Layer{l1, l2}, map[string]string{"dev.airlock.snapshot": "{}"}, time.Now(), nil)
 	if err != nil {
 		t.Fatal(err)
 	}

@@ -66,7 +66,10 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, body, o
 // send makes a request and turns a non-2xx answer into a classed error.
 func (c *Client) send(ctx context.Context, method, p string, q url.Values, body any) (*http.Response, error) {
 	var rd io.Reader
-	if body != nil {
+	contentType := "application/json"
+	if r, ok := body.(io.Reader); ok {
+		rd, contentType = r, "application/x-tar"
+	} else if body != nil {
 		b, err := json.Marshal(body)
 		if err != nil {
 			return nil, err
@@ -78,7 +81,7 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 		return nil, err
 	}
 	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
+		req.Header.Set("Content-Type", contentType)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -508,4 +511,54 @@ func (c *Client) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.
 func (c *Client) SetLimits(ctx context.Context, id string, l api.Limits) (api.Session, error) {
 	var out api.Session
 	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/limits", nil, l, &out)
+}
+
+// Snapshot captures a session.
+func (c *Client) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
+	var out api.Snapshot
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/snapshots", nil, req, &out)
+}
+
+// Snapshots lists the snapshots.
+func (c *Client) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
+	var out []api.Snapshot
+	return out, c.do(ctx, "GET", "/snapshots", nil, nil, &out)
+}
+
+// GetSnapshot finds a snapshot by id, id prefix or name.
+func (c *Client) GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error) {
+	var out api.Snapshot
+	return out, c.do(ctx, "GET", "/snapshots/"+url.PathEscape(ref), nil, nil, &out)
+}
+
+// RemoveSnapshot deletes a snapshot.
+func (c *Client) RemoveSnapshot(ctx context.Context, ref string) error {
+	return c.do(ctx, "DELETE", "/snapshots/"+url.PathEscape(ref), nil, nil, nil)
+}
+
+// Restore makes sessions from a snapshot.
+func (c *Client) Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error) {
+	var out api.Restored
+	return out, c.do(ctx, "POST", "/snapshots/"+url.PathEscape(ref)+"/restore", nil, req, &out)
+}
+
+// ExportSnapshot streams a snapshot as an OCI image tar; withBase includes
+// the image it runs on. The stream fails, rather than ends early, when the
+// engine fails part-way.
+func (c *Client) ExportSnapshot(ctx context.Context, ref string, withBase bool) (io.ReadCloser, error) {
+	q := url.Values{}
+	if !withBase {
+		q.Set("base", "0")
+	}
+	resp, err := c.send(ctx, "GET", "/snapshots/"+url.PathEscape(ref)+"/export", q, nil)
+	if err != nil {
+		return nil, err
+	}
+	return resp.Body, nil
+}
+
+// ImportSnapshot reads an image tar into a snapshot.
+func (c *Client) ImportSnapshot(ctx context.Context, tar io.Reader) (api.Imported, error) {
+	var out api.Imported
+	return out, c.do(ctx, "POST", "/snapshots/import", nil, tar, &out)
 }

@@ -73,6 +73,13 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", s.netLog)
 	m.HandleFunc("GET "+p+"/sessions/{id}/turns", s.turns)
 	m.HandleFunc("GET "+p+"/sessions/{id}/events", s.events)
+	m.HandleFunc("POST "+p+"/sessions/{id}/snapshots", s.takeSnapshot)
+	m.HandleFunc("GET "+p+"/snapshots", s.listSnapshots)
+	m.HandleFunc("POST "+p+"/snapshots/import", s.importSnapshot)
+	m.HandleFunc("GET "+p+"/snapshots/{ref}", s.getSnapshot)
+	m.HandleFunc("DELETE "+p+"/snapshots/{ref}", s.removeSnapshot)
+	m.HandleFunc("POST "+p+"/snapshots/{ref}/restore", s.restoreSnapshot)
+	m.HandleFunc("GET "+p+"/snapshots/{ref}/export", s.exportSnapshot)
 	m.HandleFunc("GET "+p+"/secrets", s.listSecrets)
 	m.HandleFunc("PUT "+p+"/secrets/{name}", s.setSecret)
 	m.HandleFunc("DELETE "+p+"/secrets/{name}", s.deleteSecret)
@@ -693,4 +700,83 @@ func Listen(path string) (net.Listener, error) {
 		return nil, err
 	}
 	return l, nil
+}
+
+func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
+	var req api.SnapshotRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	snap, err := s.eng.Snapshot(r.Context(), r.PathValue("id"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, snap)
+}
+
+func (s *Server) listSnapshots(w http.ResponseWriter, r *http.Request) {
+	out, err := s.eng.Snapshots(r.Context())
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) getSnapshot(w http.ResponseWriter, r *http.Request) {
+	out, err := s.eng.GetSnapshot(r.Context(), r.PathValue("ref"))
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, out)
+}
+
+func (s *Server) removeSnapshot(w http.ResponseWriter, r *http.Request) {
+	if err := s.eng.RemoveSnapshot(r.Context(), r.PathValue("ref")); err != nil {
+		writeError(w, err)
+		return
+	}
+	w.WriteHeader(http.StatusNoContent)
+}
+
+func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
+	var req api.RestoreRequest
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := s.eng.Restore(r.Context(), r.PathValue("ref"), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, out)
+}
+
+// exportSnapshot streams the image tar. Everything that can fail before
+// the first byte does; a failure later aborts the stream, so the client
+// never takes a cut tar for a whole one.
+func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
+	x, err := s.eng.PrepareExport(r.Context(), r.PathValue("ref"), r.URL.Query().Get("base") != "0")
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	w.Header().Set("Content-Type", "application/x-tar")
+	if err := x.Write(w); err != nil {
+		s.log.Error("export a snapshot", "snapshot", r.PathValue("ref"), "err", err)
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
+	snap, warnings, err := s.eng.Import(r.Context(), r.Body)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, http.StatusCreated, api.Imported{Snapshot: snap, Warnings: warnings})
 }

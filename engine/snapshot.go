@@ -1,0 +1,446 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/snapshot"
+	"github.com/docker/docker/client"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// Labels and layer names of snapshot images.
+const (
+	labelSnapshot   = "dev.airlock.snapshot"       // the api.Snapshot, JSON
+	annotationBase  = "dev.airlock.blobs.base"     // the base image's config and layers, for export
+	whatContainer   = "container"                  // the container's own changes and the agent's home
+	whatWorkspace   = "workspace"                  // the workspace's upper layer
+	workspacePrefix = "workspace/"                 // where the workspace layer puts its files
+	homePrefix      = "home/airlock/"              // the home tmpfs, inside the container layer
+	maxFork         = 50                           // sessions one fork makes at most
+	baseEntryPrefix = "base-"                      // store entries of base images (export)
+	snapshotRefName = "airlock-snapshot"           // repository name in exported tars
+	createdByFormat = "airlock snapshot of %s: %s" // layer history
+)
+
+// containerSkip leaves out of the container layer what is not the
+// container's own: mount points the engine binds in, the workspace, and
+// the home tmpfs (taken from the tmpfs itself).
+func containerSkip(rel string) bool {
+	switch rel {
+	case "workspace", "home/airlock", "etc/resolv.conf", "etc/hosts", "etc/hostname",
+		"etc/airlock/ca-bundle.pem", "etc/apt/apt.conf.d/99airlock-proxy", ".dockerenv", "dev", "proc", "sys",
+		"usr/sbin/docker-init": // the init Docker binds in
+		return true
+	}
+	return false
+}
+
+func homeOnly(rel string) bool { return rel == "home/airlock" || strings.HasPrefix(rel, homePrefix) }
+
+// Snapshot captures a session: the container's own changes and the
+// workspace's, each an OCI layer in the snapshot store. A running session
+// is frozen while its layers are written and thawed before they are
+// synced to disk; accepts and discards wait for it.
+func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
+	t0 := time.Now()
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Snapshot{}, err
+	}
+	l := e.liveSession(rec.ID)
+	if l == nil || rec.State == api.StateFailed || rec.State == api.StateCreating {
+		return api.Snapshot{}, errdefs.Conflictf("session %s is %s: only a session with its workspace can be snapshotted", rec.ID, rec.State)
+	}
+	if strings.ContainsAny(req.Name, "/\\ \t\n") || len(req.Name) > 128 {
+		return api.Snapshot{}, errdefs.Invalidf("snapshot name %q: use letters, digits, dots, dashes and underscores (at most 128)", req.Name)
+	}
+	var upperDir, imageID string
+	pid := 0
+	running := false
+	if rec.ContainerID != "" {
+		info, err := e.docker.ContainerInspect(ctx, rec.ContainerID)
+		if err != nil && !client.IsErrNotFound(err) {
+			return api.Snapshot{}, dockerError("inspect the session's container", err)
+		}
+		if err == nil {
+			if info.GraphDriver.Name != "overlay2" {
+				return api.Snapshot{}, errdefs.Unavailablef("Docker stores containers with the %q storage driver; snapshots read the container's changes from overlay2 (the default): switch Docker to overlay2", info.GraphDriver.Name)
+			}
+			upperDir, imageID = info.GraphDriver.Data["UpperDir"], info.Image
+			if info.State != nil && info.State.Running {
+				pid, running = info.State.Pid, !info.State.Paused
+			}
+		}
+	}
+	if imageID == "" {
+		if ii, err := e.docker.ImageInspect(ctx, rec.Image); err == nil {
+			imageID = ii.ID
+		}
+	}
+
+	// No accept or discard while the layers are read.
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	end := e.snaps.Begin()
+	defer end()
+	blobs := make([]*snapshot.BlobWriter, 2)
+	defer func() {
+		for _, b := range blobs {
+			if b != nil {
+				b.Abort()
+			}
+		}
+	}()
+	for i := range blobs {
+		if blobs[i], err = e.snaps.NewBlob(); err != nil {
+			return api.Snapshot{}, err
+		}
+	}
+
+	tFreeze := time.Now()
+	thaw := func() {}
+	if running {
+		l.freeze.Lock()
+		if err := e.docker.ContainerPause(ctx, rec.ContainerID); err != nil {
+			l.freeze.Unlock()
+			return api.Snapshot{}, dockerError("freeze the session for its snapshot", err)
+		}
+		var once sync.Once
+		thaw = func() {
+			once.Do(func() {
+				defer l.freeze.Unlock()
+				if err := e.docker.ContainerUnpause(context.WithoutCancel(ctx), rec.ContainerID); err != nil {
+					e.log.Error("thaw a session after its snapshot", "session", rec.ID, "err", err)
+				}
+			})
+		}
+		defer thaw()
+	}
+	var sources []snapshot.Source
+	if upperDir != "" {
+		sources = append(sources, snapshot.Source{Dir: upperDir, Skip: containerSkip})
+	}
+	if pid > 0 {
+		sources = append(sources, snapshot.Source{Dir: fmt.Sprintf("/proc/%d/root%s", pid, homePath), Prefix: homePrefix})
+	}
+	cst, err := snapshot.WriteLayer(blobs[0], sources...)
+	if err != nil {
+		return api.Snapshot{}, fmt.Errorf("write the container layer: %w", err)
+	}
+	wst, err := snapshot.WriteLayer(blobs[1], snapshot.Source{Dir: l.ws.Upper(), Prefix: workspacePrefix})
+	if err != nil {
+		return api.Snapshot{}, fmt.Errorf("write the workspace layer: %w", err)
+	}
+	thaw()
+	frozen := time.Since(tFreeze)
+
+	snap := api.Snapshot{
+		ID: newID(), Name: req.Name, Session: rec.ID, Project: rec.Project, Image: rec.Image, ImageID: imageID,
+		Created: time.Now(), Frozen: frozen,
+		Spec: api.CreateRequest{Project: rec.Project, Image: rec.Image, User: rec.User, Limits: rec.Limits, Env: rec.Env,
+			CABundle: rec.CABundle, IdleTimeout: rec.IdleTimeout, CPUBudget: rec.CPUBudget, CostBudget: rec.CostBudget},
+	}
+	if rec.Egress != "" {
+		var pol api.EgressPolicy
+		if json.Unmarshal([]byte(rec.Egress), &pol) == nil {
+			snap.Spec.Egress = &pol
+		}
+	}
+	var layers []snapshot.Layer
+	for i, st := range []snapshot.LayerStats{cst, wst} {
+		h, size, err := blobs[i].Commit()
+		if err != nil {
+			return api.Snapshot{}, err
+		}
+		what := []string{whatContainer, whatWorkspace}[i]
+		layers = append(layers, snapshot.Layer{Digest: h, Size: size, CreatedBy: fmt.Sprintf(createdByFormat, rec.ID, what)})
+		snap.Layers = append(snap.Layers, api.SnapshotLayer{What: what, Digest: h.String(), Size: size, Files: st.Files, Bytes: st.Bytes, Delete: st.Whiteouts})
+	}
+	snap.Took = time.Since(t0)
+	if err := e.putSnapshot(ctx, &snap, layers); err != nil {
+		return api.Snapshot{}, err
+	}
+	e.touch(rec.ID)
+	e.log.Info("snapshot taken", "session", rec.ID, "snapshot", snap.ID, "frozen", frozen, "took", snap.Took)
+	return snap, nil
+}
+
+// putSnapshot writes the snapshot's image (its layers already stored),
+// lists it in the store and records it.
+func (e *Engine) putSnapshot(ctx context.Context, snap *api.Snapshot, layers []snapshot.Layer) error {
+	meta, _ := json.Marshal(snap)
+	man, cfg, err := snapshot.Compose(nil, nil, layers, map[string]string{labelSnapshot: string(meta)}, snap.Created, nil)
+	if err != nil {
+		return err
+	}
+	desc, err := e.snaps.PutImage(snap.ID, man, cfg, map[string]string{snapshot.AnnotationRefName: snap.ID})
+	if err != nil {
+		return err
+	}
+	snap.Digest = desc.Digest.String()
+	if err := e.store.PutSnapshot(ctx, *snap); err != nil {
+		e.snaps.Remove(snap.ID)
+		return err
+	}
+	return nil
+}
+
+// Snapshots lists the snapshots.
+func (e *Engine) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
+	return e.store.Snapshots(ctx)
+}
+
+// GetSnapshot finds a snapshot by id, id prefix or name.
+func (e *Engine) GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error) {
+	return e.store.Snapshot(ctx, ref)
+}
+
+// RemoveSnapshot deletes a snapshot and the layers no other uses.
+func (e *Engine) RemoveSnapshot(ctx context.Context, ref string) error {
+	snap, err := e.store.Snapshot(ctx, ref)
+	if err != nil {
+		return err
+	}
+	if err := e.store.DeleteSnapshot(ctx, snap.ID); err != nil {
+		return err
+	}
+	if err := e.snaps.Remove(snap.ID); err != nil {
+		return err
+	}
+	// The base image kept for exports goes with the last snapshot on it.
+	rest, err := e.store.Snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	for _, s := range rest {
+		if s.ImageID == snap.ImageID {
+			return nil
+		}
+	}
+	if _, ok := e.snaps.Get(baseEntryPrefix + shortImageID(snap.ImageID)); ok {
+		return e.snaps.Remove(baseEntryPrefix + shortImageID(snap.ImageID))
+	}
+	return nil
+}
+
+// openSnapshots opens the snapshot store and drops what a crash left: an
+// image listed without its record, blobs nothing lists.
+func (e *Engine) openSnapshots(ctx context.Context) error {
+	var err error
+	if e.snaps, err = snapshot.Open(filepath.Join(e.stateDir, "snapshots")); err != nil {
+		return fmt.Errorf("open the snapshot store: %w", err)
+	}
+	recs, err := e.store.Snapshots(ctx)
+	if err != nil {
+		return err
+	}
+	known := map[string]bool{}
+	for _, s := range recs {
+		known[s.ID] = true
+	}
+	if err := e.snaps.Keep(func(id string) bool { return known[id] || strings.HasPrefix(id, baseEntryPrefix) }); err != nil {
+		return err
+	}
+	_, err = e.snaps.GC()
+	return err
+}
+
+// restoreSource fills a new session from a snapshot's layers.
+type restoreSource struct {
+	e    *Engine
+	snap api.Snapshot
+	// the layers by what they hold
+	container, workspace v1.Hash
+}
+
+func (e *Engine) restoreSource(snap api.Snapshot) (*restoreSource, error) {
+	h, err := v1.NewHash(snap.Digest)
+	if err != nil {
+		return nil, e.damaged(snap, err)
+	}
+	img, err := e.snaps.ImageAt(h)
+	if err != nil {
+		return nil, e.damaged(snap, err)
+	}
+	src := &restoreSource{e: e, snap: snap}
+	for i, l := range snap.Layers {
+		if i >= len(img.Manifest.Layers) || img.Manifest.Layers[i].Digest.String() != l.Digest {
+			return nil, e.damaged(snap, errors.New("its image does not list the recorded layers"))
+		}
+		switch l.What {
+		case whatContainer:
+			src.container = img.Manifest.Layers[i].Digest
+		case whatWorkspace:
+			src.workspace = img.Manifest.Layers[i].Digest
+		}
+	}
+	if src.workspace.Hex == "" {
+		return nil, e.damaged(snap, errors.New("it has no workspace layer"))
+	}
+	return src, nil
+}
+
+func (e *Engine) damaged(snap api.Snapshot, err error) error {
+	return errdefs.Invalidf("snapshot %s is damaged and cannot be restored (%v): remove it with `airlock snapshot rm %s`; a copy exported earlier can be imported again", snap.ID, err, snap.ID)
+}
+
+// apply extracts layer h onto the targets, checking the layer against its
+// digest to the last byte.
+func (s *restoreSource) apply(h v1.Hash, targets ...snapshot.Target) error {
+	r, err := s.e.snaps.Open(h)
+	if err != nil {
+		return s.e.damaged(s.snap, err)
+	}
+	defer r.Close()
+	_, aerr := snapshot.ApplyLayer(r, targets...)
+	if _, err := io.Copy(io.Discard, r); errors.Is(err, snapshot.ErrCorrupt) {
+		return s.e.damaged(s.snap, err)
+	}
+	switch {
+	case aerr == nil:
+		return nil
+	case errors.Is(aerr, syscall.ENOSPC):
+		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, aerr, humanBytes(workspaceBytes(s.snap)))
+	case errors.Is(aerr, snapshot.ErrUnsafe):
+		return s.e.damaged(s.snap, aerr)
+	}
+	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, aerr)
+}
+
+func (s *restoreSource) fillWorkspace(upper string) error {
+	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Dir: upper})
+}
+
+func (s *restoreSource) fillContainer(upperDir string) error {
+	if s.container.Hex == "" {
+		return nil
+	}
+	return s.apply(s.container, snapshot.Target{Dir: upperDir, Skip: homeOnly})
+}
+
+func (s *restoreSource) fillHome(pid int) error {
+	if s.container.Hex == "" || pid <= 0 {
+		return nil
+	}
+	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Dir: fmt.Sprintf("/proc/%d/root%s", pid, homePath)})
+}
+
+func humanBytes(n int64) string {
+	switch {
+	case n >= 1<<30:
+		return strconv.FormatFloat(float64(n)/(1<<30), 'f', 1, 64) + " GiB"
+	case n >= 1<<20:
+		return strconv.FormatFloat(float64(n)/(1<<20), 'f', 1, 64) + " MiB"
+	}
+	return strconv.FormatInt(n, 10) + " bytes"
+}
+
+// Restore makes req.N new sessions (in parallel) from a snapshot: each
+// starts with the snapshot's container changes, home and workspace, over
+// the project as it is now.
+func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error) {
+	snap, err := e.store.Snapshot(ctx, ref)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	n := req.N
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > maxFork {
+		return api.Restored{}, errdefs.Invalidf("-n %d: a fork makes 1 to %d sessions", n, maxFork)
+	}
+	src, err := e.restoreSource(snap)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	spec := snap.Spec
+	if req.Project != "" {
+		spec.Project = req.Project
+	}
+	var out api.Restored
+	spec.Image, out.Warnings, err = e.restoreImage(ctx, snap)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	sessions := make([]api.Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], errs[i] = e.create(ctx, spec, nil, src)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] == nil {
+			out.Sessions = append(out.Sessions, sessions[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if len(out.Sessions) == 0 {
+			return out, firstErr(errs)
+		}
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(out.Sessions), n, firstErr(errs)))
+	}
+	e.log.Info("snapshot restored", "snapshot", snap.ID, "sessions", len(out.Sessions))
+	return out, nil
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// restoreImage picks the image a restore runs on: the snapshot's own (by
+// id) when Docker still has it, else the image of that name now.
+func (e *Engine) restoreImage(ctx context.Context, snap api.Snapshot) (string, []string, error) {
+	byName, nameErr := e.docker.ImageInspect(ctx, snap.Image)
+	if nameErr == nil && (snap.ImageID == "" || byName.ID == snap.ImageID) {
+		return snap.Image, nil, nil
+	}
+	if snap.ImageID != "" {
+		if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err == nil {
+			return snap.ImageID, []string{fmt.Sprintf("image %s was rebuilt since the snapshot; the restored session runs on the image the snapshot was taken on (%s)", snap.Image, shortImageID(snap.ImageID))}, nil
+		}
+	}
+	if nameErr == nil {
+		return snap.Image, []string{fmt.Sprintf("the image the snapshot was taken on (%s) is gone; its container changes are applied to today's %s, where installed packages may not fit", shortImageID(snap.ImageID), snap.Image)}, nil
+	}
+	return "", nil, errdefs.NotFoundf("snapshot %s needs image %s, which is not here: build it (`airlock image build`) or import the snapshot from an export that includes its image", snap.ID, snap.Image)
+}
+
+func shortImageID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
+
+func workspaceBytes(snap api.Snapshot) int64 {
+	for _, l := range snap.Layers {
+		if l.What == whatWorkspace {
+			return l.Bytes
+		}
+	}
+	return 0
+}
