@@ -101,6 +101,9 @@ func main() {
 	if want("12") {
 		b.meterCost(50, time.Minute)
 	}
+	if want("13") {
+		b.snapshots([]int{10, 100, 1000}, 3)
+	}
 	if *only != "" {
 		return
 	}

@@ -70,12 +70,9 @@ func writeTree(tw *tar.Writer, src Source, links map[[2]uint64]string, dirs map[
 	if src.Prefix != "" {
 		// The prefix directories themselves (unless an earlier source had
 		// them), so that readers create them with sane modes.
-		// They take the source directory's time: the same content gives
-		// the same layer, and so one stored blob.
+		// They take a fixed time: the same content gives the same layer,
+		// and so one stored blob.
 		mtime := time.Unix(0, 0)
-		if fi, err := os.Lstat(src.Dir); err == nil {
-			mtime = fi.ModTime()
-		}
 		parts := strings.Split(strings.Trim(src.Prefix, "/"), "/")
 		for i := range parts {
 			name := strings.Join(parts[:i+1], "/") + "/"

@@ -550,3 +550,93 @@ func TestNetworkPolicyWalkthrough(t *testing.T) {
 		t.Errorf("the session should still run after the bad input: %q", s)
 	}
 }
+
+// TestSnapshotWalkthrough runs the README's snapshot commands, and kills
+// the engine in the middle of snapshots: nothing half-made is listed, the
+// session is not left frozen, no partial file stays in the store.
+func TestSnapshotWalkthrough(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	c.ok("image", "build", "--tiny")
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--workspace-size", "900m", "--memory", "1400m", "--",
+		"sh", "-c", "echo agent > agent.txt && head -c 400000000 /dev/urandom > big.bin")
+	id := sessionLine.FindStringSubmatch(errs)[1]
+
+	snapID := strings.TrimSpace(c.ok("snapshot", id, "--name", "setup"))
+	if out := c.ok("snapshots"); !strings.Contains(out, "setup") || !strings.Contains(out, snapID) {
+		t.Errorf("snapshots:\n%s", out)
+	}
+	forked := strings.Fields(c.ok("fork", "setup", "-n", "3"))
+	if len(forked) != 3 {
+		t.Fatalf("fork printed %q", forked)
+	}
+	for _, f := range forked {
+		if out := c.ok("exec", f, "--", "sh", "-c", "cat agent.txt; wc -c < big.bin"); out != "agent\n400000000\n" {
+			t.Errorf("fork %s: %q", f, out)
+		}
+		c.ok("rm", f)
+	}
+	tarPath := filepath.Join(t.TempDir(), "snap.tar")
+	c.ok("snapshot", "export", "setup", "--no-base", "-o", tarPath)
+	imported := strings.TrimSpace(c.ok("snapshot", "import", tarPath))
+	restored := strings.TrimSpace(c.ok("restore", imported))
+	if out := c.ok("exec", restored, "--", "cat", "agent.txt"); out != "agent\n" {
+		t.Errorf("restore of the imported snapshot: %q", out)
+	}
+	c.ok("rm", restored)
+	c.ok("snapshot", "rm", imported, snapID)
+	if code, _, errs := c.run("restore", "setup"); code != 66 || !strings.Contains(errs, "airlock snapshots") {
+		t.Errorf("restore of a removed snapshot: exit %d %q", code, errs)
+	}
+	if code, _, errs := c.run("snapshot", "export", "nosuch", "-o", filepath.Join(t.TempDir(), "x.tar")); code != 66 || !strings.Contains(errs, "no snapshot") {
+		t.Errorf("export of a missing snapshot: exit %d %q", code, errs)
+	}
+
+	// kill -9 of the engine part-way through a snapshot of 400 MB.
+	blobs := filepath.Join(filepath.Dir(c.socket), "state", "snapshots", "blobs", "sha256")
+	for _, after := range []time.Duration{50 * time.Millisecond, 150 * time.Millisecond, 300 * time.Millisecond} {
+		v, err := client.New(c.socket).Ping(context.Background())
+		if err != nil {
+			t.Fatal(err)
+		}
+		snap := exec.Command(c.bin, "snapshot", id, "--name", "crash")
+		snap.Env = c.env
+		must(t, snap.Start())
+		time.Sleep(after)
+		syscall.Kill(v.PID, syscall.SIGKILL)
+		snap.Wait()
+		for i := 0; i < 100 && syscall.Kill(v.PID, 0) == nil; i++ {
+			time.Sleep(20 * time.Millisecond)
+		}
+		// The next command starts an engine that cleans up.
+		var list []api.Snapshot
+		json.Unmarshal([]byte(c.ok("snapshots", "--json")), &list)
+		for _, s := range list {
+			r := strings.TrimSpace(c.ok("restore", s.ID))
+			c.ok("rm", r)
+			c.ok("snapshot", "rm", s.ID)
+		}
+		if out := c.ok("ls"); !strings.Contains(out, "running") {
+			t.Errorf("after a crash %v into a snapshot the session is not running:\n%s", after, out)
+		}
+		if out := c.ok("exec", id, "--", "cat", "agent.txt"); out != "agent\n" {
+			t.Errorf("after a crash %v into a snapshot: exec printed %q", after, out)
+		}
+		left, _ := os.ReadDir(blobs)
+		if len(left) != 0 {
+			var names []string
+			for _, l := range left {
+				names = append(names, l.Name())
+			}
+			t.Errorf("after a crash %v into a snapshot (%d listed then removed) the store holds %v", after, len(list), names)
+		}
+		t.Logf("crash %v into a snapshot: %d snapshot(s) listed after", after, len(list))
+	}
+}
+
+func must(t *testing.T, err error) {
+	t.Helper()
+	if err != nil {
+		t.Fatal(err)
+	}
+}

@@ -70,7 +70,7 @@ func roundDur(d time.Duration) time.Duration {
 func layerSummary(s api.Snapshot) string {
 	var parts []string
 	for _, l := range s.Layers {
-		part := fmt.Sprintf("%s %d files %s", l.What, l.Files, bytesText(l.Bytes) + "B")
+		part := fmt.Sprintf("%s %d files %s", l.What, l.Files, bytesText(l.Bytes)+"B")
 		if l.Delete > 0 {
 			part += fmt.Sprintf(", %d deletions", l.Delete)
 		}
@@ -102,7 +102,7 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 			for _, s := range list {
 				sizes := map[string]string{}
 				for _, l := range s.Layers {
-					sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes) + "B")
+					sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes)+"B")
 				}
 				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), shortID(s.Session), s.Project,
 					sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
@@ -250,7 +250,7 @@ complete.`,
 			if err := os.Rename(tmp.Name(), out); err != nil {
 				return err
 			}
-			fmt.Fprintf(os.Stderr, "airlock: wrote %s (%s)\n", out, bytesText(n) + "B")
+			fmt.Fprintf(os.Stderr, "airlock: wrote %s (%s)\n", out, bytesText(n)+"B")
 			return nil
 		},
 	}
