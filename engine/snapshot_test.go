@@ -318,6 +318,11 @@ func TestSnapshotExportImport(t *testing.T) {
 			t.Errorf("import of %s: %v", name, err)
 		}
 	}
+	// The image kept for exports goes with the last snapshot on it.
+	must(t, e.RemoveSnapshot(ctx, imp.ID))
+	if left, _ := os.ReadDir(filepath.Join(e.StateDir, "snapshots", "blobs", "sha256")); len(left) != 0 {
+		t.Errorf("with no snapshot left the store holds %d blobs", len(left))
+	}
 	var meta map[string]any
 	json.Unmarshal([]byte(cfg.Config.Labels["dev.airlock.snapshot"]), &meta)
 	if meta["id"] != snap.ID {
