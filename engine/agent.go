@@ -66,7 +66,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	if err != nil {
 		return api.Turn{}, errdefs.Invalidf("%v", err)
 	}
-	def := e.defaults.Agents[ag.Name]
+	def := e.defs().Agents[ag.Name]
 	t := harness.Turn{Prompt: req.Prompt, Model: firstOf(req.Model, def.Model, ag.DefaultModel), BaseURL: firstOf(req.BaseURL, def.BaseURL), Cmd: req.Cmd, Events: req.Events}
 	if ag.Continues && !req.New {
 		for i := len(turns) - 1; i >= 0; i-- {

@@ -17,6 +17,7 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+	"sync/atomic"
 	"time"
 
 	"github.com/airlock/airlock/engine/images"
@@ -104,7 +105,7 @@ type Engine struct {
 	docker   Docker
 	store    *store.Store
 	stateDir string
-	defaults Defaults
+	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
 
 	mu       sync.Mutex
@@ -162,11 +163,16 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		docker:      docker,
 		store:       st,
 		stateDir:    opts.StateDir,
-		defaults:    opts.Defaults.withBuiltins(),
 		log:         log.With("component", "engine"),
 		sessions:    map[string]*live{},
 		spareTarget: opts.SpareNetworks,
 	}
+	defs := opts.Defaults
+	if err := loadSettings(opts.StateDir, &defs); err != nil {
+		return nil, err
+	}
+	defs = defs.withBuiltins()
+	e.defaults.Store(&defs)
 	var err error
 	if e.secretKey, err = loadSecretKey(opts.StateDir); err != nil {
 		return nil, err
@@ -204,6 +210,9 @@ func (e *Engine) Close(ctx context.Context) {
 	case <-ctx.Done():
 	}
 }
+
+// defs are the engine's defaults as they are now.
+func (e *Engine) defs() Defaults { return *e.defaults.Load() }
 
 func newID() string {
 	var b [6]byte

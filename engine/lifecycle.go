@@ -34,7 +34,12 @@ type activity struct {
 	lastBusy time.Time // last time it was busy or touched
 	lastCPU  int64     // cgroup CPU ns at the last look
 	lastLook time.Time
+	// history is the session's CPU time at each look, the last hour.
+	history []api.CPUSample
 }
+
+// historyLen keeps an hour of looks at the default interval.
+const historyLen = 360
 
 func (e *Engine) activityOf(id string) *activity {
 	e.actMu.Lock()
@@ -183,7 +188,7 @@ func (e *Engine) checkIdle(ctx context.Context) {
 		}
 		timeout := r.IdleTimeout
 		if timeout == 0 {
-			timeout = e.defaults.IdleTimeout
+			timeout = e.defs().IdleTimeout
 		}
 		a := e.activityOf(r.ID)
 		cpu, _ := cgroupCPU(r.ID)
@@ -195,6 +200,10 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 		}
 		a.lastCPU, a.lastLook = cpu, now
+		a.history = append(a.history, api.CPUSample{Time: now, CPUSeconds: float64(cpu) / 1e9})
+		if len(a.history) > historyLen {
+			a.history = append(a.history[:0], a.history[len(a.history)-historyLen:]...)
+		}
 		if a.busy > 0 {
 			a.lastBusy = now
 		}
@@ -267,7 +276,7 @@ func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
 	if err != nil {
 		return api.Meter{}, err
 	}
-	m := api.Meter{Session: rec.ID, Rate: e.defaults.CostPerCoreHour}
+	m := api.Meter{Session: rec.ID, Rate: e.defs().CostPerCoreHour}
 	if ns, err := cgroupCPU(rec.ID); err == nil {
 		m.CPUSeconds = float64(ns) / 1e9
 	}
@@ -280,7 +289,24 @@ func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
 	m.EgressOut, m.EgressIn, _ = e.store.EgressBytes(ctx, rec.ID)
 	m.CostUSD = m.CPUSeconds / 3600 * m.Rate
 	m.CPUBudgetSeconds, m.CostBudget = rec.CPUBudget.Seconds(), rec.CostBudget
+	a := e.activityOf(rec.ID)
+	e.actMu.Lock()
+	m.History = append([]api.CPUSample{}, a.history...)
+	e.actMu.Unlock()
 	return m, nil
+}
+
+// idleFor is how long a session has been idle by the engine's measure (no
+// work, no API call, its processes under the CPU threshold at the last
+// look).
+func (e *Engine) idleFor(id string) time.Duration {
+	a := e.activityOf(id)
+	e.actMu.Lock()
+	defer e.actMu.Unlock()
+	if a.busy > 0 {
+		return 0
+	}
+	return time.Since(a.lastBusy)
 }
 
 // overBudget says, in words, which budget of the session its use has
@@ -297,7 +323,7 @@ func (e *Engine) overBudget(cpuBudget time.Duration, costBudget float64, id stri
 	if cpuBudget > 0 && used >= cpuBudget {
 		return fmt.Sprintf("its CPU budget (%s used of %s)", used.Round(time.Second), cpuBudget)
 	}
-	cost := used.Hours() * e.defaults.CostPerCoreHour
+	cost := used.Hours() * e.defs().CostPerCoreHour
 	if costBudget > 0 && cost >= costBudget {
 		return fmt.Sprintf("its cost budget ($%.4f of $%.2f)", cost, costBudget)
 	}

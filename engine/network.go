@@ -50,7 +50,7 @@ func networkKey(name string) string { return strings.TrimPrefix(name, "airlock-"
 // policyOf compiles a session's policy: the engine's default when spec
 // is nil, the default plus spec's rules when spec has no mode.
 func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
-	d := e.defaults.Egress
+	d := e.defs().Egress
 	switch {
 	case spec == nil:
 		spec = &d
@@ -224,8 +224,8 @@ func (e *Engine) upstreamRoots() *x509.CertPool {
 	if err != nil || pool == nil {
 		pool = x509.NewCertPool()
 	}
-	if e.defaults.CABundle != "" {
-		if b, err := os.ReadFile(e.defaults.CABundle); err == nil {
+	if e.defs().CABundle != "" {
+		if b, err := os.ReadFile(e.defs().CABundle); err == nil {
 			pool.AppendCertsFromPEM(b)
 		}
 	}

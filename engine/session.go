@@ -124,9 +124,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	}
 	image := req.Image
 	if image == "" {
-		image = e.defaults.Image
+		image = e.defs().Image
 	}
-	limits := mergeLimits(req.Limits, e.defaults.Limits)
+	limits := mergeLimits(req.Limits, e.defs().Limits)
 	if err := checkLimits(limits); err != nil {
 		return api.Session{}, err
 	}
@@ -143,7 +143,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	}
 	caBundle := req.CABundle
 	if caBundle == "" {
-		caBundle = e.defaults.CABundle
+		caBundle = e.defs().CABundle
 	}
 	user := req.User
 	if user == "" {
@@ -564,8 +564,16 @@ func (e *Engine) view(r store.Session, count bool) api.Session {
 		Egress: storedPolicy(r), IdleTimeout: r.IdleTimeout, CPUBudget: r.CPUBudget, CostBudget: r.CostBudget,
 	}
 	if s.IdleTimeout == 0 {
-		s.IdleTimeout = e.defaults.IdleTimeout
+		s.IdleTimeout = e.defs().IdleTimeout
 	}
+	if ns, err := cgroupCPU(r.ID); err == nil {
+		s.CPUSeconds = float64(ns) / 1e9
+		s.CostUSD = s.CPUSeconds / 3600 * e.defs().CostPerCoreHour
+	}
+	if r.State == api.StateRunning {
+		s.IdleFor = e.idleFor(r.ID).Round(time.Second)
+	}
+	s.Agent, _ = e.store.LastAgent(context.Background(), r.ID)
 	if l := e.liveSession(r.ID); l != nil {
 		if u, err := l.ws.Usage(); err == nil {
 			s.Workspace = &api.Workspace{Used: u.Used, Size: u.Size, Full: u.Full, Files: u.Files}

@@ -23,9 +23,12 @@ import (
 )
 
 type serveOptions struct {
-	stateDir string
-	config   string
-	debug    bool
+	stateDir  string
+	config    string
+	debug     bool
+	listen    string
+	tokenFile string
+	group     string
 }
 
 func serveCmd(g *globals) *cobra.Command {
@@ -41,6 +44,9 @@ func serveCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.stateDir, "state-dir", envOr("AIRLOCK_STATE_DIR", defaultStateDir), "where sessions and the database live (env AIRLOCK_STATE_DIR)")
 	cmd.Flags().StringVar(&o.config, "config", envOr("AIRLOCK_CONFIG", defaultConfig), "config file (env AIRLOCK_CONFIG); a missing default file is fine")
 	cmd.Flags().BoolVar(&o.debug, "debug", false, "log debug messages")
+	cmd.Flags().StringVar(&o.listen, "listen", "", "also answer on this TCP address (e.g. 127.0.0.1:7370), API and browser UI, behind a token")
+	cmd.Flags().StringVar(&o.tokenFile, "token-file", "", "the TCP listener's token (default: a new random one each start, see `airlock ui`)")
+	cmd.Flags().StringVar(&o.group, "socket-group", "", "let this group's members use the engine (socket mode 0660), e.g. airlock")
 	return cmd
 }
 
@@ -91,10 +97,27 @@ func serve(ctx context.Context, g *globals, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
+	if o.group != "" {
+		if err := shareSocket(g.engine, o.group); err != nil {
+			l.Close()
+			return err
+		}
+	}
 	srv := server.New(eng, &images.Builder{Docker: docker, Scratch: filepath.Join(o.stateDir, "build"), CABundle: defaults.CABundle}, log, api.VersionInfo{
 		API: api.Version, Engine: version, DockerVersion: ver.Version, DockerAPI: ver.APIVersion, PID: os.Getpid(),
 	})
 	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	tcp, err := newTCPListener(srv, o, log)
+	if err != nil {
+		return err
+	}
+	defer tcp.close()
+	srv.StartUI = tcp.start
+	if o.listen != "" {
+		if _, err := tcp.start(); err != nil {
+			return err
+		}
+	}
 	sigs := make(chan os.Signal, 1)
 	signal.Notify(sigs, syscall.SIGINT, syscall.SIGTERM)
 	errc := make(chan error, 1)

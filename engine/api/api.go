@@ -53,6 +53,14 @@ type Session struct {
 	IdleTimeout time.Duration `json:"idle_timeout"`
 	CPUBudget   time.Duration `json:"cpu_budget,omitempty"`
 	CostBudget  float64       `json:"cost_budget,omitempty"`
+	// Agent is the agent of the session's last turn ("" if none).
+	Agent string `json:"agent,omitempty"`
+	// CPUSeconds is the session's active CPU time; CostUSD its cost.
+	CPUSeconds float64 `json:"cpu_seconds"`
+	CostUSD    float64 `json:"cost_usd"`
+	// IdleFor is how long a running session has been idle (no work, no
+	// API call, its processes quiet).
+	IdleFor time.Duration `json:"idle_for,omitempty"`
 }
 
 // Workspace is the fill level of a session's tmpfs.
@@ -361,9 +369,18 @@ type Meter struct {
 	// CostUSD is CPUSeconds at the engine's rate per core-hour.
 	CostUSD float64 `json:"cost_usd"`
 	Rate    float64 `json:"rate_per_core_hour"`
+	// History is the session's CPU time as the engine sampled it (every
+	// idle check, the last hour).
+	History []CPUSample `json:"history,omitempty"`
 	// The session's budgets (0: none).
 	CPUBudgetSeconds float64 `json:"cpu_budget_seconds,omitempty"`
 	CostBudget       float64 `json:"cost_budget,omitempty"`
+}
+
+// CPUSample is a session's CPU time at a moment.
+type CPUSample struct {
+	Time       time.Time `json:"time"`
+	CPUSeconds float64   `json:"cpu_seconds"`
 }
 
 // Snapshot is a session's state captured as an OCI image in the engine's
@@ -424,4 +441,15 @@ type Restored struct {
 type Imported struct {
 	Snapshot Snapshot `json:"snapshot"`
 	Warnings []string `json:"warnings,omitempty"`
+}
+
+// Settings are the engine's defaults for new sessions. In a change, zero
+// fields stay as they are.
+type Settings struct {
+	Image           string        `json:"image,omitempty"`
+	IdleTimeout     time.Duration `json:"idle_timeout,omitempty"`
+	CostPerCoreHour float64       `json:"cost_per_core_hour,omitempty"`
+	CABundle        string        `json:"ca_bundle,omitempty"`
+	Limits          Limits        `json:"limits"`
+	Egress          EgressPolicy  `json:"egress"`
 }

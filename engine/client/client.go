@@ -562,3 +562,54 @@ func (c *Client) ImportSnapshot(ctx context.Context, tar io.Reader) (api.Importe
 	var out api.Imported
 	return out, c.do(ctx, "POST", "/snapshots/import", nil, tar, &out)
 }
+
+// Settings are the engine's defaults for new sessions.
+func (c *Client) Settings(ctx context.Context) (api.Settings, error) {
+	var out api.Settings
+	return out, c.do(ctx, "GET", "/settings", nil, nil, &out)
+}
+
+// SetSettings changes the engine's defaults (zero fields unchanged).
+func (c *Client) SetSettings(ctx context.Context, s api.Settings) (api.Settings, error) {
+	var out api.Settings
+	return out, c.do(ctx, "PUT", "/settings", nil, s, &out)
+}
+
+// Raw sends a request with a JSON body (path below /v1, with its query)
+// and returns the answer's body; an error answer is a classed error. The
+// desktop app forwards its frontend's calls through it.
+func (c *Client) Raw(ctx context.Context, method, pathAndQuery string, body []byte) (io.ReadCloser, error) {
+	var rd io.Reader
+	if body != nil {
+		rd = bytes.NewReader(body)
+	}
+	req, err := http.NewRequestWithContext(ctx, method, "http://airlock/"+api.Version+pathAndQuery, rd)
+	if err != nil {
+		return nil, err
+	}
+	if body != nil {
+		req.Header.Set("Content-Type", "application/json")
+	}
+	resp, err := c.http.Do(req)
+	if err != nil {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, c.unreachable(err)
+	}
+	if resp.StatusCode >= 300 {
+		defer resp.Body.Close()
+		return nil, decodeError(resp)
+	}
+	return resp.Body, nil
+}
+
+// StartUI asks the engine to serve the browser UI and returns its address
+// with the token.
+func (c *Client) StartUI(ctx context.Context) (string, error) {
+	var out struct {
+		URL string `json:"url"`
+	}
+	err := c.do(ctx, "POST", "/ui", nil, nil, &out)
+	return out.URL, err
+}

@@ -36,6 +36,9 @@ type Server struct {
 	log     *slog.Logger
 	version api.VersionInfo
 	builds  sync.Mutex // one image build at a time
+	// StartUI, when set, opens the TCP listener with the browser UI and
+	// returns its address (with the token); POST /v1/ui calls it.
+	StartUI func() (string, error)
 }
 
 // New returns the API handler for eng. version describes this engine.
@@ -80,6 +83,10 @@ func (s *Server) Handler() http.Handler {
 	m.HandleFunc("DELETE "+p+"/snapshots/{ref}", s.removeSnapshot)
 	m.HandleFunc("POST "+p+"/snapshots/{ref}/restore", s.restoreSnapshot)
 	m.HandleFunc("GET "+p+"/snapshots/{ref}/export", s.exportSnapshot)
+	m.HandleFunc("GET "+p+"/sessions/{id}/terminal", s.terminal)
+	m.HandleFunc("POST "+p+"/ui", s.startUI)
+	m.HandleFunc("GET "+p+"/settings", s.getSettings)
+	m.HandleFunc("PUT "+p+"/settings", s.putSettings)
 	m.HandleFunc("GET "+p+"/secrets", s.listSecrets)
 	m.HandleFunc("PUT "+p+"/secrets/{name}", s.setSecret)
 	m.HandleFunc("DELETE "+p+"/secrets/{name}", s.deleteSecret)
@@ -779,4 +786,37 @@ func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	writeJSON(w, http.StatusCreated, api.Imported{Snapshot: snap, Warnings: warnings})
+}
+
+func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) {
+	writeJSON(w, 200, s.eng.Settings(r.Context()))
+}
+
+func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
+	var req api.Settings
+	if err := decode(r, &req); err != nil {
+		writeError(w, err)
+		return
+	}
+	out, err := s.eng.SetSettings(r.Context(), req)
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, out)
+}
+
+// startUI opens (once) the engine's TCP listener for the browser UI and
+// answers its address with the token.
+func (s *Server) startUI(w http.ResponseWriter, r *http.Request) {
+	if s.StartUI == nil {
+		writeError(w, errdefs.Unavailablef("this engine serves no user interface"))
+		return
+	}
+	u, err := s.StartUI()
+	if err != nil {
+		writeError(w, err)
+		return
+	}
+	writeJSON(w, 200, map[string]string{"url": u})
 }

@@ -179,3 +179,13 @@ func (s *Store) DeleteSecret(ctx context.Context, name string) error {
 	}
 	return nil
 }
+
+// LastAgent is the agent of a session's last turn ("" when none).
+func (s *Store) LastAgent(ctx context.Context, session string) (string, error) {
+	var agent string
+	err := s.db.QueryRowContext(ctx, `SELECT agent FROM turns WHERE session_id = ? ORDER BY n DESC LIMIT 1`, session).Scan(&agent)
+	if errors.Is(err, sql.ErrNoRows) {
+		return "", nil
+	}
+	return agent, err
+}

@@ -1,0 +1,125 @@
+package engine
+
+import (
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+)
+
+// settingsFile holds the defaults changed through the API (the desktop
+// app's settings); they apply over the config file's.
+const settingsFile = "settings.json"
+
+// Settings are the engine's defaults for new sessions, as they are now.
+func (e *Engine) Settings(ctx context.Context) api.Settings {
+	d := e.defs()
+	return api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress}
+}
+
+// SetSettings changes the defaults of new sessions (running ones keep
+// theirs) and keeps them across restarts. Zero fields stay as they are.
+func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings, error) {
+	d := e.defs()
+	next := d
+	apply(&next, s)
+	if err := checkLimits(next.Limits); err != nil {
+		return api.Settings{}, err
+	}
+	if s.CostPerCoreHour < 0 {
+		return api.Settings{}, errdefs.Invalidf("cost per core-hour must be 0 or more")
+	}
+	if s.CABundle != "" {
+		if _, err := os.Stat(s.CABundle); err != nil {
+			return api.Settings{}, errdefs.Invalidf("CA bundle %s: %v: give the path of a PEM file on the engine's host", s.CABundle, err)
+		}
+	}
+	if s.Egress.Mode != "" {
+		if _, err := e.policyOf(&s.Egress); err != nil {
+			return api.Settings{}, err
+		}
+	}
+	// What was set through the API before, plus this change.
+	var saved api.Settings
+	path := filepath.Join(e.stateDir, settingsFile)
+	if b, err := os.ReadFile(path); err == nil {
+		json.Unmarshal(b, &saved)
+	}
+	merge(&saved, s)
+	b, _ := json.MarshalIndent(saved, "", "  ")
+	tmp := path + ".tmp"
+	if err := os.WriteFile(tmp, b, 0o600); err != nil {
+		return api.Settings{}, err
+	}
+	if err := os.Rename(tmp, path); err != nil {
+		return api.Settings{}, err
+	}
+	e.defaults.Store(&next)
+	e.log.Info("settings changed")
+	return e.Settings(ctx), nil
+}
+
+// apply sets d's fields from the non-zero fields of s.
+func apply(d *Defaults, s api.Settings) {
+	if s.Image != "" {
+		d.Image = s.Image
+	}
+	if s.IdleTimeout != 0 {
+		d.IdleTimeout = s.IdleTimeout
+	}
+	if s.CostPerCoreHour > 0 {
+		d.CostPerCoreHour = s.CostPerCoreHour
+	}
+	if s.CABundle != "" {
+		d.CABundle = s.CABundle
+	}
+	if s.Limits.CPUs > 0 {
+		d.Limits.CPUs = s.Limits.CPUs
+	}
+	if s.Limits.Memory > 0 {
+		d.Limits.Memory = s.Limits.Memory
+	}
+	if s.Limits.Pids > 0 {
+		d.Limits.Pids = s.Limits.Pids
+	}
+	if s.Limits.WorkspaceSize > 0 {
+		d.Limits.WorkspaceSize = s.Limits.WorkspaceSize
+	}
+	if s.Egress.Mode != "" {
+		d.Egress = s.Egress
+	}
+}
+
+// merge is apply for the saved settings.
+func merge(saved *api.Settings, s api.Settings) {
+	d := Defaults{Image: saved.Image, IdleTimeout: saved.IdleTimeout, CostPerCoreHour: saved.CostPerCoreHour,
+		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress}
+	apply(&d, s)
+	*saved = api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress}
+}
+
+// loadSettings applies the saved settings over d.
+func loadSettings(stateDir string, d *Defaults) error {
+	b, err := os.ReadFile(filepath.Join(stateDir, settingsFile))
+	if errors.Is(err, fs.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var s api.Settings
+	if err := json.Unmarshal(b, &s); err != nil {
+		return fmt.Errorf("%s: %v: fix or delete it (it holds the settings changed in the app)", filepath.Join(stateDir, settingsFile), err)
+	}
+	apply(d, s)
+	return nil
+}
+

@@ -1,0 +1,71 @@
+import type {
+  AgentLine,
+  AgentEvent,
+  AgentRequest,
+  Command,
+  CreateRequest,
+  Diff,
+  EgressEntry,
+  EgressPolicy,
+  Image,
+  LifecycleEvent,
+  Meter,
+  Outcome,
+  Progress,
+  Restored,
+  Secret,
+  Selection,
+  Session,
+  Settings,
+  Snapshot,
+  Turn,
+  VersionInfo,
+} from "./types";
+import type { TerminalConn, TerminalHandlers, Transport } from "./transport";
+
+const p = encodeURIComponent;
+
+// Client is the engine's API (docs/API.md) over a transport.
+export class Client {
+  constructor(public t: Transport) {}
+
+  version = () => this.t.request<VersionInfo>("GET", "/version");
+  sessions = () => this.t.request<Session[]>("GET", "/sessions");
+  session = (id: string) => this.t.request<Session>("GET", `/sessions/${p(id)}`);
+  create = (req: CreateRequest) => this.t.request<Session>("POST", "/sessions", req);
+  remove = (id: string) => this.t.request<void>("DELETE", `/sessions/${p(id)}`);
+  pause = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/pause`);
+  resume = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/resume`);
+
+  diff = (id: string) => this.t.request<Diff>("GET", `/sessions/${p(id)}/diff`);
+  accept = (id: string, sel: Selection) => this.t.request<{ outcomes: Outcome[] }>("POST", `/sessions/${p(id)}/accept`, sel);
+  discard = (id: string, sel: Selection) => this.t.request<{ outcomes: Outcome[] }>("POST", `/sessions/${p(id)}/discard`, sel);
+  commands = (id: string) => this.t.request<Command[]>("GET", `/sessions/${p(id)}/commands`);
+
+  turns = (id: string) => this.t.request<Turn[]>("GET", `/sessions/${p(id)}/turns`);
+  events = (id: string) => this.t.request<AgentEvent[]>("GET", `/sessions/${p(id)}/events`);
+  agent = (id: string, req: AgentRequest, onLine: (l: AgentLine) => void) =>
+    this.t.stream("POST", `/sessions/${p(id)}/agent`, req, (l) => onLine(l as AgentLine));
+
+  netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
+  allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });
+
+  meter = (id: string) => this.t.request<Meter>("GET", `/sessions/${p(id)}/meter`);
+  lifecycle = (id: string) => this.t.request<LifecycleEvent[]>("GET", `/sessions/${p(id)}/lifecycle`);
+
+  snapshot = (id: string, name?: string) => this.t.request<Snapshot>("POST", `/sessions/${p(id)}/snapshots`, { name: name || undefined });
+  snapshots = () => this.t.request<Snapshot[]>("GET", "/snapshots");
+  removeSnapshot = (ref: string) => this.t.request<void>("DELETE", `/snapshots/${p(ref)}`);
+  restore = (ref: string, n = 1) => this.t.request<Restored>("POST", `/snapshots/${p(ref)}/restore`, { n });
+
+  secrets = () => this.t.request<Secret[]>("GET", "/secrets");
+  setSecret = (name: string, value: string) => this.t.request<void>("PUT", `/secrets/${p(name)}`, { value });
+  removeSecret = (name: string) => this.t.request<void>("DELETE", `/secrets/${p(name)}`);
+  settings = () => this.t.request<Settings>("GET", "/settings");
+  setSettings = (s: Partial<Settings>) => this.t.request<Settings>("PUT", "/settings", s);
+  images = () => this.t.request<Image[]>("GET", "/images");
+  buildImage = (kind: string, onLine: (p: Progress) => void) => this.t.stream("POST", "/images/build", { kind }, (l) => onLine(l as Progress));
+
+  terminal = (id: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn => this.t.terminal(id, cols, rows, h);
+  pickFolder = () => this.t.pickFolder();
+}

@@ -1,0 +1,260 @@
+// How the interface reaches the engine: in a browser, HTTP and a WebSocket
+// to the engine that served the page (its token is in a cookie); in the
+// desktop app, the Go bindings of app/ (which talk to the engine's socket).
+
+export class ApiError extends Error {
+  constructor(
+    public cls: string,
+    message: string,
+  ) {
+    super(message);
+  }
+}
+
+export interface TerminalHandlers {
+  onData(data: Uint8Array): void;
+  onExit(code: number | null, error?: string): void;
+}
+
+export interface TerminalConn {
+  write(data: string): void;
+  resize(cols: number, rows: number): void;
+  close(): void;
+}
+
+export interface Transport {
+  kind: "browser" | "desktop";
+  request<T>(method: string, path: string, body?: unknown): Promise<T>;
+  // stream calls onLine with each JSON line of an application/x-ndjson
+  // answer and resolves when it ends.
+  stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void>;
+  terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn;
+  // pickFolder opens the native folder dialog (desktop only; null in a
+  // browser, where the path is typed).
+  pickFolder(): Promise<string | null>;
+}
+
+async function errorOf(res: Response): Promise<ApiError> {
+  const text = await res.text();
+  try {
+    const e = JSON.parse(text);
+    if (e && e.message) return new ApiError(e.class || "unknown", e.message);
+  } catch {
+    /* not JSON */
+  }
+  return new ApiError("unknown", `the engine answered ${res.status}: ${text.trim() || res.statusText}`);
+}
+
+export function splitLines(onLine: (line: unknown) => void) {
+  let buf = "";
+  return {
+    push(chunk: string) {
+      buf += chunk;
+      let i: number;
+      while ((i = buf.indexOf("\n")) >= 0) {
+        const line = buf.slice(0, i).trim();
+        buf = buf.slice(i + 1);
+        if (line) onLine(JSON.parse(line));
+      }
+    },
+    end() {
+      if (buf.trim()) onLine(JSON.parse(buf.trim()));
+      buf = "";
+    },
+  };
+}
+
+export class HttpTransport implements Transport {
+  kind = "browser" as const;
+  constructor(private base = "") {}
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let res: Response;
+    try {
+      res = await fetch(this.base + "/v1" + path, {
+        method,
+        headers: body === undefined ? {} : { "Content-Type": "application/json" },
+        body: body === undefined ? undefined : JSON.stringify(body),
+        credentials: "same-origin",
+      });
+    } catch {
+      throw new ApiError("unavailable", "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.");
+    }
+    if (!res.ok) throw await errorOf(res);
+    if (res.status === 204) return undefined as T;
+    const ct = res.headers.get("Content-Type") || "";
+    return (ct.includes("json") ? await res.json() : await res.text()) as T;
+  }
+
+  async stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void> {
+    const res = await fetch(this.base + "/v1" + path, {
+      method,
+      headers: { "Content-Type": "application/json" },
+      body: JSON.stringify(body),
+      credentials: "same-origin",
+    });
+    if (!res.ok) throw await errorOf(res);
+    const reader = res.body!.getReader();
+    const dec = new TextDecoder();
+    const lines = splitLines(onLine);
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) break;
+      lines.push(dec.decode(value, { stream: true }));
+    }
+    lines.end();
+  }
+
+  terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
+    const proto = location.protocol === "https:" ? "wss:" : "ws:";
+    const ws = new WebSocket(`${proto}//${location.host}${this.base}/v1/sessions/${encodeURIComponent(session)}/terminal?cols=${cols}&rows=${rows}`);
+    ws.binaryType = "arraybuffer";
+    let exited = false;
+    ws.onmessage = (m) => {
+      if (typeof m.data === "string") {
+        const ctl = JSON.parse(m.data);
+        exited = true;
+        h.onExit(ctl.exit_code ?? null, ctl.error?.message);
+      } else {
+        h.onData(new Uint8Array(m.data as ArrayBuffer));
+      }
+    };
+    ws.onclose = () => {
+      if (!exited) h.onExit(null, "the connection to the engine closed");
+    };
+    const enc = new TextEncoder();
+    return {
+      write: (d) => ws.readyState === WebSocket.OPEN && ws.send(enc.encode(d)),
+      resize: (c, r) => ws.readyState === WebSocket.OPEN && ws.send(JSON.stringify({ resize: { width: c, height: r } })),
+      close: () => ws.close(),
+    };
+  }
+
+  async pickFolder(): Promise<string | null> {
+    return null;
+  }
+}
+
+// The desktop app's bindings (app/app.go), as Wails exposes them.
+interface WailsApp {
+  Request(method: string, path: string, body: string): Promise<string>;
+  Stream(method: string, path: string, body: string): Promise<string>;
+  TerminalOpen(session: string, cols: number, rows: number): Promise<string>;
+  TerminalInput(id: string, b64: string): Promise<void>;
+  TerminalResize(id: string, cols: number, rows: number): Promise<void>;
+  TerminalClose(id: string): Promise<void>;
+  PickProject(): Promise<string>;
+}
+
+interface WailsRuntime {
+  EventsOn(name: string, cb: (...data: unknown[]) => void): () => void;
+}
+
+declare global {
+  interface Window {
+    go?: { app?: { App?: WailsApp } };
+    runtime?: WailsRuntime;
+  }
+}
+
+function b64decode(s: string): Uint8Array {
+  const bin = atob(s);
+  const out = new Uint8Array(bin.length);
+  for (let i = 0; i < bin.length; i++) out[i] = bin.charCodeAt(i);
+  return out;
+}
+
+function b64encode(s: string): string {
+  const bytes = new TextEncoder().encode(s);
+  let bin = "";
+  bytes.forEach((b) => (bin += String.fromCharCode(b)));
+  return btoa(bin);
+}
+
+// Go bindings reject with the error's text; the app prefixes it with the
+// class ("not_found: ...").
+function wailsError(e: unknown): ApiError {
+  const msg = String((e as Error)?.message ?? e);
+  const m = /^([a-z_]+): ([\s\S]*)$/.exec(msg);
+  return m ? new ApiError(m[1], m[2]) : new ApiError("unknown", msg);
+}
+
+export class WailsTransport implements Transport {
+  kind = "desktop" as const;
+  constructor(
+    private app: WailsApp,
+    private rt: WailsRuntime,
+  ) {}
+
+  async request<T>(method: string, path: string, body?: unknown): Promise<T> {
+    let out: string;
+    try {
+      out = await this.app.Request(method, path, body === undefined ? "" : JSON.stringify(body));
+    } catch (e) {
+      throw wailsError(e);
+    }
+    if (!out) return undefined as T;
+    try {
+      return JSON.parse(out) as T;
+    } catch {
+      return out as T;
+    }
+  }
+
+  async stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void> {
+    let id: string;
+    try {
+      id = await this.app.Stream(method, path, JSON.stringify(body));
+    } catch (e) {
+      throw wailsError(e);
+    }
+    await new Promise<void>((resolve, reject) => {
+      const offLine = this.rt.EventsOn("stream:" + id, (line) => onLine(JSON.parse(String(line))));
+      const offEnd = this.rt.EventsOn("stream-end:" + id, (err) => {
+        offLine();
+        offEnd();
+        if (err) reject(wailsError(err));
+        else resolve();
+      });
+    });
+  }
+
+  terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
+    let id = "";
+    const pending: string[] = [];
+    const offs: (() => void)[] = [];
+    this.app.TerminalOpen(session, cols, rows).then(
+      (tid) => {
+        id = tid;
+        offs.push(this.rt.EventsOn("term:" + tid, (b64) => h.onData(b64decode(String(b64)))));
+        offs.push(
+          this.rt.EventsOn("term-exit:" + tid, (code, err) => {
+            offs.forEach((f) => f());
+            h.onExit(typeof code === "number" && code >= 0 ? code : null, err ? String(err) : undefined);
+          }),
+        );
+        pending.splice(0).forEach((d) => this.app.TerminalInput(id, b64encode(d)));
+      },
+      (e) => h.onExit(null, wailsError(e).message),
+    );
+    return {
+      write: (d) => (id ? this.app.TerminalInput(id, b64encode(d)) : pending.push(d)),
+      resize: (c, r) => id && this.app.TerminalResize(id, c, r),
+      close: () => id && this.app.TerminalClose(id),
+    };
+  }
+
+  async pickFolder(): Promise<string | null> {
+    try {
+      return (await this.app.PickProject()) || null;
+    } catch (e) {
+      throw wailsError(e);
+    }
+  }
+}
+
+export function detectTransport(): Transport {
+  const app = window.go?.app?.App;
+  if (app && window.runtime) return new WailsTransport(app, window.runtime);
+  return new HttpTransport();
+}

@@ -1,0 +1,81 @@
+import { useCallback, useEffect, useState } from "react";
+import type { Client } from "../api/client";
+import type { EgressEntry, Session } from "../api/types";
+import { bytes } from "../lib/format";
+
+// Network is the session's connection log with "allow this host" on what
+// was blocked, and its policy.
+export function Network({ client, session, onError }: { client: Client; session: Session; onError(e: unknown): void }) {
+  const [log, setLog] = useState<EgressEntry[]>([]);
+  const [blockedOnly, setBlockedOnly] = useState(false);
+  const load = useCallback(async () => {
+    try {
+      setLog((await client.netLog(session.id)) ?? []);
+    } catch (e) {
+      onError(e);
+    }
+  }, [client, session.id, onError]);
+  useEffect(() => {
+    load();
+    const t = setInterval(load, 3000);
+    return () => clearInterval(t);
+  }, [load]);
+  const allow = async (e: EgressEntry) => {
+    try {
+      await client.allowFromLog(session.id, e.id);
+      await load();
+    } catch (err) {
+      onError(err);
+    }
+  };
+  const shown = blockedOnly ? log.filter((e) => !e.allowed) : log;
+  const pol = session.egress;
+  return (
+    <div className="network">
+      <div className="policy">
+        <b>Policy:</b> {pol ? pol.mode : "no network of its own"}
+        {pol?.allow?.length ? <span> · allow {pol.allow.join(", ")}</span> : null}
+        {pol?.deny?.length ? <span> · deny {pol.deny.join(", ")}</span> : null}
+        {pol?.private ? <span> · private ranges allowed</span> : null}
+        <span className="spacer" />
+        <label className="toggle">
+          <input type="checkbox" checked={blockedOnly} onChange={() => setBlockedOnly(!blockedOnly)} /> blocked only
+        </label>
+      </div>
+      {shown.length === 0 ? (
+        <div className="empty small">{blockedOnly ? "Nothing was blocked." : "No connection yet."}</div>
+      ) : (
+        <table className="grid">
+          <thead>
+            <tr>
+              <th>#</th>
+              <th>time</th>
+              <th>kind</th>
+              <th>host</th>
+              <th>port</th>
+              <th>out</th>
+              <th>in</th>
+              <th>decision</th>
+              <th />
+            </tr>
+          </thead>
+          <tbody>
+            {shown.map((e) => (
+              <tr key={e.id} className={e.allowed ? "" : "blocked"}>
+                <td>{e.id}</td>
+                <td>{new Date(e.time).toLocaleTimeString()}</td>
+                <td>{e.kind}</td>
+                <td title={e.addr}>{e.host}</td>
+                <td>{e.port || ""}</td>
+                <td>{bytes(e.bytes_out)}</td>
+                <td>{bytes(e.bytes_in)}</td>
+                <td title={e.reason}>{e.allowed ? "allowed" : "BLOCKED"} {e.rule ? <span className="muted">({e.rule})</span> : null}</td>
+                <td>{!e.allowed && <button onClick={() => allow(e)}>Allow this host</button>}</td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+    </div>
+  );
+}

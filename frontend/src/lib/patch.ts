@@ -1,0 +1,66 @@
+import type { FileDiff, Hunk } from "../api/types";
+
+// Unified diff text of one hunk (or all of a file's), as diff2html reads it.
+export function hunkPatch(f: FileDiff, hunks: Hunk[]): string {
+  const from = f.kind === "added" ? "/dev/null" : `a/${f.from || f.path}`;
+  const to = f.kind === "deleted" ? "/dev/null" : `b/${f.path}`;
+  let out = `diff --git a/${f.from || f.path} b/${f.path}\n--- ${from}\n+++ ${to}\n`;
+  for (const h of hunks) {
+    out += `@@ -${h.old_start},${h.old_lines} +${h.new_start},${h.new_lines} @@\n`;
+    for (const l of h.lines) {
+      out += l.endsWith("\n") ? l : l + "\n\\ No newline at end of file\n";
+    }
+  }
+  return out;
+}
+
+export interface TreeEntry {
+  path: string;
+  name: string;
+  depth: number;
+  dir: boolean;
+  file?: FileDiff;
+}
+
+// tree lays files out under their directories, sorted, for the file tree.
+export function tree(files: FileDiff[]): TreeEntry[] {
+  const sorted = [...files].sort((a, b) => a.path.localeCompare(b.path));
+  const out: TreeEntry[] = [];
+  const seen = new Set<string>();
+  for (const f of sorted) {
+    const parts = f.path.split("/");
+    for (let i = 0; i < parts.length - 1; i++) {
+      const dir = parts.slice(0, i + 1).join("/");
+      if (!seen.has(dir)) {
+        seen.add(dir);
+        out.push({ path: dir, name: parts[i], depth: i, dir: true });
+      }
+    }
+    out.push({ path: f.path, name: parts[parts.length - 1], depth: parts.length - 1, dir: false, file: f });
+  }
+  return out;
+}
+
+export interface Badge {
+  label: string;
+  tone: "add" | "mod" | "del" | "ren" | "warn" | "bad" | "info";
+  title: string;
+}
+
+// badges says what a file change is, for the tree and the header.
+export function badges(f: FileDiff): Badge[] {
+  const b: Badge[] = [];
+  const kinds: Record<string, Badge> = {
+    added: { label: "A", tone: "add", title: "added" },
+    modified: { label: "M", tone: "mod", title: "modified" },
+    deleted: { label: "D", tone: "del", title: "deleted" },
+    renamed: { label: "R", tone: "ren", title: `renamed from ${f.from}` },
+  };
+  b.push(kinds[f.kind] ?? { label: "T", tone: "mod", title: String(f.kind).replace("_", " ") });
+  if (f.binary) b.push({ label: "bin", tone: "info", title: "binary: no text diff" });
+  if (f.conflict) b.push({ label: "conflict", tone: "bad", title: f.conflict_reason || "the host changed the same lines" });
+  else if (f.merged) b.push({ label: "merged", tone: "info", title: "merged with changes made on the host" });
+  if (f.held) b.push({ label: "held", tone: "warn", title: `held by policy: ${f.held}` });
+  for (const x of f.findings ?? []) b.push({ label: x.scanner, tone: "bad", title: x.message });
+  return b;
+}
