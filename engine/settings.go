@@ -122,4 +122,3 @@ func loadSettings(stateDir string, d *Defaults) error {
 	apply(d, s)
 	return nil
 }
-
