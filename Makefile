@@ -6,12 +6,21 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build setup demo test test-short fuzz lint desktop desktop-check bench clean
+.PHONY: all build ui ui-test screenshots setup demo test test-short fuzz lint desktop desktop-check bench clean
 
 all: build
 
-build:
+build: ui
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock ./cmd/airlock
+
+# The interface (frontend/: React, TypeScript, Vite), embedded in the
+# engine (`airlock ui`) and the desktop app. npm ci installs exactly what
+# package-lock.json says.
+ui: setup
+	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
+
+ui-test: ui
+	cd frontend && npm test
 
 setup:
 	scripts/setup.sh
@@ -24,7 +33,7 @@ demo: setup build
 # Everything: format and vet, every package's tests including the
 # integration tests against the real Docker daemon, the end-to-end CLI
 # walkthrough, and the desktop build.
-test: setup build lint desktop-check
+test: setup build lint desktop-check ui-test
 	AIRLOCK_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 25m ./...
 	$(MAKE) fuzz
 
@@ -48,13 +57,20 @@ desktop-check:
 	scripts/setup.sh desktop
 	$(GO) build -tags desktop,production -o /dev/null .
 
-desktop:
+desktop: ui
 	scripts/setup.sh desktop
 	$(GO) build -tags desktop,production -ldflags "$(LDFLAGS)" -o bin/airlock-desktop .
+
+# Screenshots of the main screens into docs/screenshots (from the browser
+# and desktop tests).
+screenshots: build desktop
+	mkdir -p docs/screenshots
+	AIRLOCK_REQUIRE_INTEGRATION=1 AIRLOCK_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestBrowserReview|TestDesktopSmoke|TestScreens' ./cmd/airlock
 
 # Benchmarks against the obvious alternatives; writes docs/BENCHMARKS.md.
 bench: setup build
 	$(GO) run ./bench -airlock bin/airlock -out docs/BENCHMARKS.md
 
 clean:
-	rm -rf bin
+	rm -rf bin frontend/node_modules
+	find frontend/dist -mindepth 1 ! -name .gitkeep -delete

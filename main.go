@@ -2,36 +2,47 @@
 
 // The Airlock desktop app (Wails). Build it with
 // `go build -tags desktop,production .` (or `make desktop`). It is a
-// client of the engine daemon, like the CLI.
+// client of the engine daemon, like the CLI, and shows the same interface
+// the engine serves to browsers (frontend/).
 package main
 
 import (
-	"embed"
 	"log"
 	"os"
+	"testing/fstest"
 
 	"github.com/airlock/airlock/app"
+	"github.com/airlock/airlock/frontend"
 	"github.com/wailsapp/wails/v2"
 	"github.com/wailsapp/wails/v2/pkg/options"
 	"github.com/wailsapp/wails/v2/pkg/options/assetserver"
+	"github.com/wailsapp/wails/v2/pkg/options/linux"
 )
 
-//go:embed all:frontend/dist
-var assets embed.FS
+const notBuilt = `<!doctype html><title>Airlock</title><body style="font-family:sans-serif;padding:2em">
+<h2>This build has no interface</h2><p>The frontend was not built into this binary: run <code>make desktop</code> (it runs npm in frontend/ first).</p>`
 
 func main() {
 	socket := os.Getenv("AIRLOCK_ENGINE")
 	if socket == "" {
 		socket = "/run/airlock/airlock.sock"
 	}
+	assets, built := frontend.Dist()
+	if !built {
+		assets = fstest.MapFS{"index.html": {Data: []byte(notBuilt)}}
+	}
 	a := app.New(socket)
 	err := wails.Run(&options.App{
 		Title:       "Airlock",
-		Width:       1200,
-		Height:      800,
+		Width:       1280,
+		Height:      820,
+		MinWidth:    900,
+		MinHeight:   560,
 		AssetServer: &assetserver.Options{Assets: assets},
 		OnStartup:   a.Startup,
+		OnShutdown:  a.Shutdown,
 		Bind:        []any{a},
+		Linux:       &linux.Options{ProgramName: "airlock-desktop", WebviewGpuPolicy: linux.WebviewGpuPolicyOnDemand},
 	})
 	if err != nil {
 		log.Fatal(err)

@@ -1,46 +1,248 @@
 // Package app is the desktop app's bridge to the engine: the methods the
-// Wails frontend calls, each a thin call through the engine's API client.
-// It is the only package besides the root main.go that imports Wails, and
-// all Wails runtime calls go through runtime.go.
+// Wails frontend calls. The frontend is the same one the engine serves to
+// browsers (frontend/); here its API calls go through Request and Stream
+// to the engine's unix socket, and the terminal through Terminal*, with
+// output as Wails events. It is the only package besides the root main.go
+// that imports Wails, and all Wails runtime calls go through runtime.go.
 package app
 
 import (
+	"bufio"
 	"context"
+	"encoding/base64"
+	"errors"
+	"fmt"
+	"io"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strconv"
+	"strings"
+	"sync"
+	"sync/atomic"
+	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/errdefs"
 )
 
 // App is bound to the frontend.
 type App struct {
 	ctx    context.Context
+	socket string
 	client *client.Client
+	events eventer
+	seq    atomic.Int64
+
+	mu    sync.Mutex
+	terms map[string]*term
+}
+
+// eventer sends events to the frontend (runtime.go; a fake in tests).
+type eventer interface {
+	emit(name string, data ...any)
 }
 
 // New returns an app that talks to the engine on socket.
 func New(socket string) *App {
-	return &App{client: client.New(socket)}
+	return &App{socket: socket, client: client.New(socket), terms: map[string]*term{}}
 }
 
-// Startup is called by Wails when the window is ready.
-func (a *App) Startup(ctx context.Context) { a.ctx = ctx }
-
-// Sessions lists the engine's sessions.
-func (a *App) Sessions() ([]api.Session, error) { return a.client.Sessions(a.ctx) }
-
-// Diff returns a session's changes with hunks.
-func (a *App) Diff(id string) (api.Diff, error) { return a.client.Diff(a.ctx, id, nil) }
-
-// Accept writes the session's changes at paths (all when none) into the
-// project.
-func (a *App) Accept(id string, paths []string) (api.Outcomes, error) {
-	return a.client.Accept(a.ctx, id, api.Selection{Paths: paths})
+// Startup is called by Wails when the window is ready. When no engine
+// answers and the app runs as root, it starts one (`airlock serve`, found
+// next to the app or on the PATH); as a normal user the interface says
+// how to install the engine as a service.
+func (a *App) Startup(ctx context.Context) {
+	a.ctx = ctx
+	a.events = wailsEvents{ctx}
+	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
+	_, err := a.client.Ping(pctx)
+	cancel()
+	if err == nil || os.Geteuid() != 0 {
+		return
+	}
+	bin := filepath.Join(filepath.Dir(os.Args[0]), "airlock")
+	if _, err := os.Stat(bin); err != nil {
+		if bin, err = exec.LookPath("airlock"); err != nil {
+			return
+		}
+	}
+	cmd := exec.Command(bin, "serve", "--engine", a.socket)
+	cmd.SysProcAttr = &syscall.SysProcAttr{Setsid: true}
+	if cmd.Start() == nil {
+		go cmd.Wait()
+		a.client.WaitReady(ctx, 15*time.Second)
+	}
 }
 
-// Discard drops the session's changes at paths (all when none).
-func (a *App) Discard(id string, paths []string) (api.Outcomes, error) {
-	return a.client.Discard(a.ctx, id, api.Selection{Paths: paths})
+// Shutdown closes the terminals when the window goes.
+func (a *App) Shutdown(ctx context.Context) {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	for _, t := range a.terms {
+		t.cancel()
+	}
+}
+
+// classed prefixes an error with its class ("not_found: ..."), which the
+// frontend turns back into the engine's error.
+func classed(err error) error {
+	if err == nil {
+		return nil
+	}
+	return fmt.Errorf("%s: %s", errdefs.ClassOf(err), err.Error())
+}
+
+func checkPath(path string) error {
+	if !strings.HasPrefix(path, "/") || strings.Contains(path, "..") {
+		return errdefs.Invalidf("bad API path %q", path)
+	}
+	return nil
+}
+
+// Request forwards one API call (path below /v1, with its query) and
+// returns the answer's body.
+func (a *App) Request(method, path, body string) (string, error) {
+	if err := checkPath(path); err != nil {
+		return "", classed(err)
+	}
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
+	rc, err := a.client.Raw(a.ctx, method, path, b)
+	if err != nil {
+		return "", classed(err)
+	}
+	defer rc.Close()
+	out, err := io.ReadAll(rc)
+	return string(out), classed(err)
+}
+
+// Stream forwards a call whose answer is JSON lines (agent turns, image
+// builds). It returns a stream id at once; each line comes as the event
+// "stream:ID", and the end as "stream-end:ID" with the error, if any.
+func (a *App) Stream(method, path, body string) (string, error) {
+	if err := checkPath(path); err != nil {
+		return "", classed(err)
+	}
+	id := strconv.FormatInt(a.seq.Add(1), 10)
+	rc, err := a.client.Raw(a.ctx, method, path, []byte(body))
+	if err != nil {
+		return "", classed(err)
+	}
+	go func() {
+		defer rc.Close()
+		sc := bufio.NewScanner(rc)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				a.events.emit("stream:"+id, line)
+			}
+		}
+		msg := ""
+		if err := sc.Err(); err != nil {
+			msg = classed(err).Error()
+		}
+		a.events.emit("stream-end:"+id, msg)
+	}()
+	return id, nil
+}
+
+type term struct {
+	in     *io.PipeWriter
+	cancel context.CancelFunc
+
+	mu   sync.Mutex
+	exec *client.Exec // nil until the shell runs
+}
+
+// TerminalOpen starts a shell on a PTY in the session. Output comes as
+// events "term:ID" (base64), the end as "term-exit:ID" with the exit code
+// (-1 when unknown) and an error message.
+func (a *App) TerminalOpen(session string, cols, rows int) (string, error) {
+	if cols <= 0 || rows <= 0 {
+		cols, rows = 80, 24
+	}
+	id := "t" + strconv.FormatInt(a.seq.Add(1), 10)
+	ctx, cancel := context.WithCancel(a.ctx)
+	inR, inW := io.Pipe()
+	t := &term{in: inW, cancel: cancel}
+	a.mu.Lock()
+	a.terms[id] = t
+	a.mu.Unlock()
+	out := writerFunc(func(p []byte) (int, error) {
+		a.events.emit("term:"+id, base64.StdEncoding.EncodeToString(p))
+		return len(p), nil
+	})
+	req := api.ExecRequest{Argv: []string{"/bin/sh", "-c", "if command -v bash >/dev/null; then exec bash -l; else exec sh -l; fi"},
+		TTY: true, Stdin: true, Width: uint(cols), Height: uint(rows)}
+	go func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.terms, id)
+			a.mu.Unlock()
+			cancel()
+		}()
+		code, err := a.client.Exec(ctx, session, req, client.ExecIO{Stdin: inR, Stdout: out, Stderr: out}, func(x *client.Exec) {
+			t.mu.Lock()
+			t.exec = x
+			t.mu.Unlock()
+		})
+		msg := ""
+		if err != nil && !errors.Is(err, context.Canceled) {
+			msg, code = err.Error(), -1
+		}
+		a.events.emit("term-exit:"+id, code, msg)
+	}()
+	return id, nil
+}
+
+func (a *App) term(id string) *term {
+	a.mu.Lock()
+	defer a.mu.Unlock()
+	return a.terms[id]
+}
+
+// TerminalInput types into a terminal (base64).
+func (a *App) TerminalInput(id, b64 string) error {
+	t := a.term(id)
+	if t == nil {
+		return classed(errdefs.NotFoundf("terminal %s has ended", id))
+	}
+	b, err := base64.StdEncoding.DecodeString(b64)
+	if err != nil {
+		return classed(errdefs.Invalidf("terminal input: %v", err))
+	}
+	_, err = t.in.Write(b)
+	return classed(err)
+}
+
+// TerminalResize changes a terminal's size.
+func (a *App) TerminalResize(id string, cols, rows int) {
+	if t := a.term(id); t != nil && cols > 0 && rows > 0 {
+		t.mu.Lock()
+		x := t.exec
+		t.mu.Unlock()
+		if x != nil {
+			x.Resize(uint(cols), uint(rows))
+		}
+	}
+}
+
+// TerminalClose ends a terminal.
+func (a *App) TerminalClose(id string) {
+	if t := a.term(id); t != nil {
+		t.in.Close()
+		t.cancel()
+	}
 }
 
 // PickProject opens the native folder dialog.
 func (a *App) PickProject() (string, error) { return pickFolder(a.ctx, "Choose a project") }
+
+type writerFunc func([]byte) (int, error)
+
+func (f writerFunc) Write(p []byte) (int, error) { return f(p) }

@@ -10,3 +10,8 @@ import (
 func pickFolder(ctx context.Context, title string) (string, error) {
 	return runtime.OpenDirectoryDialog(ctx, runtime.OpenDialogOptions{Title: title})
 }
+
+// wailsEvents sends events to the window.
+type wailsEvents struct{ ctx context.Context }
+
+func (w wailsEvents) emit(name string, data ...any) { runtime.EventsEmit(w.ctx, name, data...) }

@@ -2,7 +2,8 @@
 # Installs what Airlock needs on a Debian/Ubuntu machine and makes sure a
 # Docker daemon answers. Idempotent: a second run only checks.
 #   scripts/setup.sh            engine + tests
-#   scripts/setup.sh desktop    also the GTK/WebKit headers the desktop app builds against
+#   scripts/setup.sh desktop    also the GTK/WebKit headers the desktop app builds against,
+#                               and what its tests use: Xvfb and Chromium
 set -euo pipefail
 
 want_desktop=0
@@ -19,7 +20,10 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 pkgs=(docker.io iptables iproute2 debootstrap busybox-static git gcc make pkg-config ca-certificates tmux)
-[ "$want_desktop" = 1 ] && pkgs+=(libgtk-3-dev libwebkit2gtk-4.0-dev)
+[ "$want_desktop" = 1 ] && pkgs+=(libgtk-3-dev libwebkit2gtk-4.0-dev xvfb xauth chromium)
+# The interface is built with npm; a node already on the PATH (any 18+) is
+# used, else Debian's.
+command -v npm >/dev/null || pkgs+=(nodejs npm)
 missing=()
 for p in "${pkgs[@]}"; do
 	dpkg-query -W -f='${Status}' "$p" 2>/dev/null | grep -q 'install ok installed' || missing+=("$p")

@@ -88,7 +88,9 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
   useEffect(() => {
     load();
   }, [load]);
-  useEffect(() => end.current?.scrollIntoView?.({ block: "end" }), [events.length]);
+  useEffect(() => {
+    end.current?.scrollIntoView?.({ block: "end" });
+  }, [events.length]);
 
   const sent = useRef(false);
   useEffect(() => {

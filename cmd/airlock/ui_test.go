@@ -1,0 +1,264 @@
+package main_test
+
+import (
+	"context"
+	"fmt"
+	"io"
+	"net/http"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/chromedp/cdproto/runtime"
+	"github.com/chromedp/chromedp"
+)
+
+// browser starts headless Chromium (the system's) for a test.
+func browser(t *testing.T) context.Context {
+	t.Helper()
+	path := ""
+	for _, p := range []string{"chromium", "chromium-browser", "google-chrome"} {
+		if lp, err := exec.LookPath(p); err == nil {
+			path = lp
+			break
+		}
+	}
+	if path == "" {
+		if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") != "" {
+			t.Fatal("no Chromium: install it (`scripts/setup.sh desktop` does)")
+		}
+		t.Skip("no Chromium")
+	}
+	opts := append(chromedp.DefaultExecAllocatorOptions[:], chromedp.ExecPath(path), chromedp.NoSandbox,
+		chromedp.WindowSize(1400, 900), chromedp.Flag("disable-gpu", true))
+	actx, cancel := chromedp.NewExecAllocator(context.Background(), opts...)
+	t.Cleanup(cancel)
+	ctx, cancel2 := chromedp.NewContext(actx)
+	t.Cleanup(cancel2)
+	chromedp.ListenTarget(ctx, func(ev any) {
+		switch e := ev.(type) {
+		case *runtime.EventExceptionThrown:
+			t.Logf("page exception: %s", e.ExceptionDetails.Error())
+			if st := e.ExceptionDetails.StackTrace; st != nil {
+				for _, f := range st.CallFrames {
+					t.Logf("  at %s (%d:%d)", f.FunctionName, f.LineNumber+1, f.ColumnNumber+1)
+				}
+			}
+		case *runtime.EventConsoleAPICalled:
+			for _, a := range e.Args {
+				if e.Type == runtime.APITypeError || e.Type == runtime.APITypeWarning {
+					t.Logf("console %s: %s", e.Type, a.Value)
+				}
+			}
+		}
+	})
+	// The browser starts with the first Run, and lives as long as its
+	// context: this one, not a step's.
+	if err := chromedp.Run(ctx); err != nil {
+		t.Fatalf("start Chromium: %v", err)
+	}
+	return ctx
+}
+
+// step runs actions with a deadline; on failure the page's text says why.
+func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Action) {
+	t.Helper()
+	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
+	defer cancel()
+	if err := chromedp.Run(sctx, actions...); err != nil {
+		t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, pageText(ctx))
+	}
+}
+
+func pageText(ctx context.Context) string {
+	var s string
+	tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	defer cancel()
+	chromedp.Run(tctx, chromedp.Evaluate(`location.href + "\n" + document.body.innerText + "\n" + document.documentElement.outerHTML.slice(0, 600)`, &s))
+	return s
+}
+
+// setField sets an input, textarea or select the way a person's typing
+// does, so that React sees it.
+func setField(sel, value string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var ok bool
+		js := fmt.Sprintf(`(() => {
+			const el = document.querySelector(%q);
+			if (!el) return false;
+			const proto = el.tagName === "SELECT" ? HTMLSelectElement.prototype : el.tagName === "TEXTAREA" ? HTMLTextAreaElement.prototype : HTMLInputElement.prototype;
+			Object.getOwnPropertyDescriptor(proto, "value").set.call(el, %q);
+			el.dispatchEvent(new Event(el.tagName === "SELECT" ? "change" : "input", { bubbles: true }));
+			return true;
+		})()`, sel, value)
+		if err := chromedp.Evaluate(js, &ok).Do(ctx); err != nil {
+			return err
+		}
+		if !ok {
+			return fmt.Errorf("no field %s", sel)
+		}
+		return nil
+	})
+}
+
+// clickText clicks the button under scope whose text is text.
+func clickText(scope, text string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		var ok bool
+		js := fmt.Sprintf(`(() => {
+			const b = [...document.querySelectorAll(%q + " button")].find((b) => b.textContent.trim() === %q && !b.disabled);
+			if (!b) return false;
+			b.click();
+			return true;
+		})()`, scope, text)
+		for i := 0; i < 100; i++ {
+			if err := chromedp.Evaluate(js, &ok).Do(ctx); err != nil {
+				return err
+			}
+			if ok {
+				return nil
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		return fmt.Errorf("no enabled button %q in %s", text, scope)
+	})
+}
+
+func waitFile(t *testing.T, path, want string) {
+	t.Helper()
+	var got []byte
+	for i := 0; i < 100; i++ {
+		got, _ = os.ReadFile(path)
+		if string(got) == want {
+			return
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Errorf("%s holds %q, want %q", filepath.Base(path), got, want)
+}
+
+// TestBrowserReview drives the real interface in headless Chromium against
+// a real engine: a session with a scripted agent made from the New session
+// form, its file list, one hunk accepted, one file discarded, a conflict
+// settled, and the project on disk checked after each.
+func TestBrowserReview(t *testing.T) {
+	c := newCLI(t)
+	d := enginetest.Require(t)
+	enginetest.TinyImage(t, d)
+	ctx := browser(t)
+
+	p := filepath.Join(t.TempDir(), "web-app")
+	os.MkdirAll(p, 0o755)
+	var lines []string
+	for i := 1; i <= 30; i++ {
+		lines = append(lines, fmt.Sprintf("line %d", i))
+	}
+	f := strings.Join(lines, "\n") + "\n"
+	os.WriteFile(filepath.Join(p, "f.txt"), []byte(f), 0o644)
+	os.WriteFile(filepath.Join(p, "config.yaml"), []byte("mode: careful\nlevel: 1\n"), 0o644)
+
+	u := strings.TrimSpace(c.ok("ui", "--no-open"))
+	if resp, err := http.Get(u); err == nil {
+		body, _ := io.ReadAll(resp.Body)
+		resp.Body.Close()
+		if strings.Contains(string(body), "built without its user interface") {
+			t.Fatal("this airlock binary has no interface: build the frontend first (`make ui`)")
+		}
+	}
+	if resp, err := http.Get(strings.Split(u, "?")[0] + "v1/sessions"); err == nil {
+		if resp.StatusCode != http.StatusForbidden {
+			t.Errorf("the API answered %d without the token", resp.StatusCode)
+		}
+		resp.Body.Close()
+	}
+
+	agent := `sed -i -e 's/^line 2$/agent two/' -e 's/^line 28$/agent twenty-eight/' f.txt && sed -i 's/careful/fast/' config.yaml && echo scratch > scratch.txt && echo "did: " {prompt}`
+	var stream string
+	step(t, ctx, "create a session with a scripted agent",
+		chromedp.Navigate(u+"#/new"),
+		chromedp.WaitVisible(`input[aria-label="project"]`),
+		setField(`input[aria-label="project"]`, p),
+		setField(`select[aria-label="image"]`, enginetest.Image),
+		setField(`select[aria-label="agent"]`, "custom"),
+		setField(`input[aria-label="custom command"]`, agent),
+		setField(`textarea[aria-label="first task"]`, "edit the files"),
+		setField(`select[aria-label="network"]`, "deny-all"),
+		clickText(".new-session", "Create session"),
+		chromedp.WaitVisible(`.ev.done`),
+		chromedp.Text(`.agent-stream`, &stream),
+	)
+	if !strings.Contains(stream, "did:  edit the files") && !strings.Contains(stream, "did: edit the files") {
+		t.Errorf("the agent's stream shows %q", stream)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "f.txt")); string(b) != f {
+		t.Fatal("the agent wrote the project")
+	}
+	// The host changes the line the agent changed: a conflict.
+	os.WriteFile(filepath.Join(p, "config.yaml"), []byte("mode: paranoid\nlevel: 1\n"), 0o644)
+
+	var names []string
+	step(t, ctx, "the file list",
+		chromedp.Click(`.tabs button:nth-child(1)`),
+		chromedp.WaitVisible(`li[data-path="f.txt"]`),
+		chromedp.Evaluate(`[...document.querySelectorAll(".filetree li.file")].map((l) => l.dataset.path + (l.querySelector(".badge.bad") ? " conflict" : ""))`, &names),
+	)
+	if strings.Join(names, ",") != "config.yaml conflict,f.txt,scratch.txt" {
+		t.Errorf("the file list is %v", names)
+	}
+
+	// One hunk of f.txt.
+	step(t, ctx, "accept a hunk",
+		chromedp.Click(`li[data-path="f.txt"]`),
+		chromedp.WaitVisible(`.hunk[data-part="1"]`),
+		clickText(`.hunk[data-part="0"]`, "Accept hunk"),
+	)
+	waitFile(t, filepath.Join(p, "f.txt"), strings.Replace(f, "line 2\n", "agent two\n", 1))
+
+	// Discard a whole file: it never reaches the project and leaves the list.
+	step(t, ctx, "discard a file",
+		chromedp.Click(`li[data-path="scratch.txt"]`),
+		chromedp.WaitVisible(`.file-header`),
+		clickText(`.file-header`, "Discard file"),
+		chromedp.WaitNotPresent(`li[data-path="scratch.txt"]`),
+	)
+	if _, err := os.Stat(filepath.Join(p, "scratch.txt")); err == nil {
+		t.Error("a discarded file reached the project")
+	}
+
+	// The conflict: take the agent's side of its one region.
+	var sides string
+	step(t, ctx, "settle the conflict",
+		chromedp.Click(`li[data-path="config.yaml"]`),
+		chromedp.WaitVisible(`.conflict`),
+		chromedp.Text(`.conflict .three-way`, &sides),
+		clickText(`.conflict`, "Take agent"),
+		chromedp.WaitNotPresent(`li[data-path="config.yaml"]`),
+	)
+	if !strings.Contains(sides, "mode: careful") || !strings.Contains(sides, "mode: paranoid") || !strings.Contains(sides, "mode: fast") {
+		t.Errorf("the conflict view shows %q: want base, host and agent", sides)
+	}
+	waitFile(t, filepath.Join(p, "config.yaml"), "mode: fast\nlevel: 1\n")
+
+	// What is left: the other hunk of f.txt, shown as one.
+	var left []string
+	step(t, ctx, "what is left", chromedp.Evaluate(`[...document.querySelectorAll(".filetree li.file")].map((l) => l.dataset.path)`, &left))
+	if strings.Join(left, ",") != "f.txt" {
+		t.Errorf("left for review: %v", left)
+	}
+	if dir := os.Getenv("AIRLOCK_SCREENSHOTS"); dir != "" {
+		screenshot(t, ctx, filepath.Join(dir, "review.png"), u+"#/s/")
+	}
+}
+
+func screenshot(t *testing.T, ctx context.Context, path, _ string) {
+	var buf []byte
+	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 90)); err != nil {
+		t.Error(err)
+		return
+	}
+	os.WriteFile(path, buf, 0o644)
+}

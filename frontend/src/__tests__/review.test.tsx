@@ -1,0 +1,83 @@
+import { act, cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { afterEach, describe, expect, it, vi } from "vitest";
+import { Review } from "../components/Review";
+import { Client } from "../api/client";
+import type { Diff, Selection } from "../api/types";
+import type { Transport } from "../api/transport";
+
+// A transport that answers the review's calls from memory.
+function fake(diff: Diff) {
+  const calls: { method: string; path: string; body?: unknown }[] = [];
+  const t: Transport = {
+    kind: "browser",
+    async request<T>(method: string, path: string, body?: unknown) {
+      calls.push({ method, path, body });
+      if (path.endsWith("/diff")) return diff as T;
+      return { outcomes: [{ path: "x", kind: "modified", applied: true }] } as T;
+    },
+    async stream() {},
+    terminal: () => ({ write() {}, resize() {}, close() {} }),
+    pickFolder: async () => null,
+  };
+  return { client: new Client(t), calls };
+}
+
+const diff: Diff = {
+  session: "s1",
+  stats: [],
+  workspace: { used: 1024, size: 2 << 30, full: false, files: 2 },
+  files: [
+    {
+      id: "f1", path: "src/main.go", kind: "modified", type: "file", size: 10, old_size: 9,
+      hunks: [
+        { id: "h1", old_start: 1, old_lines: 1, new_start: 1, new_lines: 1, lines: ["-a\n", "+b\n"] },
+        { id: "h2", old_start: 9, old_lines: 1, new_start: 9, new_lines: 1, lines: ["-c\n", "+d\n"] },
+      ],
+    },
+    {
+      id: "f2", path: "config.yaml", kind: "modified", type: "file", size: 1, old_size: 1, conflict: true, conflict_reason: "both changed line 1",
+      conflicts: [{ id: "c1", host_start: 1, host_lines: 1, base: ["mode: careful\n"], host: ["mode: paranoid\n"], agent: ["mode: fast\n"] }],
+    },
+  ],
+};
+
+afterEach(cleanup);
+
+describe("Review", () => {
+  it("lists files with badges and shows the first in tree order", async () => {
+    const { client } = fake(diff);
+    render(<Review client={client} session="s1" theme="light" onError={vi.fn()} />);
+    await screen.findByText("config.yaml", { selector: "h3" });
+    expect(screen.getByText("conflict", { selector: ".filetree .badge" })).toBeTruthy();
+    expect(screen.getByText("Base (when the session started)")).toBeTruthy();
+    expect(screen.getByText("mode: paranoid")).toBeTruthy();
+  });
+
+  it("accepts one hunk, takes a side of a conflict, and walks with the keyboard", async () => {
+    const { client, calls } = fake(diff);
+    render(<Review client={client} session="s1" theme="light" onError={vi.fn()} />);
+    await screen.findByText("config.yaml", { selector: "h3" });
+    // Take the agent's side of the conflict region.
+    fireEvent.click(screen.getByText("Take agent"));
+    await waitFor(() => expect(calls.some((c) => c.path === "/sessions/s1/accept")).toBe(true));
+    expect(calls.find((c) => c.path === "/sessions/s1/accept")!.body as Selection).toEqual({ hunks: ["c1"], take: "agent" });
+    // j: next file; n: next hunk; a: accept it.
+    await act(async () => {
+      fireEvent.keyDown(window, { key: "j" });
+    });
+    await screen.findByText("src/main.go", { selector: "h3" });
+    await act(async () => {
+      fireEvent.keyDown(window, { key: "n" });
+    });
+    await act(async () => {
+      fireEvent.keyDown(window, { key: "a" });
+    });
+    await waitFor(() => expect(calls.filter((c) => c.path === "/sessions/s1/accept").length).toBe(2));
+    expect(calls.filter((c) => c.path === "/sessions/s1/accept")[1].body).toEqual({ hunks: ["h2"] });
+    // x on the focused hunk discards it.
+    await act(async () => {
+      fireEvent.keyDown(window, { key: "x" });
+    });
+    await waitFor(() => expect(calls.some((c) => c.path === "/sessions/s1/discard")).toBe(true));
+  });
+});
