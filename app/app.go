@@ -13,6 +13,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"log"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -113,6 +114,9 @@ func (a *App) Request(method, path, body string) (string, error) {
 		b = []byte(body)
 	}
 	rc, err := a.client.Raw(a.ctx, method, path, b)
+	if debug {
+		log.Printf("app: %s %s: %v", method, path, err)
+	}
 	if err != nil {
 		return "", classed(err)
 	}
@@ -120,6 +124,10 @@ func (a *App) Request(method, path, body string) (string, error) {
 	out, err := io.ReadAll(rc)
 	return string(out), classed(err)
 }
+
+// debug logs the frontend's calls (AIRLOCK_APP_DEBUG=1), for tests and
+// for finding out what the window did.
+var debug = os.Getenv("AIRLOCK_APP_DEBUG") != ""
 
 // Stream forwards a call whose answer is JSON lines (agent turns, image
 // builds). It returns a stream id at once; each line comes as the event

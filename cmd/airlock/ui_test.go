@@ -13,8 +13,10 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/chromedp/cdproto/input"
 	"github.com/chromedp/cdproto/runtime"
 	"github.com/chromedp/chromedp"
+	"github.com/chromedp/chromedp/kb"
 )
 
 // browser starts headless Chromium (the system's) for a test.
@@ -70,7 +72,17 @@ func step(t *testing.T, ctx context.Context, what string, actions ...chromedp.Ac
 	sctx, cancel := context.WithTimeout(ctx, 60*time.Second)
 	defer cancel()
 	if err := chromedp.Run(sctx, actions...); err != nil {
-		t.Fatalf("%s: %v\nthe page shows:\n%s", what, err, pageText(ctx))
+		shot := filepath.Join(t.TempDir(), "failed.png")
+		var buf []byte
+		tctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+		defer cancel()
+		if chromedp.Run(tctx, chromedp.CaptureScreenshot(&buf)) == nil {
+			if d := os.Getenv("AIRLOCK_SCREENSHOTS"); d != "" {
+				shot = filepath.Join(d, "failed.png")
+			}
+			os.WriteFile(shot, buf, 0o644)
+		}
+		t.Fatalf("%s: %v (screenshot %s)\nthe page shows:\n%s", what, err, shot, pageText(ctx))
 	}
 }
 
@@ -205,6 +217,9 @@ func TestBrowserReview(t *testing.T) {
 		chromedp.Click(`.tabs button:nth-child(1)`),
 		chromedp.WaitVisible(`li[data-path="f.txt"]`),
 		chromedp.Evaluate(`[...document.querySelectorAll(".filetree li.file")].map((l) => l.dataset.path + (l.querySelector(".badge.bad") ? " conflict" : ""))`, &names),
+		chromedp.Click(`li[data-path="f.txt"]`),
+		chromedp.WaitVisible(`.hunk[data-part="1"] .d2h-wrapper`),
+		shoot("review"),
 	)
 	if strings.Join(names, ",") != "config.yaml conflict,f.txt,scratch.txt" {
 		t.Errorf("the file list is %v", names)
@@ -235,6 +250,7 @@ func TestBrowserReview(t *testing.T) {
 		chromedp.Click(`li[data-path="config.yaml"]`),
 		chromedp.WaitVisible(`.conflict`),
 		chromedp.Text(`.conflict .three-way`, &sides),
+		shoot("review-conflict"),
 		clickText(`.conflict`, "Take agent"),
 		chromedp.WaitNotPresent(`li[data-path="config.yaml"]`),
 	)
@@ -249,16 +265,146 @@ func TestBrowserReview(t *testing.T) {
 	if strings.Join(left, ",") != "f.txt" {
 		t.Errorf("left for review: %v", left)
 	}
-	if dir := os.Getenv("AIRLOCK_SCREENSHOTS"); dir != "" {
-		screenshot(t, ctx, filepath.Join(dir, "review.png"), u+"#/s/")
+
+	// The terminal: a shell on the session's PTY, typed into like a person.
+	var screen string
+	step(t, ctx, "the terminal",
+		chromedp.Click(`.tabs button:nth-child(3)`),
+		chromedp.WaitVisible(`.xterm-helper-textarea`),
+		chromedp.Focus(`.xterm-helper-textarea`),
+		// Typed as text input, as an input method does (key events
+		// with text would reach xterm twice).
+		input.InsertText("echo term-$((40+2)); head -2 f.txt"),
+		chromedp.KeyEvent(kb.Enter),
+		chromedp.Poll(`document.querySelector(".xterm-rows").innerText.includes("term-42")`, nil),
+		chromedp.Text(`.xterm-rows`, &screen),
+		shoot("terminal"),
+	)
+	if !strings.Contains(screen, "agent two") {
+		t.Errorf("the terminal shows:\n%s", screen)
 	}
 }
 
-func screenshot(t *testing.T, ctx context.Context, path, _ string) {
-	var buf []byte
-	if err := chromedp.Run(ctx, chromedp.FullScreenshot(&buf, 90)); err != nil {
-		t.Error(err)
-		return
+// shoot saves the page as dir/name.png when AIRLOCK_SCREENSHOTS names a
+// directory (`make screenshots`).
+func shoot(name string) chromedp.Action {
+	return chromedp.ActionFunc(func(ctx context.Context) error {
+		dir := os.Getenv("AIRLOCK_SCREENSHOTS")
+		if dir == "" {
+			return nil
+		}
+		time.Sleep(300 * time.Millisecond) // transitions settle
+		var buf []byte
+		if err := chromedp.CaptureScreenshot(&buf).Do(ctx); err != nil {
+			return err
+		}
+		return os.WriteFile(filepath.Join(dir, name+".png"), buf, 0o644)
+	})
+}
+
+// TestBrowserScreens walks the other screens against a real engine: an
+// agent's live stream in Airlock's event vocabulary, a blocked connection
+// allowed from the network log, a snapshot taken and forked, the usage
+// cards and chart, settings with a secret, the dark theme.
+func TestBrowserScreens(t *testing.T) {
+	c := newCLI(t)
+	enginetest.Require(t)
+	ctx := browser(t)
+	p := sampleProject(t)
+	u := strings.TrimSpace(c.ok("ui", "--no-open"))
+
+	agent := `printf '%s\n' '{"type":"tool_call","tool":"Bash","input":"go test ./..."}' '{"type":"command","command":"go test ./...","exit_code":1}' '{"type":"file_edit","path":"f.txt"}' '{"type":"usage","usage":{"input_tokens":1200,"output_tokens":340,"cost_usd":0.0123}}'; ` +
+		`echo fixed > fix.txt; curl -s -m 10 -o /dev/null http://blocked.example.org/ ; echo '{"type":"message","text":"Fixed: '"$1"'"}'` + " #{prompt}"
+	var stream string
+	step(t, ctx, "a session with a JSON-lines agent",
+		chromedp.Navigate(u+"#/new"),
+		chromedp.WaitVisible(`input[aria-label="project"]`),
+		setField(`input[aria-label="project"]`, p),
+		setField(`select[aria-label="agent"]`, "custom"),
+		setField(`input[aria-label="custom command"]`, agent),
+		setField(`select[aria-label="custom events"]`, "jsonl"),
+		setField(`textarea[aria-label="first task"]`, "the failing test"),
+		setField(`select[aria-label="network"]`, "deny-all"),
+		shoot("new-session"),
+		clickText(".new-session", "Create session"),
+		chromedp.WaitVisible(`.ev.done`),
+		chromedp.Text(`.agent-stream`, &stream),
+		shoot("agent"),
+	)
+	for _, want := range []string{"Bash", "go test ./...", "exit 1", "f.txt", "1200 in", "Fixed: the failing test"} {
+		if !strings.Contains(stream, want) {
+			t.Errorf("the agent stream lacks %q:\n%s", want, stream)
+		}
 	}
-	os.WriteFile(path, buf, 0o644)
+
+	var blocked string
+	step(t, ctx, "the network log",
+		chromedp.Click(`.tabs button:nth-child(4)`),
+		chromedp.WaitVisible(`tr.blocked`),
+		chromedp.Text(`tr.blocked`, &blocked),
+		shoot("network"),
+		clickText(`tr.blocked`, "Allow this host"),
+		chromedp.Poll(`document.querySelector(".policy").innerText.includes("blocked.example.org")`, nil),
+	)
+	if !strings.Contains(blocked, "blocked.example.org") {
+		t.Errorf("the blocked row: %q", blocked)
+	}
+
+	var timeline string
+	step(t, ctx, "a snapshot and a fork",
+		chromedp.Click(`.tabs button:nth-child(5)`),
+		chromedp.WaitVisible(`input[aria-label="snapshot name"]`),
+		setField(`input[aria-label="snapshot name"]`, "after-tests"),
+		clickText(".snapshots", "Take snapshot"),
+		chromedp.WaitVisible(`.timeline li`),
+		setField(`input[aria-label="fork count"]`, "2"),
+		clickText(".timeline", "Fork ×2"),
+		chromedp.Poll(`document.querySelectorAll(".sidebar .side-item").length === 3`, nil, chromedp.WithPollingTimeout(40*time.Second)),
+		chromedp.Text(`.timeline`, &timeline),
+		shoot("snapshots"),
+	)
+	if !strings.Contains(timeline, "after-tests") {
+		t.Errorf("the timeline: %q", timeline)
+	}
+
+	var cards string
+	step(t, ctx, "usage",
+		chromedp.Click(`.tabs button:nth-child(6)`),
+		chromedp.WaitVisible(`.cards`),
+		chromedp.Text(`.cards`, &cards),
+		shoot("usage"),
+	)
+	if lc := strings.ToLower(cards); !strings.Contains(lc, "active cpu") || !strings.Contains(lc, "per core-hour") {
+		t.Errorf("usage cards: %q", cards)
+	}
+
+	var secrets string
+	step(t, ctx, "settings and a secret",
+		chromedp.Click(`.topbar nav button:nth-child(3)`),
+		chromedp.WaitVisible(`input[aria-label="secret name"]`),
+		setField(`input[aria-label="secret name"]`, "EXAMPLE_API_KEY"),
+		setField(`input[aria-label="secret value"]`, "sk-never-shown"),
+		clickText(".settings", "Set"),
+		chromedp.Poll(`document.querySelector(".settings").innerText.includes("EXAMPLE_API_KEY")`, nil),
+		chromedp.Text(`.settings`, &secrets),
+		shoot("settings"),
+	)
+	if strings.Contains(secrets, "sk-never-shown") {
+		t.Error("the settings show a secret's value")
+	}
+	if !strings.Contains(c.ok("secret", "ls"), "EXAMPLE_API_KEY") {
+		t.Error("the secret set in the interface is not in the engine")
+	}
+
+	var sessions int
+	step(t, ctx, "the sessions list, dark",
+		chromedp.Click(`.topbar nav button:nth-child(1)`),
+		chromedp.Click(`button[aria-label="theme"]`),
+		chromedp.WaitVisible(`table.sessions`),
+		chromedp.Evaluate(`document.querySelectorAll("table.sessions tbody tr").length`, &sessions),
+		shoot("sessions-dark"),
+	)
+	if sessions != 3 {
+		t.Errorf("the list shows %d sessions, want 3 (one and two forks)", sessions)
+	}
 }

@@ -60,7 +60,7 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
   session: string;
   defaultAgent?: string;
   // initial is a first task to send as soon as the view opens.
-  initial?: { agent: string; model?: string; cmd?: string; prompt: string };
+  initial?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
   onInitialTaken?(): void;
   onError(e: unknown): void;
   onTurnDone?(): void;
@@ -98,17 +98,17 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
     sent.current = true;
     onInitialTaken?.();
     setAgent(initial.agent);
-    run(initial.agent, initial.prompt, initial.model, initial.cmd);
+    run(initial.agent, initial.prompt, initial.model, initial.cmd, initial.events);
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [initial]);
 
   const send = () => run(agent, prompt, model || undefined, agent === "custom" ? cmd : undefined);
-  const run = async (agent: string, prompt: string, model?: string, cmd?: string) => {
+  const run = async (agent: string, prompt: string, model?: string, cmd?: string, events?: string) => {
     if (!prompt.trim() || running) return;
     setRunning(true);
     setTouched([]);
     try {
-      await client.agent(session, { agent, prompt, model, cmd }, (l) => {
+      await client.agent(session, { agent, prompt, model, cmd, events }, (l) => {
         if (l.event) {
           const ev = l.event;
           setEvents((x) => [...x, ev]);

@@ -6,7 +6,7 @@ import { AGENTS } from "./Agent";
 
 export interface NewSessionResult {
   id: string;
-  agent?: { agent: string; model?: string; cmd?: string; prompt: string };
+  agent?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
 }
 
 // NewSession asks for what a session needs: the project (native folder
@@ -20,6 +20,7 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
   const [agent, setAgent] = useState("claude");
   const [model, setModel] = useState("");
   const [cmd, setCmd] = useState("");
+  const [events, setEvents] = useState("text");
   const [prompt, setPrompt] = useState("");
   const [net, setNet] = useState("default");
   const [allow, setAllow] = useState("");
@@ -79,7 +80,7 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
     try {
       const s = await client.create(req);
       localStorage.setItem("airlock.project", req.project);
-      onCreated({ id: s.id, agent: prompt.trim() && agent !== "none" ? { agent, model: model || undefined, cmd: agent === "custom" ? cmd : undefined, prompt } : undefined });
+      onCreated({ id: s.id, agent: prompt.trim() && agent !== "none" ? { agent, model: model || undefined, cmd: agent === "custom" ? cmd : undefined, events: agent === "custom" ? events : undefined, prompt } : undefined });
     } catch (e) {
       onError(e);
     } finally {
@@ -115,10 +116,19 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
           </select>
         </label>
         {agent === "custom" ? (
-          <label>
-            Command
-            <input value={cmd} onChange={(e) => setCmd(e.target.value)} placeholder="my-agent --task {prompt}" aria-label="custom command" />
-          </label>
+          <>
+            <label>
+              Command
+              <input value={cmd} onChange={(e) => setCmd(e.target.value)} placeholder="my-agent --task {prompt}" aria-label="custom command" />
+            </label>
+            <label style={{ flex: "0 0 140px" }}>
+              Its output
+              <select value={events} onChange={(e) => setEvents(e.target.value)} aria-label="custom events">
+                <option value="text">plain text</option>
+                <option value="jsonl">Airlock events (JSON lines)</option>
+              </select>
+            </label>
+          </>
         ) : (
           <label>
             Model

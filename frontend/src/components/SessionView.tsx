@@ -25,7 +25,7 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
   onOpen(id: string): void;
   onChanged(): void;
   onError(e: unknown): void;
-  pendingPrompt?: { agent: string; model?: string; cmd?: string; prompt: string };
+  pendingPrompt?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
   onPromptTaken(): void;
 }) {
   const [reviewKey, setReviewKey] = useState(0);
