@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build ui ui-test screenshots setup demo test test-short fuzz lint desktop desktop-check bench clean
+.PHONY: all build ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check bench clean
 
 all: build
 
@@ -60,6 +60,13 @@ desktop-check:
 desktop: ui
 	scripts/setup.sh desktop
 	$(GO) build -tags desktop,production -ldflags "$(LDFLAGS)" -o bin/airlock-desktop .
+
+# The desktop app for this machine's users: binary, menu entry, icon.
+install-desktop: desktop
+	install -Dm755 bin/airlock-desktop /usr/local/bin/airlock-desktop
+	install -Dm644 build/linux/airlock.desktop /usr/local/share/applications/airlock.desktop
+	install -Dm644 build/linux/airlock.svg /usr/local/share/icons/hicolor/scalable/apps/airlock.svg
+	install -Dm644 build/linux/airlock.png /usr/local/share/icons/hicolor/256x256/apps/airlock.png
 
 # Screenshots of the main screens into docs/screenshots (from the browser
 # and desktop tests).

@@ -7,6 +7,7 @@
 package main
 
 import (
+	_ "embed"
 	"log"
 	"os"
 	"testing/fstest"
@@ -18,6 +19,9 @@ import (
 	"github.com/wailsapp/wails/v2/pkg/options/assetserver"
 	"github.com/wailsapp/wails/v2/pkg/options/linux"
 )
+
+//go:embed build/appicon.png
+var icon []byte
 
 const notBuilt = `<!doctype html><title>Airlock</title><body style="font-family:sans-serif;padding:2em">
 <h2>This build has no interface</h2><p>The frontend was not built into this binary: run <code>make desktop</code> (it runs npm in frontend/ first).</p>`
@@ -42,7 +46,7 @@ func main() {
 		OnStartup:   a.Startup,
 		OnShutdown:  a.Shutdown,
 		Bind:        []any{a},
-		Linux:       &linux.Options{ProgramName: "airlock-desktop", WebviewGpuPolicy: linux.WebviewGpuPolicyOnDemand},
+		Linux:       &linux.Options{ProgramName: "airlock-desktop", Icon: icon, WebviewGpuPolicy: linux.WebviewGpuPolicyOnDemand},
 	})
 	if err != nil {
 		log.Fatal(err)

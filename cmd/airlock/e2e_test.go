@@ -640,3 +640,53 @@ func must(t *testing.T, err error) {
 		t.Fatal(err)
 	}
 }
+
+// TestInstallService writes the service into a packaging root and checks
+// the unit; then runs an engine the way the unit does, with its socket
+// shared with a group.
+func TestInstallService(t *testing.T) {
+	c := newCLI(t)
+	root := t.TempDir()
+	out := c.ok("install-service", "--root", root, "--dry-run")
+	if !strings.Contains(out, "would write "+filepath.Join(root, "etc/systemd/system/airlock.service")) || !strings.Contains(out, "--socket-group airlock") {
+		t.Errorf("dry run:\n%s", out)
+	}
+	if _, err := os.Stat(filepath.Join(root, "etc")); err == nil {
+		t.Error("the dry run wrote files")
+	}
+	c.ok("install-service", "--root", root)
+	unit, err := os.ReadFile(filepath.Join(root, "etc/systemd/system/airlock.service"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	for _, want := range []string{"ExecStart=/usr/local/bin/airlock serve --engine " + c.socket, "--socket-group airlock", "After=docker.service", "KillMode=process", "WantedBy=multi-user.target"} {
+		if !strings.Contains(string(unit), want) {
+			t.Errorf("the unit lacks %q:\n%s", want, unit)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(root, "usr/local/bin/airlock")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the binary was not installed: %v", err)
+	}
+	if code, _, errs := c.run("install-service", "--group", "bad group"); code != 64 || !strings.Contains(errs, "not a group name") {
+		t.Errorf("a bad group: exit %d %q", code, errs)
+	}
+
+	// The engine as the unit runs it: its socket is the group's.
+	sock := filepath.Join(t.TempDir(), "shared.sock")
+	serve := exec.Command(c.bin, "serve", "--engine", sock, "--state-dir", t.TempDir(), "--socket-group", "daemon")
+	serve.Env = c.env
+	var logs bytes.Buffer
+	serve.Stderr = &logs
+	must(t, serve.Start())
+	defer func() { serve.Process.Signal(syscall.SIGTERM); serve.Wait() }()
+	var st syscall.Stat_t
+	for i := 0; i < 100 && syscall.Stat(sock, &st) != nil; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if st.Mode&0o777 != 0o660 || st.Gid != 1 { // daemon is gid 1 on Debian
+		t.Errorf("the socket is mode %o gid %d, want 660 and the group daemon\n%s", st.Mode&0o777, st.Gid, logs.String())
+	}
+	if code, _, errs := c.run("serve", "--engine", filepath.Join(t.TempDir(), "x.sock"), "--state-dir", t.TempDir(), "--socket-group", "no-such-group-here"); code == 0 || !strings.Contains(errs, "groupadd") {
+		t.Errorf("an unknown socket group: exit %d %q", code, errs)
+	}
+}
