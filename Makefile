@@ -72,7 +72,7 @@ install-desktop: desktop
 # and desktop tests).
 screenshots: build desktop
 	mkdir -p docs/screenshots
-	AIRLOCK_REQUIRE_INTEGRATION=1 AIRLOCK_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestBrowserReview|TestDesktopSmoke|TestScreens' ./cmd/airlock
+	AIRLOCK_REQUIRE_INTEGRATION=1 AIRLOCK_SCREENSHOTS=$(CURDIR)/docs/screenshots $(GO) test -count=1 -run 'TestBrowser|TestDesktopSmoke' ./cmd/airlock
 
 # Benchmarks against the obvious alternatives; writes docs/BENCHMARKS.md.
 bench: setup build

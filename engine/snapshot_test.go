@@ -244,7 +244,11 @@ func TestSnapshotExportImport(t *testing.T) {
 	committed, err := d.ContainerCommit(ctx, c.ID, container.CommitOptions{Reference: tag})
 	must(t, err)
 	d.ContainerRemove(ctx, c.ID, container.RemoveOptions{})
-	t.Cleanup(func() { d.ImageRemove(ctx, committed.ID, image.RemoveOptions{Force: true}) })
+	t.Cleanup(func() {
+		enginetest.RemoveAll(t, e) // its sessions use the image
+		d.ImageRemove(ctx, tag, image.RemoveOptions{Force: true})
+		d.ImageRemove(ctx, committed.ID, image.RemoveOptions{Force: true})
+	})
 
 	p := project(t)
 	s, err := e.Create(ctx, api.CreateRequest{Project: p, Image: tag})

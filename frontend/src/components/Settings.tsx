@@ -126,7 +126,7 @@ export function Settings({ client, onError }: { client: Client; onError(e: unkno
       <section>
         <h3>Images</h3>
         <ul className="plain">
-          {imgs.map((i) => <li key={i.name}><code>{i.name}</code> <span className="muted small">{bytes(i.size)} · built {age(i.created)}</span></li>)}
+          {imgs.filter((i) => !i.name.includes("-layer:")).map((i) => <li key={i.name}><code>{i.name}</code> <span className="muted small">{bytes(i.size)} · built {age(i.created)}</span></li>)}
         </ul>
         <div className="row">
           <button disabled={!!build} onClick={() => buildImage("")}>Build airlock/base</button>
