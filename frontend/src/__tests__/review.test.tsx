@@ -13,6 +13,7 @@ function fake(diff: Diff) {
     async request<T>(method: string, path: string, body?: unknown) {
       calls.push({ method, path, body });
       if (path.endsWith("/diff")) return diff as T;
+      if (path.endsWith("/net")) return [{ id: 7, time: "2026-11-22T12:00:00Z", kind: "connect", host: "evil.example.com", port: 443, bytes_out: 0, bytes_in: 0, allowed: false, duration: 0 }] as T;
       return { outcomes: [{ path: "x", kind: "modified", applied: true }] } as T;
     },
     async stream() {},
@@ -51,6 +52,8 @@ describe("Review", () => {
     expect(screen.getByText("conflict", { selector: ".filetree .badge" })).toBeTruthy();
     expect(screen.getByText("Base (when the session started)")).toBeTruthy();
     expect(screen.getByText("mode: paranoid")).toBeTruthy();
+    // The network beside the diff: the blocked host, with "allow" at hand.
+    expect(await screen.findByText("evil.example.com:443")).toBeTruthy();
   });
 
   it("accepts one hunk, takes a side of a conflict, and walks with the keyboard", async () => {

@@ -79,3 +79,50 @@ export function Network({ client, session, onError }: { client: Client; session:
     </div>
   );
 }
+
+// NetSummary sits beside the diff: what the session reached, and what was
+// blocked with "allow" at hand.
+export function NetSummary({ client, session, onOpen, onError }: { client: Client; session: string; onOpen(): void; onError(e: unknown): void }) {
+  const [log, setLog] = useState<EgressEntry[]>([]);
+  const load = useCallback(async () => {
+    try {
+      const l = await client.netLog(session);
+      setLog(Array.isArray(l) ? l : []);
+    } catch {
+      /* the Network tab says why */
+    }
+  }, [client, session]);
+  useEffect(() => {
+    load();
+    const t = setInterval(load, 5000);
+    return () => clearInterval(t);
+  }, [load]);
+  const blocked = log.filter((e) => !e.allowed);
+  const hosts = new Set(log.filter((e) => e.allowed).map((e) => e.host));
+  const allow = async (e: EgressEntry) => {
+    try {
+      await client.allowFromLog(session, e.id);
+      await load();
+    } catch (err) {
+      onError(err);
+    }
+  };
+  return (
+    <div className="netsummary">
+      <div className="row">
+        <b>Network</b>
+        <span className="muted small">
+          {log.length} connection{log.length === 1 ? "" : "s"} · {hosts.size} host{hosts.size === 1 ? "" : "s"} · {blocked.length} blocked
+        </span>
+        <span className="spacer" />
+        <a href="#" onClick={(e) => { e.preventDefault(); onOpen(); }} className="small">log</a>
+      </div>
+      {blocked.slice(-4).map((e) => (
+        <div key={e.id} className="blocked-host" title={e.reason}>
+          <span className="host">{e.host}{e.port ? `:${e.port}` : ""}</span>
+          <button onClick={() => allow(e)}>Allow</button>
+        </div>
+      ))}
+    </div>
+  );
+}

@@ -7,6 +7,7 @@ import type { Conflict, Diff, FileDiff, Selection } from "../api/types";
 import { badges, hunkPatch, tree } from "../lib/patch";
 import { bytes } from "../lib/format";
 import { useShortcuts } from "../lib/keys";
+import { NetSummary } from "./Network";
 
 interface Props {
   client: Client;
@@ -16,6 +17,8 @@ interface Props {
   // selection.
   path?: string;
   onPath?(p: string): void;
+  // onNetwork opens the network log.
+  onNetwork?(): void;
   onError(e: unknown): void;
   onChanged?(): void;
 }
@@ -75,7 +78,7 @@ function ConflictView({ c, onTake, focused }: { c: Conflict; onTake(take: "agent
   );
 }
 
-export function Review({ client, session, theme, path, onPath, onError, onChanged }: Props) {
+export function Review({ client, session, theme, path, onPath, onNetwork, onError, onChanged }: Props) {
   const [diff, setDiff] = useState<Diff | null>(null);
   const [sel, setSel] = useState<string | null>(path ?? null); // file path
   const [hunk, setHunk] = useState(0); // focused hunk or conflict in the file
@@ -232,6 +235,7 @@ export function Review({ client, session, theme, path, onPath, onError, onChange
             ),
           )}
         </ul>
+        <NetSummary client={client} session={session} onOpen={() => onNetwork?.()} onError={onError} />
         <div className="muted small keys-hint">
           <kbd>j</kbd>/<kbd>k</kbd> file · <kbd>n</kbd>/<kbd>p</kbd> hunk · <kbd>a</kbd> accept · <kbd>x</kbd> discard · <kbd>?</kbd> all keys
         </div>

@@ -54,7 +54,7 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
         ))}
       </nav>
       <div className="tab-body">
-        {tab === "review" && <Review key={reviewKey} client={client} session={session.id} theme={theme} path={path} onPath={onPath} onError={onError} onChanged={onChanged} />}
+        {tab === "review" && <Review key={reviewKey} client={client} session={session.id} theme={theme} path={path} onPath={onPath} onNetwork={() => onTab("network")} onError={onError} onChanged={onChanged} />}
         {tab === "agent" && (
           <Agent
             client={client}
