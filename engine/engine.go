@@ -97,6 +97,9 @@ type Options struct {
 	SpareNetworks int
 	// IdleCheck is how often idle sessions are looked for (default 10 s).
 	IdleCheck time.Duration
+	// PolicyFile, when set, is the accept policy of every session instead
+	// of the project's .airlock/policy.yaml (`airlock ci --policy`).
+	PolicyFile string
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -105,6 +108,7 @@ type Engine struct {
 	docker   Docker
 	store    *store.Store
 	stateDir string
+	policy   string // Options.PolicyFile
 	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
 
@@ -166,6 +170,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log:         log.With("component", "engine"),
 		sessions:    map[string]*live{},
 		spareTarget: opts.SpareNetworks,
+		policy:      opts.PolicyFile,
 	}
 	defs := opts.Defaults
 	if err := loadSettings(opts.StateDir, &defs); err != nil {

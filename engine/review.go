@@ -183,7 +183,11 @@ func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
 		return nil, err
 	}
 	defer func() { e.log.Debug("review", "files", len(all), "changes+hunks", time.Since(t0)) }()
-	pol, err := review.LoadPolicy(filepath.Join(layers.Project, review.PolicyFile), true)
+	file, optional := filepath.Join(layers.Project, review.PolicyFile), true
+	if e.policy != "" {
+		file, optional = e.policy, false
+	}
+	pol, err := review.LoadPolicy(file, optional)
 	if err != nil {
 		return nil, errdefs.Wrap(errdefs.Invalid, err)
 	}

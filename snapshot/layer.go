@@ -318,6 +318,8 @@ func ApplyLayer(r io.Reader, targets ...Target) (LayerStats, error) {
 			if err := unix.Mknod(victim, unix.S_IFCHR, 0); err != nil {
 				return st, fmt.Errorf("write the whiteout %s: %w", victim, err)
 			}
+			ts := []unix.Timespec{unix.NsecToTimespec(hdr.ModTime.UnixNano()), unix.NsecToTimespec(hdr.ModTime.UnixNano())}
+			unix.UtimesNanoAt(unix.AT_FDCWD, victim, ts, unix.AT_SYMLINK_NOFOLLOW)
 			st.Whiteouts++
 			continue
 		}

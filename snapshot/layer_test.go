@@ -89,6 +89,12 @@ func upperFixture(t *testing.T, dir string) {
 	must(unix.Mkfifo(filepath.Join(dir, "pipe"), 0o644))
 	old := time.Date(2020, 1, 2, 3, 4, 5, 6000, time.UTC)
 	must(os.Chtimes(filepath.Join(dir, "run.sh"), old, old))
+	// Every time set in the past: one not carried over shows as "now".
+	past := time.Date(2021, 5, 6, 7, 8, 9, 0, time.UTC)
+	for _, n := range []string{"src/pkg/new.go", "vendor/only.txt", "README.md", "link", "pipe"} {
+		ts := []unix.Timespec{unix.NsecToTimespec(past.UnixNano()), unix.NsecToTimespec(past.UnixNano())}
+		must(unix.UtimesNanoAt(unix.AT_FDCWD, filepath.Join(dir, n), ts, unix.AT_SYMLINK_NOFOLLOW))
+	}
 }
 
 func TestLayerRoundTrip(t *testing.T) {

@@ -48,7 +48,7 @@ func run(ctx context.Context, args []string) int {
 	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", defaultSocket), "engine socket (env AIRLOCK_ENGINE)")
 	root.AddCommand(
 		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), pauseCmd(g), resumeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
-		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g),
+		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
 	)

@@ -10,6 +10,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Net is a session's network, made by the engine rather than by Docker:
@@ -32,6 +33,28 @@ var Pool = netip.MustParsePrefix("10.213.0.0/16")
 
 var allocMu sync.Mutex
 
+// allocLock is a host-wide lock file: engines in other processes (the
+// daemon, `airlock ci` runs) pick /30s from the same pool, and two must
+// not take the same one.
+const allocLock = "/run/airlock-netalloc.lock"
+
+// lockHost takes the host-wide allocation lock; the returned func frees
+// it. Without /run (an unusual host) only this process is serialized.
+func lockHost() func() {
+	f, err := os.OpenFile(allocLock, os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		return func() {}
+	}
+	if err := unix.Flock(int(f.Fd()), unix.LOCK_EX); err != nil {
+		f.Close()
+		return func() {}
+	}
+	return func() {
+		unix.Flock(int(f.Fd()), unix.LOCK_UN)
+		f.Close()
+	}
+}
+
 // BridgeName is the host interface of network key (at most 15
 // characters, the kernel's limit).
 func BridgeName(key string) string { return "al-" + key[:min(12, len(key))] }
@@ -41,6 +64,7 @@ func BridgeName(key string) string { return "al-" + key[:min(12, len(key))] }
 func CreateNet(key, owner string) (*Net, error) {
 	allocMu.Lock()
 	defer allocMu.Unlock()
+	defer lockHost()()
 	used, err := usedPrefixes()
 	if err != nil {
 		return nil, err

@@ -1,0 +1,528 @@
+// Package ci runs Airlock's whole flow for a CI job in one process: an
+// engine of its own (no daemon), a session over the checkout, an agent's
+// turn or a command, the review under the accept policy and its scanners,
+// the patch, the verdict and its markdown summary, optionally the accepted
+// changes written into the checkout, and the cleanup. docs/CI.md documents
+// the verdict and the exit codes.
+package ci
+
+import (
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"log/slog"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"sort"
+	"strings"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/harness"
+	"github.com/airlock/airlock/review"
+)
+
+// Options say what a run does.
+type Options struct {
+	Project string
+	// Agent runs an agent's turn (Agent.Agent set); otherwise Command runs.
+	Agent   api.AgentRequest
+	Command []string
+	// PolicyFile replaces the project's .airlock/policy.yaml.
+	PolicyFile string
+	// Out receives changes.patch, verdict.json and (without Summary)
+	// summary.md.
+	Out string
+	// Summary, when set, is a file the markdown summary is appended to
+	// ($GITHUB_STEP_SUMMARY).
+	Summary string
+	// Apply writes the changes that need no human into the project.
+	Apply bool
+	// Keep leaves the session and its state for debugging.
+	Keep bool
+	// RequireClean refuses a checkout with uncommitted changes.
+	RequireClean bool
+	// Create is the session's settings (image, limits, egress, env); its
+	// Project is set from Project.
+	Create   api.CreateRequest
+	Defaults engine.Defaults
+	// StateDir is the engine's state ("": a new temporary directory,
+	// removed at the end unless Keep).
+	StateDir string
+	// InputError, when set, is a problem the caller found in its flags
+	// (an unreadable prompt file): the run stops there, with a verdict.
+	InputError error
+	// Progress receives lines for the job's log.
+	Progress io.Writer
+	Log      *slog.Logger
+}
+
+// Run runs the flow and returns its verdict, whose ExitCode is the
+// process's. The verdict is always returned, also when the run fails.
+func Run(ctx context.Context, o Options) *Verdict {
+	t0 := time.Now()
+	v := &Verdict{Schema: SchemaVersion, Changes: []Change{}, Held: []HeldFile{}, Findings: []Finding{}, Conflicts: []Conflict{}, Applied: []string{},
+		Egress: Egress{Hosts: []string{}, Blocked: []Blockage{}}}
+	if o.Progress == nil {
+		o.Progress = io.Discard
+	}
+	say := func(format string, args ...any) { fmt.Fprintf(o.Progress, "airlock ci: "+format+"\n", args...) }
+	finish := func(outcome, msg string) *Verdict {
+		v.Outcome, v.ExitCode, v.Message = outcome, ExitCode(outcome), msg
+		v.Timings.Total = time.Since(t0).Seconds()
+		return v
+	}
+	fail := func(err error) *Verdict {
+		switch errdefs.ClassOf(err) {
+		case errdefs.Invalid, errdefs.NotFound:
+			return finish(InvalidInput, err.Error())
+		}
+		return finish(Infrastructure, err.Error())
+	}
+
+	// Everything that can be wrong with the input, before any work.
+	if err := check(&o, v); err != nil {
+		var oe outputErr
+		if errors.As(err, &oe) {
+			return finish(OutputFailed, err.Error()) // nowhere to write it
+		}
+		v = fail(err)
+		writeOutputs(o, v)
+		return v
+	}
+
+	stateDir, owned := o.StateDir, false
+	if stateDir == "" {
+		d, err := os.MkdirTemp("", "airlock-ci-")
+		if err != nil {
+			v = finish(Infrastructure, fmt.Sprintf("make the engine's state directory: %v", err))
+			writeOutputs(o, v)
+			return v
+		}
+		stateDir, owned = d, true
+	}
+	e, closeEngine, err := startEngine(ctx, o, stateDir)
+	if err != nil {
+		if owned {
+			os.RemoveAll(stateDir)
+		}
+		v = fail(err)
+		writeOutputs(o, v)
+		return v
+	}
+	defer func() {
+		closeEngine()
+		if owned && !o.Keep {
+			os.RemoveAll(stateDir)
+		}
+	}()
+
+	v = work(ctx, o, e, v, say, finish, fail)
+	if !o.Keep && v.Session != "" {
+		if err := e.Remove(context.WithoutCancel(ctx), v.Session); err != nil {
+			say("could not remove session %s: %v", v.Session, err)
+		}
+	} else if o.Keep && v.Session != "" {
+		v.Kept = true
+		say("kept session %s for debugging: `sudo airlock serve --state-dir %s --engine %s/engine.sock &`, then `AIRLOCK_ENGINE=%s/engine.sock airlock diff %s`", v.Session, stateDir, stateDir, stateDir, v.Session)
+	}
+	v.Timings.Total = time.Since(t0).Seconds()
+	writeOutputs(o, v)
+	return v
+}
+
+// check validates the input and fills the project's facts.
+func check(o *Options, v *Verdict) error {
+	if o.Out != "" && o.InputError != nil {
+		if err := os.MkdirAll(o.Out, 0o755); err != nil {
+			return outputError(o.Out, err)
+		}
+	}
+	if o.InputError != nil {
+		return errdefs.Wrap(errdefs.Invalid, o.InputError)
+	}
+	abs, err := filepath.Abs(o.Project)
+	if err != nil {
+		return errdefs.Invalidf("project %s: %v", o.Project, err)
+	}
+	o.Project = abs
+	v.Project.Path = abs
+	if fi, err := os.Stat(abs); err != nil || !fi.IsDir() {
+		return errdefs.Invalidf("project %s is not a directory: run in the checkout or give --project", abs)
+	}
+	if head, dirty, ok := gitState(abs); ok {
+		v.Project.Head, v.Project.Dirty = head, dirty
+		if dirty && o.RequireClean {
+			return errdefs.Invalidf("the checkout %s has uncommitted changes and --require-clean is set: commit or stash them (without --require-clean the session starts from them, and the patch is relative to them)", abs)
+		}
+	}
+	if o.Agent.Agent == "" && len(o.Command) == 0 {
+		return errdefs.Invalidf("nothing to run: give --agent and --prompt (or --prompt-file), or a command after --")
+	}
+	if o.Agent.Agent != "" {
+		if len(o.Command) > 0 {
+			return errdefs.Invalidf("give an agent or a command, not both")
+		}
+		if _, err := harness.Lookup(o.Agent.Agent); err != nil {
+			return errdefs.Invalidf("%v", err)
+		}
+		if strings.TrimSpace(o.Agent.Prompt) == "" {
+			return errdefs.Invalidf("the prompt is empty: give --prompt or a --prompt-file with the task")
+		}
+	}
+	policy := o.PolicyFile
+	optional := false
+	if policy == "" {
+		policy, optional = filepath.Join(abs, review.PolicyFile), true
+	}
+	if _, err := review.LoadPolicy(policy, optional); err != nil {
+		return errdefs.Invalidf("%v: fix the policy file (docs/CI.md shows one)", err)
+	}
+	if o.Out == "" {
+		return errdefs.Invalidf("no output directory: give --out DIR")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return outputError(o.Out, err)
+	}
+	probe, err := os.CreateTemp(o.Out, ".airlock-probe-*")
+	if err != nil {
+		return outputError(o.Out, err)
+	}
+	_, werr := probe.Write(make([]byte, 4096))
+	if err := probe.Sync(); werr == nil {
+		werr = err
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if werr != nil {
+		return outputError(o.Out, werr)
+	}
+	return nil
+}
+
+// outputErr marks a failure to write out/.
+type outputErr struct{ error }
+
+func outputError(dir string, err error) error {
+	hint := "choose another --out"
+	if errors.Is(err, syscall.ENOSPC) {
+		hint = "free space there or choose another --out"
+	}
+	return outputErr{fmt.Errorf("cannot write the output directory %s (%v): %s", dir, err, hint)}
+}
+
+func gitState(dir string) (head string, dirty, ok bool) {
+	out, err := exec.Command("git", "-C", dir, "rev-parse", "HEAD").Output()
+	if err != nil {
+		return "", false, false
+	}
+	st, err := exec.Command("git", "-C", dir, "status", "--porcelain", "--untracked-files=normal").Output()
+	if err != nil {
+		return strings.TrimSpace(string(out)), false, true
+	}
+	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(st)) > 0, true
+}
+
+func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engine, func(), error) {
+	docker, err := engine.NewDocker()
+	if err != nil {
+		return nil, nil, err
+	}
+	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	_, err = docker.Ping(pctx)
+	cancel()
+	if err != nil {
+		return nil, nil, errdefs.Unavailablef("Docker is not running (%v): start it (`sudo systemctl start docker`, or `sudo dockerd &`)", err)
+	}
+	st, err := store.Open(ctx, filepath.Join(stateDir, "airlock.db"))
+	if err != nil {
+		return nil, nil, err
+	}
+	log := o.Log
+	if log == nil {
+		log = slog.New(slog.DiscardHandler)
+	}
+	e, err := engine.New(ctx, docker, st, engine.Options{StateDir: stateDir, Defaults: o.Defaults, Logger: log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour})
+	if err != nil {
+		st.Close()
+		return nil, nil, err
+	}
+	return e, func() {
+		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
+		defer cancel()
+		e.Close(cctx)
+		st.Close()
+	}, nil
+}
+
+// work runs the session: create, the agent or command, the review, the
+// patch, the apply.
+func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func(string, ...any), finish func(string, string) *Verdict, fail func(error) *Verdict) *Verdict {
+	t := time.Now()
+	req := o.Create
+	req.Project = o.Project
+	s, err := e.Create(ctx, req)
+	if err != nil {
+		return fail(err)
+	}
+	v.Session = s.ID
+	v.Timings.Create = time.Since(t).Seconds()
+	say("session %s on %s (%s)", s.ID, o.Project, s.Image)
+
+	t = time.Now()
+	workFailed := ""
+	if o.Agent.Agent != "" {
+		events := 0
+		turn, err := e.Agent(ctx, s.ID, o.Agent, func(ev api.Event) {
+			events++
+			switch ev.Type {
+			case "tool_call":
+				say("agent: %s %s", ev.Tool, oneLine(ev.Input))
+			case "file_edit":
+				say("agent: edits %s", ev.Path)
+			case "error":
+				say("agent error: %s", oneLine(ev.Text))
+			}
+		})
+		if err != nil && turn.N == 0 {
+			return fail(err)
+		}
+		v.Agent = &AgentResult{Agent: turn.Agent, Model: turn.Model, State: turn.State, ExitCode: turn.ExitCode, Final: turn.Final,
+			Result: turn.Result, Error: turn.Error, Tokens: turn.Usage, Events: events}
+		if err != nil || turn.State != "done" {
+			workFailed = fmt.Sprintf("the agent's turn %s: %s", turn.State, firstNonEmpty(turn.Error, errString(err)))
+		}
+	} else {
+		var out bytes.Buffer
+		w := io.MultiWriter(o.Progress, &out)
+		code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: o.Command}, engine.ExecIO{Stdout: w, Stderr: w})
+		if err != nil {
+			return fail(err)
+		}
+		v.Command = &CommandResult{Argv: o.Command, ExitCode: code}
+		if code != 0 {
+			workFailed = fmt.Sprintf("the command exited %d", code)
+		}
+	}
+	v.Timings.Work = time.Since(t).Seconds()
+
+	t = time.Now()
+	d, err := e.Diff(ctx, s.ID, nil)
+	if err != nil {
+		return fail(err)
+	}
+	stats := map[string]review.Stat{}
+	for _, st := range d.Stats {
+		stats[st.Path] = st
+	}
+	for _, f := range d.Files {
+		st := stats[f.Path]
+		c := Change{Path: f.Path, Kind: string(f.Kind), From: f.From, Added: st.Added, Removed: st.Removed, Binary: f.Binary,
+			Held: f.Held != "", Flagged: len(f.Findings) > 0, Conflict: f.Conflict}
+		v.Changes = append(v.Changes, c)
+		if f.Held != "" {
+			v.Held = append(v.Held, HeldFile{Path: f.Path, Reason: f.Held})
+		}
+		for _, x := range f.Findings {
+			v.Findings = append(v.Findings, Finding{Path: f.Path, Scanner: x.Scanner, Message: x.Message, Line: x.Line})
+		}
+		if f.Conflict {
+			v.Conflicts = append(v.Conflicts, Conflict{Path: f.Path, Reason: f.ConflictReason})
+		}
+	}
+	if len(d.Files) > 0 {
+		var patch bytes.Buffer
+		if err := e.Patch(ctx, s.ID, nil, &patch); err != nil {
+			return fail(err)
+		}
+		if err := writeAtomic(filepath.Join(o.Out, "changes.patch"), patch.Bytes()); err != nil {
+			return finish(OutputFailed, outputError(o.Out, err).Error())
+		}
+		v.Patch = "changes.patch"
+	}
+	egress(ctx, e, s.ID, v)
+	if m, err := e.Meter(ctx, s.ID); err == nil {
+		v.Usage = Usage{CPUSeconds: m.CPUSeconds, CostUSD: m.CostUSD, MemoryPeak: m.MemoryPeak, WorkspaceBytes: m.WorkspaceBytes}
+	}
+	v.Timings.Review = time.Since(t).Seconds()
+	say("%d changed, %d held, %d flagged, %d in conflict", len(v.Changes), len(v.Held), len(v.Findings), len(v.Conflicts))
+
+	if o.Apply && workFailed == "" {
+		t = time.Now()
+		var paths []string
+		for i, c := range v.Changes {
+			if !c.Held && !c.Flagged && !c.Conflict && autoAccepted(d.Files, c.Path) {
+				paths = append(paths, c.Path)
+				v.Changes[i].Applied = true
+			}
+		}
+		if len(paths) > 0 {
+			out, err := e.Accept(ctx, s.ID, review.Selection{Paths: paths})
+			if err != nil {
+				return fail(err)
+			}
+			for _, oc := range out.Outcomes {
+				if oc.Applied {
+					v.Applied = append(v.Applied, oc.Path)
+				} else {
+					return finish(Infrastructure, fmt.Sprintf("writing %s into the checkout failed: %s (nothing was written)", oc.Path, oc.Error))
+				}
+			}
+			say("applied %d change(s) to %s", len(v.Applied), o.Project)
+		}
+		v.Timings.Apply = time.Since(t).Seconds()
+	}
+
+	switch {
+	case workFailed != "":
+		return finish(AgentFailed, workFailed+": see verdict.json and the log above")
+	case len(v.Findings) > 0:
+		return finish(Violation, fmt.Sprintf("%d finding(s) in the changes (%s): nothing flagged was applied; read changes.patch", len(v.Findings), scanners(v.Findings)))
+	case len(v.Held) > 0 || len(v.Conflicts) > 0:
+		return finish(Held, fmt.Sprintf("%d change(s) need a human (%d held by policy, %d in conflict): review changes.patch", len(v.Held)+len(v.Conflicts), len(v.Held), len(v.Conflicts)))
+	}
+	msg := fmt.Sprintf("%d change(s)", len(v.Changes))
+	if o.Apply {
+		msg += fmt.Sprintf(", %d applied to the checkout", len(v.Applied))
+	}
+	return finish(Success, msg)
+}
+
+// autoAccepted: with auto_accept globs in the policy, only the paths they
+// match are applied; without any, every change nothing holds.
+func autoAccepted(files []review.FileDiff, path string) bool {
+	any := false
+	for _, f := range files {
+		any = any || f.AutoAccept
+	}
+	if !any {
+		return true
+	}
+	for _, f := range files {
+		if f.Path == path {
+			return f.AutoAccept
+		}
+	}
+	return false
+}
+
+func egress(ctx context.Context, e *engine.Engine, id string, v *Verdict) {
+	log, err := e.EgressLog(ctx, id, false, 0)
+	if err != nil {
+		return
+	}
+	hosts := map[string]bool{}
+	for _, c := range log {
+		if c.Kind == "dns" {
+			continue
+		}
+		v.Egress.Connections++
+		v.Egress.BytesOut += c.BytesOut
+		v.Egress.BytesIn += c.BytesIn
+		if c.Allowed {
+			hosts[c.Host] = true
+		} else {
+			v.Egress.Blocked = append(v.Egress.Blocked, Blockage{Host: c.Host, Port: c.Port, Kind: c.Kind, Rule: c.Rule, Reason: c.Reason})
+		}
+	}
+	for h := range hosts {
+		v.Egress.Hosts = append(v.Egress.Hosts, h)
+	}
+	sort.Strings(v.Egress.Hosts)
+}
+
+func scanners(fs []Finding) string {
+	seen := map[string]bool{}
+	var out []string
+	for _, f := range fs {
+		if !seen[f.Scanner] {
+			seen[f.Scanner] = true
+			out = append(out, f.Scanner)
+		}
+	}
+	return strings.Join(out, ", ")
+}
+
+// writeOutputs writes verdict.json and the summary. A failure to write
+// them turns the verdict into OutputFailed (printed by the caller).
+func writeOutputs(o Options, v *Verdict) {
+	if o.Out == "" {
+		return
+	}
+	data, _ := json.MarshalIndent(v, "", "  ")
+	if err := writeAtomic(filepath.Join(o.Out, "verdict.json"), append(data, '\n')); err != nil {
+		v.Outcome, v.ExitCode, v.Message = OutputFailed, ExitCode(OutputFailed), outputError(o.Out, err).Error()
+		return
+	}
+	md := Summary(v)
+	if o.Summary != "" {
+		f, err := os.OpenFile(o.Summary, os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o644)
+		if err == nil {
+			_, err = f.WriteString(md)
+			if cerr := f.Close(); err == nil {
+				err = cerr
+			}
+		}
+		if err != nil {
+			v.Outcome, v.ExitCode, v.Message = OutputFailed, ExitCode(OutputFailed), fmt.Sprintf("cannot write the step summary %s: %v", o.Summary, err)
+		}
+		return
+	}
+	if err := writeAtomic(filepath.Join(o.Out, "summary.md"), []byte(md)); err != nil {
+		v.Outcome, v.ExitCode, v.Message = OutputFailed, ExitCode(OutputFailed), outputError(o.Out, err).Error()
+	}
+}
+
+// writeAtomic writes a file whole or not at all.
+func writeAtomic(path string, data []byte) error {
+	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
+	if err != nil {
+		return err
+	}
+	defer os.Remove(f.Name())
+	if _, err := f.Write(data); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Sync(); err != nil {
+		f.Close()
+		return err
+	}
+	if err := f.Close(); err != nil {
+		return err
+	}
+	if err := os.Chmod(f.Name(), 0o644); err != nil {
+		return err
+	}
+	return os.Rename(f.Name(), path)
+}
+
+func oneLine(s string) string {
+	s = strings.Join(strings.Fields(s), " ")
+	if len(s) > 120 {
+		s = s[:117] + "..."
+	}
+	return s
+}
+
+func firstNonEmpty(a, b string) string {
+	if a != "" {
+		return a
+	}
+	return b
+}
+
+func errString(err error) string {
+	if err == nil {
+		return ""
+	}
+	return err.Error()
+}

@@ -1,0 +1,106 @@
+package ci
+
+import (
+	"fmt"
+	"strings"
+)
+
+var outcomeTitle = map[string]string{
+	Success:        "✅ Airlock: done",
+	AgentFailed:    "❌ Airlock: the agent or command failed",
+	Held:           "✋ Airlock: changes need a human",
+	Violation:      "⛔ Airlock: policy violation",
+	Infrastructure: "⚠️ Airlock: infrastructure error",
+	InvalidInput:   "⚠️ Airlock: invalid input",
+	OutputFailed:   "⚠️ Airlock: could not write the output",
+}
+
+// Summary is the verdict as markdown for a CI job's summary page.
+func Summary(v *Verdict) string {
+	var b strings.Builder
+	fmt.Fprintf(&b, "## %s\n\n%s\n\n", outcomeTitle[v.Outcome], escape(v.Message))
+	if v.Agent != nil {
+		fmt.Fprintf(&b, "**Agent** %s", v.Agent.Agent)
+		if v.Agent.Model != "" {
+			fmt.Fprintf(&b, " (%s)", v.Agent.Model)
+		}
+		fmt.Fprintf(&b, ": turn %s · %d tokens in, %d out", v.Agent.State, v.Agent.Tokens.InputTokens, v.Agent.Tokens.OutputTokens)
+		if v.Agent.Tokens.CostUSD > 0 {
+			fmt.Fprintf(&b, " · $%.4f", v.Agent.Tokens.CostUSD)
+		}
+		b.WriteString("\n\n")
+		if v.Agent.Final != "" {
+			fmt.Fprintf(&b, "> %s\n\n", strings.ReplaceAll(escape(trim(v.Agent.Final, 600)), "\n", "\n> "))
+		}
+	}
+	if v.Command != nil {
+		fmt.Fprintf(&b, "**Command** `%s` exited %d\n\n", strings.Join(v.Command.Argv, " "), v.Command.ExitCode)
+	}
+	if v.Project.Dirty {
+		b.WriteString("The checkout had uncommitted changes: the session started from them, and the patch is relative to them.\n\n")
+	}
+	if len(v.Changes) > 0 {
+		b.WriteString("| file | change | +/- | status |\n|---|---|---|---|\n")
+		for _, c := range v.Changes {
+			status := "ready"
+			switch {
+			case c.Applied:
+				status = "applied"
+			case c.Flagged:
+				status = "⛔ flagged"
+			case c.Conflict:
+				status = "conflict"
+			case c.Held:
+				status = "held"
+			}
+			path := c.Path
+			if c.From != "" {
+				path = c.From + " → " + c.Path
+			}
+			lines := fmt.Sprintf("+%d −%d", c.Added, c.Removed)
+			if c.Binary {
+				lines = "binary"
+			}
+			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", escape(path), c.Kind, lines, status)
+		}
+		b.WriteString("\n")
+	} else if v.Outcome == Success || v.Outcome == AgentFailed {
+		b.WriteString("No changes.\n\n")
+	}
+	for _, h := range v.Held {
+		fmt.Fprintf(&b, "- held: `%s`: %s\n", escape(h.Path), escape(h.Reason))
+	}
+	for _, f := range v.Findings {
+		fmt.Fprintf(&b, "- %s in `%s`: %s\n", f.Scanner, escape(f.Path), escape(f.Message))
+	}
+	for _, c := range v.Conflicts {
+		fmt.Fprintf(&b, "- conflict in `%s`: %s\n", escape(c.Path), escape(c.Reason))
+	}
+	if len(v.Held)+len(v.Findings)+len(v.Conflicts) > 0 {
+		b.WriteString("\n")
+	}
+	if len(v.Egress.Blocked) > 0 {
+		fmt.Fprintf(&b, "**Blocked connections** (%d):", len(v.Egress.Blocked))
+		for i, x := range v.Egress.Blocked {
+			if i == 10 {
+				fmt.Fprintf(&b, " and %d more", len(v.Egress.Blocked)-10)
+				break
+			}
+			fmt.Fprintf(&b, " `%s:%d`", escape(x.Host), x.Port)
+		}
+		b.WriteString("\n\n")
+	}
+	fmt.Fprintf(&b, "Active CPU %.1f s ($%.4f) · %d connection(s) to %d host(s) · %.1f s in all\n", v.Usage.CPUSeconds, v.Usage.CostUSD, v.Egress.Connections, len(v.Egress.Hosts), v.Timings.Total)
+	return b.String()
+}
+
+func escape(s string) string {
+	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(s)
+}
+
+func trim(s string, n int) string {
+	if len(s) > n {
+		return s[:n] + "…"
+	}
+	return s
+}
