@@ -10,6 +10,7 @@ import (
 	"regexp"
 	"strings"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -306,6 +307,130 @@ func TestCIExamples(t *testing.T) {
 		}
 		if md, _ := os.ReadFile(filepath.Join(p, "out", "summary.md")); !strings.Contains(string(md), "fix.txt") {
 			t.Errorf("GitLab summary.md:\n%s", md)
+		}
+	}
+}
+
+// TestEngineCrashDuringAgentTurn kills the daemon with -9 while an agent
+// works; after the restart the session, its workspace, the turn's events,
+// the command log and the metering are intact and reviewable.
+func TestEngineCrashDuringAgentTurn(t *testing.T) {
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	p := sampleProject(t)
+	agent := `echo '{"type":"file_edit","path":"first.txt"}'; echo one > first.txt; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done; sleep 3; echo two > second.txt; echo '{"type":"message","text":"done"}' #{prompt}`
+	run := exec.Command(c.bin, "run", "--project", p, "--image", enginetest.Image, "--agent", "custom", "--events", "jsonl", "--cmd", agent, "--prompt", "work", "--json")
+	run.Env = c.env
+	must(t, run.Start())
+	var id string
+	for i := 0; i < 100 && id == ""; i++ {
+		time.Sleep(100 * time.Millisecond)
+		if ids := strings.Fields(c.ok("ls", "-q")); len(ids) > 0 {
+			id = ids[0]
+		}
+	}
+	if id == "" {
+		t.Fatal("no session appeared")
+	}
+	for i := 0; i < 100; i++ { // the agent is at work
+		if strings.Contains(c.ok("events", id), "first.txt") {
+			break
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	v, err := client.New(c.socket).Ping(context.Background())
+	must(t, err)
+	syscall.Kill(v.PID, syscall.SIGKILL)
+	run.Wait()
+	for i := 0; i < 100 && syscall.Kill(v.PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+
+	// The next command starts an engine, which re-adopts the session.
+	if out := c.ok("ls"); !strings.Contains(out, id) || !strings.Contains(out, "running") {
+		t.Fatalf("after kill -9:\n%s", out)
+	}
+	// The agent's process outlived the engine: its second write lands.
+	deadline := time.Now().Add(15 * time.Second)
+	for !strings.Contains(c.ok("diff", id, "--stat"), "second.txt") && time.Now().Before(deadline) {
+		time.Sleep(200 * time.Millisecond)
+	}
+	stat := c.ok("diff", id, "--stat")
+	if !strings.Contains(stat, "first.txt") || !strings.Contains(stat, "second.txt") {
+		t.Errorf("the workspace after the crash:\n%s", stat)
+	}
+	if ev := c.ok("events", id); !strings.Contains(ev, "first.txt") {
+		t.Errorf("the turn's events were lost:\n%s", ev)
+	}
+	turns, err := client.New(c.socket).Turns(context.Background(), id)
+	if err != nil || len(turns) != 1 || turns[0].State != "interrupted" {
+		t.Errorf("the turn cut by the crash: %+v %v; want one, interrupted", turns, err)
+	}
+	if logs := c.ok("logs", id); !strings.Contains(logs, "first.txt") {
+		t.Errorf("the command log lost the agent's command:\n%s", logs)
+	}
+	var m struct {
+		CPUSeconds float64 `json:"cpu_seconds"`
+	}
+	json.Unmarshal([]byte(c.ok("meter", id, "--json")), &m)
+	if m.CPUSeconds <= 0.05 {
+		t.Errorf("metering after the crash: %v s of CPU, the agent's busy loop alone used more", m.CPUSeconds)
+	}
+	c.ok("accept", id, "first.txt")
+	if b, _ := os.ReadFile(filepath.Join(p, "first.txt")); string(b) != "one\n" {
+		t.Errorf("accept after the crash wrote %q", b)
+	}
+}
+
+// TestRestartAdoptsMany makes many sessions, kills the daemon, and starts
+// it again: every session is back, running, its workspace intact.
+func TestRestartAdoptsMany(t *testing.T) {
+	n := 50
+	if testing.Short() {
+		n = 8
+	}
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	p := sampleProject(t)
+	var ids []string
+	var mu sync.Mutex
+	var wg sync.WaitGroup
+	sem := make(chan struct{}, 4)
+	for i := 0; i < n; i++ {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sem <- struct{}{}
+			defer func() { <-sem }()
+			_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c", fmt.Sprintf("echo %d > mine.txt", i))
+			if m := sessionLine.FindStringSubmatch(errs); m != nil {
+				mu.Lock()
+				ids = append(ids, m[1])
+				mu.Unlock()
+			} else {
+				t.Errorf("run %d: %s", i, errs)
+			}
+		}()
+	}
+	wg.Wait()
+	if len(ids) != n {
+		t.Fatalf("%d sessions made, want %d", len(ids), n)
+	}
+	v, err := client.New(c.socket).Ping(context.Background())
+	must(t, err)
+	syscall.Kill(v.PID, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(v.PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	start := time.Now()
+	out := c.ok("ls")
+	t.Logf("restart and list of %d sessions: %v", n, time.Since(start).Round(time.Millisecond))
+	if got := strings.Count(out, "running"); got != n {
+		t.Errorf("%d of %d sessions running after the restart:\n%s", got, n, out)
+	}
+	for _, id := range []string{ids[0], ids[n/2], ids[n-1]} {
+		if out := c.ok("exec", id, "--", "cat", "mine.txt"); strings.TrimSpace(out) == "" {
+			t.Errorf("session %s lost its workspace", id)
 		}
 	}
 }
