@@ -104,6 +104,12 @@ func main() {
 	if want("13") {
 		b.snapshots([]int{10, 100, 1000}, 3)
 	}
+	if want("14") {
+		b.ciOverhead(10)
+	}
+	if want("15") {
+		b.restartAdopt(50)
+	}
 	if *only != "" {
 		return
 	}
