@@ -1,6 +1,8 @@
 package main_test
 
 import (
+	"net"
+	"net/http"
 	"bytes"
 	"context"
 	"encoding/json"
@@ -671,9 +673,16 @@ func TestInstallService(t *testing.T) {
 		t.Errorf("a bad group: exit %d %q", code, errs)
 	}
 
-	// The engine as the unit runs it: its socket is the group's.
+	// The engine as the unit runs it: its socket is the group's. It also
+	// answers on TCP, with a token.
 	sock := filepath.Join(t.TempDir(), "shared.sock")
-	serve := exec.Command(c.bin, "serve", "--engine", sock, "--state-dir", t.TempDir(), "--socket-group", "daemon")
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	must(t, err)
+	addr := l.Addr().String()
+	l.Close()
+	tokenFile := filepath.Join(t.TempDir(), "token")
+	os.WriteFile(tokenFile, []byte("a-token-of-this-test-0123456789\n"), 0o600)
+	serve := exec.Command(c.bin, "serve", "--engine", sock, "--state-dir", t.TempDir(), "--socket-group", "daemon", "--listen", addr, "--token-file", tokenFile)
 	serve.Env = c.env
 	var logs bytes.Buffer
 	serve.Stderr = &logs
@@ -685,6 +694,36 @@ func TestInstallService(t *testing.T) {
 	}
 	if st.Mode&0o777 != 0o660 || st.Gid != 1 { // daemon is gid 1 on Debian
 		t.Errorf("the socket is mode %o gid %d, want 660 and the group daemon\n%s", st.Mode&0o777, st.Gid, logs.String())
+	}
+	get := func(host, token string) int {
+		req, _ := http.NewRequest("GET", "http://"+addr+"/v1/version", nil)
+		if host != "" {
+			req.Host = host
+		}
+		if token != "" {
+			req.Header.Set("Authorization", "Bearer "+token)
+		}
+		resp, err := http.DefaultClient.Do(req)
+		if err != nil {
+			return 0
+		}
+		resp.Body.Close()
+		return resp.StatusCode
+	}
+	for i := 0; i < 50 && get("", "") == 0; i++ {
+		time.Sleep(100 * time.Millisecond)
+	}
+	if code := get("", "a-token-of-this-test-0123456789"); code != 200 {
+		t.Errorf("TCP with the token: %d", code)
+	}
+	if code := get("", "wrong"); code != 403 {
+		t.Errorf("TCP with a wrong token: %d", code)
+	}
+	if code := get("", ""); code != 403 {
+		t.Errorf("TCP without a token: %d", code)
+	}
+	if code := get("attacker.example.com", "a-token-of-this-test-0123456789"); code != 403 {
+		t.Errorf("TCP with a foreign Host (DNS rebinding): %d", code)
 	}
 	if code, _, errs := c.run("serve", "--engine", filepath.Join(t.TempDir(), "x.sock"), "--state-dir", t.TempDir(), "--socket-group", "no-such-group-here"); code == 0 || !strings.Contains(errs, "groupadd") {
 		t.Errorf("an unknown socket group: exit %d %q", code, errs)
