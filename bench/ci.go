@@ -111,7 +111,7 @@ func (b *bench) restartAdopt(n int) {
 	b.log("| | median |")
 	b.log("|---|---|")
 	b.log("| `airlock serve` started → answers with all %d sessions running | %s |", n, ms(pct(total, .5)))
-	b.log("| of which re-adoption (the engine's own log) | %s |", strings.Join(adopt, ", "))
+	b.log("| re-adoption in each run (the engine's own log) | %s |", strings.Join(adopt, ", "))
 	b.log("")
 	b.log("Restart with %d sessions p50: **%s** (target < 2 s).", n, ms(pct(total, .5)))
 	b.log("")

@@ -108,7 +108,7 @@ type Engine struct {
 	docker   Docker
 	store    *store.Store
 	stateDir string
-	policy   string // Options.PolicyFile
+	policy   string                   // Options.PolicyFile
 	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
 

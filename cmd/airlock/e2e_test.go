@@ -1,13 +1,13 @@
 package main_test
 
 import (
-	"net"
-	"net/http"
 	"bytes"
 	"context"
 	"encoding/json"
 	"github.com/airlock/airlock/harness/mockmodel"
 	"io"
+	"net"
+	"net/http"
 	"os"
 	"os/exec"
 	"path/filepath"
