@@ -1,0 +1,58 @@
+package ci
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/airlock/airlock/review"
+)
+
+func TestExitCodes(t *testing.T) {
+	want := map[string]int{Success: 0, AgentFailed: 1, Held: 2, Violation: 3, Infrastructure: 4, InvalidInput: 64, OutputFailed: 73, "anything else": 4}
+	for outcome, code := range want {
+		if got := ExitCode(outcome); got != code {
+			t.Errorf("ExitCode(%s) = %d, want %d", outcome, got, code)
+		}
+	}
+}
+
+func TestSummary(t *testing.T) {
+	v := &Verdict{Schema: SchemaVersion, Outcome: Held, Message: "1 change(s) need a human",
+		Project: Project{Dirty: true},
+		Changes: []Change{{Path: "a|b.go", Kind: "modified", Added: 2, Removed: 1, Applied: true}, {Path: "go.sum", Kind: "modified", Held: true}, {Path: "logo.png", Kind: "added", Binary: true}},
+		Held:    []HeldFile{{Path: "go.sum", Reason: "held by policy (go.sum)"}},
+		Agent:   &AgentResult{Agent: "claude", State: "done", Final: "Done.\nAll <good>."},
+		Egress:  Egress{Blocked: []Blockage{{Host: "evil.example.com", Port: 443}}},
+	}
+	md := Summary(v)
+	for _, want := range []string{"✋ Airlock: changes need a human", "| `a\\|b.go` | modified | +2 −1 | applied |", "| `go.sum` | modified | +0 −0 | held |",
+		"| `logo.png` | added | binary | ready |", "> Done.\n> All &lt;good&gt;.", "uncommitted changes", "`evil.example.com:443`", "held: `go.sum`"} {
+		if !strings.Contains(md, want) {
+			t.Errorf("the summary lacks %q:\n%s", want, md)
+		}
+	}
+}
+
+func TestAutoAccepted(t *testing.T) {
+	none := []review.FileDiff{{Change: review.Change{Path: "a"}}, {Change: review.Change{Path: "b"}}}
+	if !autoAccepted(none, "a") || !autoAccepted(none, "b") {
+		t.Error("without auto_accept globs every change that nothing holds is applied")
+	}
+	some := []review.FileDiff{{Change: review.Change{Path: "a"}, AutoAccept: true}, {Change: review.Change{Path: "b"}}}
+	if !autoAccepted(some, "a") || autoAccepted(some, "b") {
+		t.Error("with auto_accept globs only what they match is applied")
+	}
+}
+
+// The verdict's JSON keeps its documented names (docs/CI.md).
+func TestVerdictFields(t *testing.T) {
+	b, _ := json.Marshal(&Verdict{Schema: SchemaVersion, Changes: []Change{}, Agent: &AgentResult{}})
+	var m map[string]any
+	json.Unmarshal(b, &m)
+	for _, k := range []string{"schema", "outcome", "exit_code", "message", "project", "changes", "held", "findings", "conflicts", "applied", "agent", "usage", "egress", "timings"} {
+		if _, ok := m[k]; !ok {
+			t.Errorf("verdict.json has no %q", k)
+		}
+	}
+}
