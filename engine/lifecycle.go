@@ -36,6 +36,10 @@ type activity struct {
 	lastLook time.Time
 	// history is the session's CPU time at each look, the last hour.
 	history []api.CPUSample
+	// gate orders new work against the watcher's pauses: work marks
+	// itself busy under it, and the watcher decides and pauses under it,
+	// so work never starts in a session being paused.
+	gate sync.Mutex
 }
 
 // historyLen keeps an hour of looks at the default interval.
@@ -78,17 +82,27 @@ func (e *Engine) working(ctx context.Context, id string) (store.Session, func(),
 		l.freeze.RLock() // a snapshot being taken: wait for the thaw
 		l.freeze.RUnlock()
 	}
-	if rec.State == api.StatePaused {
-		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
-			return rec, nil, err
-		}
-		rec.State = api.StateRunning
-	}
 	a := e.activityOf(rec.ID)
+	a.gate.Lock()
 	e.actMu.Lock()
 	a.busy++
 	a.lastBusy = time.Now()
 	e.actMu.Unlock()
+	a.gate.Unlock()
+	// Busy now, so no pause comes after this look at the state; one that
+	// came before it is undone.
+	if cur, err := e.store.Session(ctx, rec.ID); err == nil {
+		rec.State = cur.State
+	}
+	if rec.State == api.StatePaused {
+		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
+			e.actMu.Lock()
+			a.busy--
+			e.actMu.Unlock()
+			return rec, nil, err
+		}
+		rec.State = api.StateRunning
+	}
 	var once sync.Once
 	return rec, func() {
 		once.Do(func() {
@@ -216,9 +230,16 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			continue
 		}
 		if timeout >= 0 && idleFor >= timeout {
-			if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "idle for "+idleFor.Round(time.Second).String()); err != nil {
-				e.log.Warn("pause an idle session", "session", r.ID, "err", err)
+			a.gate.Lock()
+			e.actMu.Lock()
+			still := a.busy == 0 && time.Since(a.lastBusy) >= timeout
+			e.actMu.Unlock()
+			if still {
+				if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+					e.log.Warn("pause an idle session", "session", r.ID, "err", err)
+				}
 			}
+			a.gate.Unlock()
 		}
 	}
 }

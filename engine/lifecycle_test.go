@@ -95,7 +95,16 @@ func TestMeterCPU(t *testing.T) {
 	ctx := context.Background()
 	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), IdleTimeout: -1})
 	must(t, err)
-	run(t, e, s.ID, "sh", "-c", "timeout 1 sh -c 'while :; do :; done'; true")
+	// A known amount of CPU: a loop of fixed work, which reports its own
+	// CPU time (utime and stime, in ticks) from /proc, whatever the load.
+	_, stat := run(t, e, s.ID, "sh", "-c", "i=0; while [ $i -lt 600000 ]; do i=$((i+1)); done; cat /proc/$$/stat")
+	f := strings.Fields(stat)
+	if len(f) < 15 {
+		t.Fatalf("stat %q", stat)
+	}
+	ut, _ := strconv.Atoi(f[13])
+	st, _ := strconv.Atoi(f[14])
+	burnt := float64(ut+st) / 100
 	m, err := e.Meter(ctx, s.ID)
 	must(t, err)
 	var own float64
@@ -112,15 +121,19 @@ func TestMeterCPU(t *testing.T) {
 			}
 		}
 	}
-	if m.CPUSeconds < 0.5 || math.Abs(m.CPUSeconds-own)/own > 0.01 {
-		t.Fatalf("metered %.3f s, the cgroup counts %.3f s: want about 1 s, within 1%%", m.CPUSeconds, own)
+	if math.Abs(m.CPUSeconds-own)/own > 0.01 {
+		t.Fatalf("metered %.3f s, the cgroup counts %.3f s: want within 1%%", m.CPUSeconds, own)
+	}
+	// The session's cgroup holds the loop, plus the shell's start and cat.
+	if burnt < 0.3 || m.CPUSeconds < burnt-0.01 || m.CPUSeconds > burnt*1.05+0.05 {
+		t.Fatalf("metered %.3f s for a loop that used %.2f s", m.CPUSeconds, burnt)
 	}
 	if m.MemoryPeak <= 0 || m.CostUSD <= 0 || m.Rate != 0.10 {
 		t.Errorf("meter %+v", m)
 	}
 	cmds, err := e.Commands(ctx, s.ID, false)
 	must(t, err)
-	if len(cmds) != 1 || cmds[0].CPUSeconds < 0.5 || cmds[0].CPUSeconds > own*1.01 {
+	if len(cmds) != 1 || cmds[0].CPUSeconds < burnt-0.01 || cmds[0].CPUSeconds > own*1.01 {
 		t.Errorf("the command's CPU: %+v (the session used %.3f s)", cmds, own)
 	}
 }
