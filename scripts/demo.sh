@@ -90,4 +90,5 @@ step "What is still in the session, waiting for review"
 cat <<TXT
 
 Next: \`$A accept $ID README.md\`, \`$A discard $ID\`, \`$A shell $ID\`, \`$A logs $ID\`, \`$A rm $ID\`.
+Or review it in the interface: \`$A ui\` opens it in a browser (the desktop app: \`make desktop\`).
 TXT
