@@ -22,6 +22,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/store"
@@ -343,7 +344,7 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 		if err := e.Patch(ctx, s.ID, nil, &patch); err != nil {
 			return fail(err)
 		}
-		if err := writeAtomic(filepath.Join(o.Out, "changes.patch"), patch.Bytes()); err != nil {
+		if err := atomicfile.Write(filepath.Join(o.Out, "changes.patch"), patch.Bytes(), 0o644); err != nil {
 			return finish(OutputFailed, outputError(o.Out, err).Error())
 		}
 		v.Patch = "changes.patch"
@@ -458,7 +459,7 @@ func writeOutputs(o Options, v *Verdict) {
 		return
 	}
 	data, _ := json.MarshalIndent(v, "", "  ")
-	if err := writeAtomic(filepath.Join(o.Out, "verdict.json"), append(data, '\n')); err != nil {
+	if err := atomicfile.Write(filepath.Join(o.Out, "verdict.json"), append(data, '\n'), 0o644); err != nil {
 		v.Outcome, v.ExitCode, v.Message = OutputFailed, ExitCode(OutputFailed), outputError(o.Out, err).Error()
 		return
 	}
@@ -476,33 +477,9 @@ func writeOutputs(o Options, v *Verdict) {
 		}
 		return
 	}
-	if err := writeAtomic(filepath.Join(o.Out, "summary.md"), []byte(md)); err != nil {
+	if err := atomicfile.Write(filepath.Join(o.Out, "summary.md"), []byte(md), 0o644); err != nil {
 		v.Outcome, v.ExitCode, v.Message = OutputFailed, ExitCode(OutputFailed), outputError(o.Out, err).Error()
 	}
-}
-
-// writeAtomic writes a file whole or not at all.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), "."+filepath.Base(path)+".tmp-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	if err := os.Chmod(f.Name(), 0o644); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }
 
 func oneLine(s string) string {

@@ -9,6 +9,7 @@ import (
 	"os"
 	"path/filepath"
 
+	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 )
@@ -54,11 +55,7 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 	}
 	merge(&saved, s)
 	b, _ := json.MarshalIndent(saved, "", "  ")
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, b, 0o600); err != nil {
-		return api.Settings{}, err
-	}
-	if err := os.Rename(tmp, path); err != nil {
+	if err := atomicfile.Write(path, b, 0o600); err != nil {
 		return api.Settings{}, err
 	}
 	e.defaults.Store(&next)

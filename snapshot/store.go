@@ -14,6 +14,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/airlock/airlock/atomicfile"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 	"github.com/google/go-containerregistry/pkg/v1/types"
 )
@@ -51,7 +52,7 @@ func Open(dir string) (*Store, error) {
 		return nil, err
 	}
 	if _, err := os.Stat(filepath.Join(dir, "oci-layout")); errors.Is(err, fs.ErrNotExist) {
-		if err := writeAtomic(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`)); err != nil {
+		if err := atomicfile.Write(filepath.Join(dir, "oci-layout"), []byte(`{"imageLayoutVersion":"1.0.0"}`), 0o600); err != nil {
 			return nil, err
 		}
 	}
@@ -220,7 +221,7 @@ func (s *Store) writeIndex(idx *v1.IndexManifest) error {
 	if err != nil {
 		return err
 	}
-	return writeAtomic(s.indexPath(), data)
+	return atomicfile.Write(s.indexPath(), data, 0o600)
 }
 
 // Add lists an image (its manifest is already stored) under the snapshot
@@ -363,26 +364,4 @@ func (s *Store) Size() int64 {
 		}
 	}
 	return n
-}
-
-// writeAtomic replaces path with data: a crash leaves the old or the new
-// file, never part of one.
-func writeAtomic(path string, data []byte) error {
-	f, err := os.CreateTemp(filepath.Dir(path), ".tmp-"+filepath.Base(path)+"-*")
-	if err != nil {
-		return err
-	}
-	defer os.Remove(f.Name())
-	if _, err := f.Write(data); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Sync(); err != nil {
-		f.Close()
-		return err
-	}
-	if err := f.Close(); err != nil {
-		return err
-	}
-	return os.Rename(f.Name(), path)
 }

@@ -11,6 +11,7 @@ import (
 	"strings"
 	"text/template"
 
+	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/spf13/cobra"
 )
@@ -148,7 +149,7 @@ func installService(out io.Writer, g *globals, o *serviceOptions) error {
 	if err := os.MkdirAll(filepath.Dir(unitPath), 0o755); err != nil {
 		return err
 	}
-	if err := writeFileAtomic(unitPath, unit.Bytes(), 0o644); err != nil {
+	if err := atomicfile.Write(unitPath, unit.Bytes(), 0o644); err != nil {
 		return err
 	}
 	say("wrote %s", unitPath)
@@ -183,16 +184,5 @@ func copyFile(src, dst string, mode os.FileMode) error {
 	if err := os.MkdirAll(filepath.Dir(dst), 0o755); err != nil {
 		return err
 	}
-	return writeFileAtomic(dst, data, mode)
-}
-
-func writeFileAtomic(path string, data []byte, mode os.FileMode) error {
-	tmp := path + ".tmp"
-	if err := os.WriteFile(tmp, data, mode); err != nil {
-		return err
-	}
-	if err := os.Chmod(tmp, mode); err != nil {
-		return err
-	}
-	return os.Rename(tmp, path)
+	return atomicfile.Write(dst, data, mode)
 }
