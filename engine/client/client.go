@@ -67,7 +67,9 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, body, o
 func (c *Client) send(ctx context.Context, method, p string, q url.Values, body any) (*http.Response, error) {
 	var rd io.Reader
 	contentType := "application/json"
-	if r, ok := body.(io.Reader); ok {
+	if raw, ok := body.(json.RawMessage); ok {
+		rd = bytes.NewReader(raw)
+	} else if r, ok := body.(io.Reader); ok {
 		rd, contentType = r, "application/x-tar"
 	} else if body != nil {
 		b, err := json.Marshal(body)
@@ -579,27 +581,18 @@ func (c *Client) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 // and returns the answer's body; an error answer is a classed error. The
 // desktop app forwards its frontend's calls through it.
 func (c *Client) Raw(ctx context.Context, method, pathAndQuery string, body []byte) (io.ReadCloser, error) {
-	var rd io.Reader
-	if body != nil {
-		rd = bytes.NewReader(body)
+	p, query, _ := strings.Cut(pathAndQuery, "?")
+	q, err := url.ParseQuery(query)
+	if err != nil {
+		return nil, errdefs.Invalidf("bad query in %q: %v", pathAndQuery, err)
 	}
-	req, err := http.NewRequestWithContext(ctx, method, "http://airlock/"+api.Version+pathAndQuery, rd)
+	var b any
+	if body != nil {
+		b = json.RawMessage(body)
+	}
+	resp, err := c.send(ctx, method, p, q, b)
 	if err != nil {
 		return nil, err
-	}
-	if body != nil {
-		req.Header.Set("Content-Type", "application/json")
-	}
-	resp, err := c.http.Do(req)
-	if err != nil {
-		if ctx.Err() != nil {
-			return nil, ctx.Err()
-		}
-		return nil, c.unreachable(err)
-	}
-	if resp.StatusCode >= 300 {
-		defer resp.Body.Close()
-		return nil, decodeError(resp)
 	}
 	return resp.Body, nil
 }
