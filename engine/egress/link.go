@@ -1,12 +1,14 @@
 package egress
 
 import (
+	"errors"
 	"fmt"
 	"net"
 	"net/netip"
 	"os"
 	"runtime"
 	"sync"
+	"time"
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
@@ -111,7 +113,7 @@ func OpenNet(key string) (*Net, error) {
 	if err != nil {
 		return nil, fmt.Errorf("the session's bridge %s is gone: %w", BridgeName(key), err)
 	}
-	addrs, err := netlink.AddrList(l, netlink.FAMILY_V4)
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(l, netlink.FAMILY_V4) })
 	if err != nil || len(addrs) == 0 {
 		return nil, fmt.Errorf("the session's bridge %s has no address", BridgeName(key))
 	}
@@ -133,7 +135,7 @@ func (n *Net) Remove() {
 
 // Nets lists the keys of the networks owner made.
 func Nets(owner string) []string {
-	links, _ := netlink.LinkList()
+	links, _ := dump(netlink.LinkList)
 	var out []string
 	for _, l := range links {
 		a := l.Attrs()
@@ -223,7 +225,7 @@ func ipnet(a netip.Addr, bits int) *net.IPNet {
 // usedPrefixes are the host's IPv4 networks: addresses and routes.
 func usedPrefixes() ([]netip.Prefix, error) {
 	var out []netip.Prefix
-	addrs, err := netlink.AddrList(nil, netlink.FAMILY_V4)
+	addrs, err := dump(func() ([]netlink.Addr, error) { return netlink.AddrList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, err
 	}
@@ -232,7 +234,7 @@ func usedPrefixes() ([]netip.Prefix, error) {
 		ones, _ := a.Mask.Size()
 		out = append(out, netip.PrefixFrom(ip, ones).Masked())
 	}
-	routes, err := netlink.RouteList(nil, netlink.FAMILY_V4)
+	routes, err := dump(func() ([]netlink.Route, error) { return netlink.RouteList(nil, netlink.FAMILY_V4) })
 	if err != nil {
 		return nil, err
 	}
@@ -257,4 +259,19 @@ func overlaps(p netip.Prefix, used []netip.Prefix) bool {
 		}
 	}
 	return false
+}
+
+// dump reads a netlink table again when the kernel interrupted the read
+// because the table changed meanwhile (other sessions' networks coming
+// and going, in this process or another): such a read is incomplete.
+func dump[T any](read func() (T, error)) (T, error) {
+	var v T
+	var err error
+	for i := 0; i < 20; i++ {
+		if v, err = read(); !errors.Is(err, netlink.ErrDumpInterrupted) {
+			return v, err
+		}
+		time.Sleep(time.Duration(i+1) * time.Millisecond)
+	}
+	return v, err
 }
