@@ -1,10 +1,12 @@
 // Package atomicfile writes a file whole or not at all: the data goes to
-// a temporary file beside it, is synced, and is renamed over the path, so
-// a crash or a full disk leaves the old file or the new one, never part of
-// one.
+// a temporary file beside it, is synced, and is renamed over the path,
+// and the directory is synced, so a crash or a full disk leaves the old
+// file or the new one, never part of one, and a finished write stays.
 package atomicfile
 
 import (
+	"errors"
+	"io/fs"
 	"os"
 	"path/filepath"
 )
@@ -30,5 +32,26 @@ func Write(path string, data []byte, perm os.FileMode) error {
 	if err := os.Chmod(f.Name(), perm); err != nil {
 		return err
 	}
-	return os.Rename(f.Name(), path)
+	if err := os.Rename(f.Name(), path); err != nil {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+// Remove deletes path (absent is fine) and syncs its directory, so that
+// the removal survives a crash.
+func Remove(path string) error {
+	if err := os.Remove(path); err != nil && !errors.Is(err, fs.ErrNotExist) {
+		return err
+	}
+	return syncDir(filepath.Dir(path))
+}
+
+func syncDir(dir string) error {
+	d, err := os.Open(dir)
+	if err != nil {
+		return err
+	}
+	defer d.Close()
+	return d.Sync()
 }

@@ -23,6 +23,15 @@ func TestWrite(t *testing.T) {
 	if ents, _ := os.ReadDir(dir); len(ents) != 1 {
 		t.Errorf("temporary files left: %v", ents)
 	}
+	if err := Remove(p); err != nil {
+		t.Fatal(err)
+	}
+	if err := Remove(p); err != nil {
+		t.Errorf("removing an absent file: %v", err)
+	}
+	if _, err := os.Stat(p); err == nil {
+		t.Error("the file is still there")
+	}
 	if err := Write(filepath.Join(dir, "no/such/dir/f"), []byte("x"), 0o644); err == nil {
 		t.Error("a write into a missing directory succeeded")
 	}

@@ -142,10 +142,24 @@ func Run(ctx context.Context, o Options) *Verdict {
 
 // check validates the input and fills the project's facts.
 func check(o *Options, v *Verdict) error {
-	if o.Out != "" && o.InputError != nil {
-		if err := os.MkdirAll(o.Out, 0o755); err != nil {
-			return outputError(o.Out, err)
-		}
+	if o.Out == "" {
+		return errdefs.Invalidf("no output directory: give --out DIR")
+	}
+	if err := os.MkdirAll(o.Out, 0o755); err != nil {
+		return outputError(o.Out, err)
+	}
+	probe, err := os.CreateTemp(o.Out, ".airlock-probe-*")
+	if err != nil {
+		return outputError(o.Out, err)
+	}
+	_, werr := probe.Write(make([]byte, 4096))
+	if err := probe.Sync(); werr == nil {
+		werr = err
+	}
+	probe.Close()
+	os.Remove(probe.Name())
+	if werr != nil {
+		return outputError(o.Out, werr)
 	}
 	if o.InputError != nil {
 		return errdefs.Wrap(errdefs.Invalid, o.InputError)
@@ -186,25 +200,6 @@ func check(o *Options, v *Verdict) error {
 	}
 	if _, err := review.LoadPolicy(policy, optional); err != nil {
 		return errdefs.Invalidf("%v: fix the policy file (docs/CI.md shows one)", err)
-	}
-	if o.Out == "" {
-		return errdefs.Invalidf("no output directory: give --out DIR")
-	}
-	if err := os.MkdirAll(o.Out, 0o755); err != nil {
-		return outputError(o.Out, err)
-	}
-	probe, err := os.CreateTemp(o.Out, ".airlock-probe-*")
-	if err != nil {
-		return outputError(o.Out, err)
-	}
-	_, werr := probe.Write(make([]byte, 4096))
-	if err := probe.Sync(); werr == nil {
-		werr = err
-	}
-	probe.Close()
-	os.Remove(probe.Name())
-	if werr != nil {
-		return outputError(o.Out, werr)
 	}
 	return nil
 }

@@ -8,7 +8,6 @@ import (
 	"errors"
 	"fmt"
 	"io"
-	"os"
 	"path"
 	"strings"
 
@@ -302,9 +301,10 @@ func (e *Engine) loadBase(ctx context.Context, snap api.Snapshot, cfgDigest stri
 				if err != nil {
 					return err
 				}
-				size := int64(0)
-				if fi, err := statBlob(e.snaps, h); err == nil {
-					size = fi
+				size, err := e.snaps.BlobSize(h)
+				if err != nil {
+					rc.Close()
+					return err
 				}
 				if err := tw.WriteHeader(&tar.Header{Name: name, Mode: 0o644, Size: size}); err != nil {
 					rc.Close()
@@ -350,12 +350,4 @@ func layerDigests(ls []snapshot.Layer) []v1.Hash {
 		out[i] = l.Digest
 	}
 	return out
-}
-
-func statBlob(s *snapshot.Store, h v1.Hash) (int64, error) {
-	fi, err := os.Stat(s.BlobPath(h))
-	if err != nil {
-		return 0, err
-	}
-	return fi.Size(), nil
 }

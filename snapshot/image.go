@@ -217,11 +217,9 @@ func (s *Store) copyBlob(tw *tar.Writer, h v1.Hash, now time.Time) error {
 		return err
 	}
 	defer r.Close()
-	size := int64(-1)
-	if f, ok := r.(*verifier); ok {
-		if fi, err := f.f.Stat(); err == nil {
-			size = fi.Size()
-		}
+	size, err := s.BlobSize(h)
+	if err != nil {
+		return err
 	}
 	if err := tw.WriteHeader(&tar.Header{Name: "blobs/sha256/" + h.Hex, Mode: 0o644, Size: size, ModTime: now, Typeflag: tar.TypeReg}); err != nil {
 		return err

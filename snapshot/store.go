@@ -354,14 +354,11 @@ func (s *Store) GC() (int, error) {
 	return n, nil
 }
 
-// Size is the bytes the store's blobs take.
-func (s *Store) Size() int64 {
-	ents, _ := os.ReadDir(s.blobDir())
-	var n int64
-	for _, e := range ents {
-		if fi, err := e.Info(); err == nil {
-			n += fi.Size()
-		}
+// BlobSize is the size of a stored blob.
+func (s *Store) BlobSize(h v1.Hash) (int64, error) {
+	fi, err := os.Stat(s.BlobPath(h))
+	if err != nil {
+		return 0, err
 	}
-	return n
+	return fi.Size(), nil
 }
