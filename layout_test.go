@@ -50,6 +50,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"review", []string{"engine", "app", "cmd", "overlay", "github.com/docker", "github.com/wailsapp"}},
 		{"harness", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
 		{"errdefs", []string{"engine", "app", "cmd", "overlay", "review"}},
+		{"confined", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "atomicfile"}},
 		{"atomicfile", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs"}},
 		{"ci", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
