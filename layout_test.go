@@ -4,6 +4,7 @@ package main
 
 import (
 	"encoding/json"
+	"os"
 	"os/exec"
 	"strings"
 	"testing"
@@ -101,6 +102,27 @@ func TestEveryPackageHasADocComment(t *testing.T) {
 	for _, p := range listPackages(t) {
 		if p.Doc == "" {
 			t.Errorf("%s has no package doc comment", p.ImportPath)
+		}
+	}
+}
+
+// TestNoLargeTrackedFiles keeps build outputs out of the repository: no
+// tracked file over 2 MB, except the documentation's screenshots.
+func TestNoLargeTrackedFiles(t *testing.T) {
+	out, err := exec.Command("git", "ls-files", "-z").Output()
+	if err != nil {
+		t.Skipf("not a git checkout: %v", err)
+	}
+	for _, name := range strings.Split(string(out), "\x00") {
+		if name == "" || strings.HasPrefix(name, "docs/screenshots/") {
+			continue
+		}
+		fi, err := os.Lstat(name)
+		if err != nil {
+			continue // deleted in the work tree
+		}
+		if fi.Size() > 2<<20 {
+			t.Errorf("%s is tracked and has %d bytes: build outputs go to bin/ (ignored), never into git", name, fi.Size())
 		}
 	}
 }
