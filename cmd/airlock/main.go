@@ -52,6 +52,7 @@ func run(ctx context.Context, args []string) int {
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
 	)
+	strictGroups(root)
 	root.SetArgs(args)
 	err := root.ExecuteContext(ctx)
 	if err == nil {
@@ -61,11 +62,47 @@ func run(ctx context.Context, args []string) int {
 	if errors.As(err, &ee) {
 		return ee.code
 	}
-	fmt.Fprintln(os.Stderr, "airlock:", err)
+	msg := err.Error()
+	if strings.HasPrefix(msg, "unknown command") && !strings.Contains(msg, "it has:") {
+		var names []string
+		for _, c := range root.Commands() {
+			if c.IsAvailableCommand() {
+				names = append(names, c.Name())
+			}
+		}
+		msg = strings.TrimSpace(strings.SplitN(msg, "\n", 2)[0]) + "; the commands are: " + strings.Join(names, ", ")
+	}
+	fmt.Fprintln(os.Stderr, "airlock:", msg)
 	if errdefs.ClassOf(err) == errdefs.Internal && isUsage(err) {
 		return errdefs.ExitCode(errdefs.Invalid)
 	}
 	return errdefs.ExitCode(errdefs.ClassOf(err))
+}
+
+// strictGroups makes every command that only groups others (`net`,
+// `image`, `secret`...) refuse an unknown subcommand with an error naming
+// the ones that exist. Cobra's own behaviour for such a command is to print
+// its help and exit 0, which a script cannot tell from success.
+func strictGroups(cmd *cobra.Command) {
+	for _, sub := range cmd.Commands() {
+		strictGroups(sub)
+	}
+	if !cmd.HasSubCommands() || cmd.Runnable() || !cmd.HasParent() {
+		return
+	}
+	cmd.Args = cobra.ArbitraryArgs
+	cmd.RunE = func(cmd *cobra.Command, args []string) error {
+		if len(args) == 0 {
+			return cmd.Help()
+		}
+		var names []string
+		for _, sub := range cmd.Commands() {
+			if sub.IsAvailableCommand() {
+				names = append(names, sub.Name())
+			}
+		}
+		return errdefs.Invalidf("unknown command %q for %q; it has: %s (see `%s --help`)", args[0], cmd.CommandPath(), strings.Join(names, ", "), cmd.CommandPath())
+	}
 }
 
 // isUsage tells cobra's own flag and argument errors apart.
