@@ -24,15 +24,14 @@ import (
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/review"
 )
 
 // Server serves one engine.
 type Server struct {
-	eng     *engine.Engine
-	images  *images.Builder
+	eng     Engine
+	images  Builder
 	log     *slog.Logger
 	version api.VersionInfo
 	builds  sync.Mutex // one image build at a time
@@ -42,7 +41,7 @@ type Server struct {
 }
 
 // New returns the API handler for eng. version describes this engine.
-func New(eng *engine.Engine, builder *images.Builder, log *slog.Logger, version api.VersionInfo) *Server {
+func New(eng Engine, builder Builder, log *slog.Logger, version api.VersionInfo) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
