@@ -18,9 +18,11 @@ import (
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	"github.com/docker/docker/api/types/mount"
+	"github.com/docker/docker/pkg/stdcopy"
 )
 
 // Container labels by which the engine finds its containers again.
@@ -320,10 +322,10 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	err = e.docker.ContainerStart(ctx, created.ID, container.StartOptions{})
 	markStarted()
 	if err != nil {
-		return api.Session{}, dockerError("start the session's container", err)
+		return api.Session{}, e.startFailed(ctx, rec, first, dockerError("start the session's container", err))
 	}
 	if err := e.attach(ctx, rec, created.ID); err != nil {
-		return api.Session{}, err
+		return api.Session{}, e.startFailed(ctx, rec, first, err)
 	}
 	if from != nil {
 		info, err := e.docker.ContainerInspect(ctx, created.ID)
@@ -366,6 +368,63 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	e.log.Debug("create timing", "session", id, "checks", tMount.Sub(t0), "mount", tCreate.Sub(tMount),
 		"container_create", tStart.Sub(tCreate), "container_start", tBase.Sub(tStart), "base_wait", time.Since(tBase), "total", time.Since(t0))
 	return e.view(rec, false), nil
+}
+
+// startFailed explains a session's container that did not start, or
+// stopped as it started (an image whose /bin/sh is broken: its init says
+// "exec /bin/sh failed: ..." and exits): what the container printed last,
+// Docker's own error, and what to do. err is what the engine saw; it
+// stands when the container runs after all.
+func (e *Engine) startFailed(ctx context.Context, rec store.Session, first *firstRun, err error) error {
+	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
+	defer cancel()
+	ins, ierr := e.docker.ContainerInspect(ctx, rec.ContainerID)
+	if ierr != nil || ins.State == nil || ins.State.Running {
+		return err
+	}
+	if ins.State.OOMKilled {
+		return errdefs.Invalidf("the session's container ran out of memory as it started: give it more with --memory (now %d MiB)", rec.Limits.Memory>>20)
+	}
+	var said []string
+	if out := e.startOutput(ctx, rec.ContainerID, first); out != "" {
+		said = append(said, out)
+	}
+	if ins.State.Error != "" && !strings.Contains(err.Error(), ins.State.Error) {
+		said = append(said, ins.State.Error)
+	}
+	what := err.Error()
+	if ins.State.Status == "exited" {
+		what = fmt.Sprintf("the session's container stopped as it started (exit code %d)", ins.State.ExitCode)
+	}
+	if len(said) > 0 {
+		what += ": " + strings.Join(said, "; ")
+	}
+	return errdefs.Invalidf("%s. The image %s cannot run a session: rebuild or fix it (`airlock image ls` lists the images), or choose another with --image", what, rec.Image)
+}
+
+// startOutput is the last of what a stopped container printed: from the
+// first command's attach stream (its logs are off), else from its logs.
+func (e *Engine) startOutput(ctx context.Context, containerID string, first *firstRun) string {
+	hj := types.HijackedResponse{}
+	if first != nil && first.attach.Conn != nil {
+		hj = first.attach
+	} else {
+		var err error
+		hj, err = e.docker.ContainerAttach(ctx, containerID, container.AttachOptions{Logs: true, Stdout: true, Stderr: true})
+		if err != nil {
+			return ""
+		}
+		defer hj.Close()
+	}
+	// The container has stopped: the stream ends at once, or never.
+	hj.Conn.SetReadDeadline(time.Now().Add(2 * time.Second))
+	out := &tailBuffer{max: 2 << 10}
+	stdcopy.StdCopy(out, out, hj.Reader)
+	lines := strings.Split(strings.TrimSpace(strings.ToValidUTF8(out.String(), "?")), "\n")
+	if len(lines) > 10 {
+		lines = lines[len(lines)-10:]
+	}
+	return strings.TrimSpace(strings.Join(lines, "\n"))
 }
 
 func checkProject(p string) (string, error) {

@@ -106,7 +106,7 @@ func serve(ctx context.Context, g *globals, o *serveOptions) error {
 	srv := server.New(eng, &images.Builder{Docker: docker, Scratch: filepath.Join(o.stateDir, "build"), CABundle: defaults.CABundle}, log, api.VersionInfo{
 		API: api.Version, Engine: version, DockerVersion: ver.Version, DockerAPI: ver.APIVersion, PID: os.Getpid(),
 	})
-	hs := &http.Server{Handler: srv.Handler(), ReadHeaderTimeout: 10 * time.Second}
+	hs := server.HTTPServer(srv.Handler(), log)
 	tcp, err := newTCPListener(srv, o, log)
 	if err != nil {
 		return err

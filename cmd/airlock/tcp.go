@@ -74,7 +74,7 @@ func (t *tcpListener) start() (string, error) {
 	if !loopback {
 		t.log.Warn("the engine answers on a non-loopback address: anyone who can reach it and has the token controls its sessions", "addr", l.Addr())
 	}
-	t.hs = &http.Server{Handler: t.srv.TCPHandler(server.TCP{Assets: assets, Built: built, Token: t.token, Loopback: loopback}), ReadHeaderTimeout: 10 * time.Second}
+	t.hs = server.HTTPServer(t.srv.TCPHandler(server.TCP{Assets: assets, Built: built, Token: t.token, Loopback: loopback}), t.log)
 	go t.hs.Serve(l)
 	if ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"

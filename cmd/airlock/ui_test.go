@@ -5,10 +5,13 @@ import (
 	"fmt"
 	"io"
 	"net/http"
+	"net/http/httptest"
+	"net/url"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 
@@ -406,5 +409,106 @@ func TestBrowserScreens(t *testing.T) {
 	)
 	if sessions != 3 {
 		t.Errorf("the list shows %d sessions, want 3 (one and two forks)", sessions)
+	}
+}
+
+// TestBrowserCrossSite: a page of another server on this host (another
+// local user's, say) that the browser holding the interface's cookie
+// opens tries to create a session with a form, to set a secret and create
+// a session with fetch, to read the sessions, and to open a terminal:
+// every one is refused. Leaving the interface for that page tells it
+// nothing (no Referer), and the cookie the browser hands it (cookies do
+// not keep to ports) is not the engine's token.
+func TestBrowserCrossSite(t *testing.T) {
+	c := newCLI(t)
+	enginetest.Require(t)
+	ctx := browser(t)
+	c.ok("image", "build", "--tiny")
+	code, _, errs := c.run("run", "--project", sampleProject(t), "--image", enginetest.Image, "--", "true")
+	m := sessionLine.FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("run: exit %d %q", code, errs)
+	}
+	id := m[1]
+	u := strings.TrimSpace(c.ok("ui", "--no-open"))
+	eu, err := url.Parse(u)
+	if err != nil {
+		t.Fatal(err)
+	}
+	token := eu.Query().Get("token")
+	engine := "http://" + eu.Host
+	target := sampleProject(t)
+
+	var mu sync.Mutex
+	var visits []http.Header
+	page := `<!doctype html><title>elsewhere</title>
+<form id="f" method="POST" action="ENGINE/v1/sessions" enctype="text/plain" target="sink">
+<input name='{"project":"PROJECT","image":"IMAGE","x":"' value='"}'></form>
+<iframe name="sink"></iframe>
+<script>
+window.results = {};
+(async () => {
+  const r = window.results;
+  const send = (path, opts) => fetch("ENGINE" + path, {credentials: "include", ...opts}).then(() => "sent", (e) => "error " + e);
+  // A simple request goes without asking; a JSON PUT asks first (CORS).
+  r.create = await send("/v1/sessions", {method: "POST", mode: "no-cors", headers: {"Content-Type": "text/plain"},
+    body: '{"project":"PROJECT","image":"IMAGE"}'});
+  r.secret = await send("/v1/secrets/PWNED", {method: "PUT", headers: {"Content-Type": "application/json"}, body: '{"value":"stolen"}'});
+  r.read = await fetch("ENGINE/v1/sessions", {credentials: "include"}).then((x) => x.text(), () => "blocked");
+  r.terminal = await new Promise((resolve) => {
+    const ws = new WebSocket("ENGINE".replace("http:", "ws:") + "/v1/sessions/ID/terminal?cmd=touch&cmd=/workspace/pwned");
+    ws.onopen = () => resolve("open");
+    ws.onerror = () => resolve("refused");
+  });
+  document.getElementById("f").submit();
+  setTimeout(() => { window.done = true; }, 2000);
+})();
+</script>`
+	page = strings.NewReplacer("ENGINE", engine, "PROJECT", target, "IMAGE", enginetest.Image, "ID", id).Replace(page)
+	elsewhere := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		mu.Lock()
+		visits = append(visits, r.Header.Clone())
+		mu.Unlock()
+		w.Header().Set("Content-Type", "text/html; charset=utf-8")
+		io.WriteString(w, page)
+	}))
+	defer elsewhere.Close()
+
+	var results map[string]string
+	step(t, ctx, "open the interface, then a page elsewhere",
+		chromedp.Navigate(u),
+		chromedp.WaitVisible(`.topbar`),
+		// As a link in the interface would: the interface's own page
+		// navigates.
+		chromedp.Evaluate(fmt.Sprintf(`setTimeout(() => { location.href = %q }, 50); true`, elsewhere.URL+"/attack"), nil),
+		chromedp.WaitReady(`iframe[name="sink"]`),
+		chromedp.Poll(`window.done === true`, nil, chromedp.WithPollingTimeout(30*time.Second)),
+		chromedp.Evaluate(`window.results`, &results),
+	)
+	t.Logf("what the page elsewhere got: %v", results)
+	if results["terminal"] != "refused" {
+		t.Errorf("the page elsewhere opened a terminal: %q", results["terminal"])
+	}
+	if results["read"] != "blocked" {
+		t.Errorf("the page elsewhere read the sessions: %q", results["read"])
+	}
+	if strings.Contains(c.ok("secret", "ls"), "PWNED") {
+		t.Error("the page elsewhere set a secret")
+	}
+	if n := strings.Count(c.ok("ls"), "\n"); n != 2 { // the header and the one session
+		t.Errorf("the page elsewhere created sessions:\n%s", c.ok("ls"))
+	}
+	mu.Lock()
+	defer mu.Unlock()
+	if len(visits) == 0 {
+		t.Fatal("the page elsewhere was never opened")
+	}
+	if ref := visits[0].Get("Referer"); ref != "" {
+		t.Errorf("leaving the interface told the page elsewhere where it came from: Referer %q", ref)
+	}
+	for _, h := range visits {
+		if ck := h.Get("Cookie"); strings.Contains(ck, token) {
+			t.Errorf("the browser handed the engine's token to another port: %q", ck)
+		}
 	}
 }

@@ -9,7 +9,6 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
-	"errors"
 	"fmt"
 	"io"
 	"log/slog"
@@ -24,33 +23,44 @@ import (
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/review"
 )
 
 // Server serves one engine.
 type Server struct {
-	eng     *engine.Engine
-	images  *images.Builder
+	eng     Engine
+	images  Builder
 	log     *slog.Logger
 	version api.VersionInfo
 	builds  sync.Mutex // one image build at a time
 	// StartUI, when set, opens the TCP listener with the browser UI and
 	// returns its address (with the token); POST /v1/ui calls it.
 	StartUI func() (string, error)
+	bounds  struct {
+		importBody int64         // the most an import reads
+		importIdle time.Duration // how long an import waits for a byte
+	}
 }
 
 // New returns the API handler for eng. version describes this engine.
-func New(eng *engine.Engine, builder *images.Builder, log *slog.Logger, version api.VersionInfo) *Server {
+func New(eng Engine, builder Builder, log *slog.Logger, version api.VersionInfo) *Server {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Server{eng: eng, images: builder, log: log.With("component", "api"), version: version}
+	s := &Server{eng: eng, images: builder, log: log.With("component", "api"), version: version}
+	s.bounds.importBody, s.bounds.importIdle = defaultMaxImport, defaultImportIdle
+	return s
 }
 
-// Handler routes the API.
+// Handler serves the API (on the engine's socket). A panic fails only its
+// request (see guard).
 func (s *Server) Handler() http.Handler {
+	return s.guard(s.routes())
+}
+
+// routes routes the API.
+func (s *Server) routes() http.Handler {
 	m := http.NewServeMux()
 	p := "/" + api.Version
 	m.HandleFunc("GET "+p+"/version", s.getVersion)
@@ -126,15 +136,6 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 	json.NewEncoder(w).Encode(v)
 }
 
-func decode(r *http.Request, v any) error {
-	dec := json.NewDecoder(io.LimitReader(r.Body, 1<<20))
-	dec.DisallowUnknownFields()
-	if err := dec.Decode(v); err != nil && !errors.Is(err, io.EOF) {
-		return errdefs.Invalidf("bad request body: %v", err)
-	}
-	return nil
-}
-
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
 	writeJSON(w, 200, s.version)
 }
@@ -153,7 +154,7 @@ func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) createSession(w http.ResponseWriter, r *http.Request) {
 	var req api.CreateRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -215,7 +216,7 @@ func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) (api.Outcomes, error)) {
 	var req api.Selection
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -257,46 +258,90 @@ func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
 // errors.
 func (s *Server) agent(w http.ResponseWriter, r *http.Request) {
 	var req api.AgentRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
-	var mu sync.Mutex
-	started := false
-	enc := json.NewEncoder(w)
-	flusher, _ := w.(http.Flusher)
-	send := func(l api.AgentLine) {
-		mu.Lock()
-		defer mu.Unlock()
-		if !started {
-			started = true
-			w.Header().Set("Content-Type", "application/x-ndjson")
-			w.WriteHeader(200)
-		}
-		enc.Encode(l)
-		if flusher != nil {
-			flusher.Flush()
-		}
-	}
-	turn, err := s.eng.Agent(r.Context(), r.PathValue("id"), req, func(ev api.Event) { send(api.AgentLine{Event: &ev}) })
+	out := &jsonLines{w: w}
+	fail := func(err error) { out.fail(err, func(e *api.Error) any { return api.AgentLine{Error: e} }) }
+	defer s.catch(r, fail)
+	turn, err := s.eng.Agent(r.Context(), r.PathValue("id"), req, func(ev api.Event) { out.send(api.AgentLine{Event: &ev}) })
 	if err != nil {
-		mu.Lock()
-		early := !started
-		mu.Unlock()
-		if early {
-			writeError(w, err)
-			return
-		}
-		c := errdefs.ClassOf(err)
-		send(api.AgentLine{Error: &api.Error{Class: string(c), Message: err.Error()}})
+		fail(err)
 		return
 	}
-	send(api.AgentLine{Turn: &turn})
+	out.send(api.AgentLine{Turn: &turn})
+	out.close()
+}
+
+// jsonLines writes an application/x-ndjson answer, a line at a time from
+// any goroutine; the first line begins the answer. Once it is closed (the
+// last line written) later lines are dropped: an engine call that failed
+// may still have goroutines reporting.
+type jsonLines struct {
+	w       http.ResponseWriter
+	mu      sync.Mutex
+	enc     *json.Encoder
+	started bool
+	closed  bool
+}
+
+func (l *jsonLines) send(v any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.sendLocked(v)
+}
+
+func (l *jsonLines) sendLocked(v any) {
+	if l.closed {
+		return
+	}
+	l.beginLocked()
+	l.enc.Encode(v)
+	http.NewResponseController(l.w).Flush()
+}
+
+// begin starts the answer before its first line.
+func (l *jsonLines) begin() {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	l.beginLocked()
+}
+
+func (l *jsonLines) beginLocked() {
+	if !l.started {
+		l.started = true
+		l.w.Header().Set("Content-Type", "application/x-ndjson")
+		l.w.WriteHeader(200)
+		l.enc = json.NewEncoder(l.w)
+	}
+}
+
+// fail ends the answer with err: a plain HTTP error if nothing was sent
+// yet, else the line line makes of it.
+func (l *jsonLines) fail(err error, line func(*api.Error) any) {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	if l.closed {
+		return
+	}
+	if !l.started {
+		writeError(l.w, err)
+	} else {
+		l.sendLocked(line(&api.Error{Class: string(errdefs.ClassOf(err)), Message: err.Error()}))
+	}
+	l.closed = true
+}
+
+func (l *jsonLines) close() {
+	l.mu.Lock()
+	l.closed = true
+	l.mu.Unlock()
 }
 
 func (s *Server) policy(w http.ResponseWriter, r *http.Request) {
 	var req api.PolicyChange
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -326,7 +371,7 @@ func (s *Server) resume(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) limits(w http.ResponseWriter, r *http.Request) {
 	var req api.Limits
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -340,7 +385,7 @@ func (s *Server) limits(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) budget(w http.ResponseWriter, r *http.Request) {
 	var req api.Budgets
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -429,7 +474,7 @@ func (s *Server) listSecrets(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) setSecret(w http.ResponseWriter, r *http.Request) {
 	var req api.SecretRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -452,7 +497,7 @@ func (s *Server) deleteSecret(w http.ResponseWriter, r *http.Request) {
 // Error set.
 func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 	var req api.ImageBuildRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -461,10 +506,12 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	defer s.builds.Unlock()
-	w.Header().Set("Content-Type", "application/x-ndjson")
-	w.WriteHeader(200)
-	flusher, _ := w.(http.Flusher)
-	enc := json.NewEncoder(w)
+	out := &jsonLines{w: w}
+	out.begin()
+	fail := func(err error) {
+		out.fail(err, func(e *api.Error) any { return api.Progress{Stage: "failed", Error: e} })
+	}
+	defer s.catch(r, fail)
 	var mu sync.Mutex
 	last := time.Time{}
 	send := func(p api.Progress) {
@@ -475,21 +522,18 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		last = time.Now()
-		enc.Encode(p)
-		if flusher != nil {
-			flusher.Flush()
-		}
+		out.send(p)
 	}
 	if _, err := s.images.Build(r.Context(), req, send); err != nil {
-		c := errdefs.ClassOf(err)
-		send(api.Progress{Stage: "failed", Error: &api.Error{Class: string(c), Message: err.Error()}})
+		fail(err)
 	}
+	out.close()
 }
 
 // exec upgrades the connection and runs a command over frames.
 func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 	var req api.ExecRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -501,9 +545,10 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalidf("exec needs `Upgrade: %s`: see docs/API.md", api.UpgradeProtocol))
 		return
 	}
-	st := s.newStream(req)
+	st := s.newStream(w, r, req)
 	defer st.close()
-	if !st.upgrade(w) {
+	defer s.catch(r, st.fail)
+	if !st.upgrade() {
 		return
 	}
 	st.finish(s.eng.Exec(st.ctx, r.PathValue("id"), req, st.sio(r.PathValue("id"))))
@@ -513,7 +558,7 @@ func (s *Server) exec(w http.ResponseWriter, r *http.Request) {
 // before the session exists are plain HTTP responses.
 func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	var req api.RunRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -521,8 +566,9 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Invalidf("run needs `Upgrade: %s`: see docs/API.md", api.UpgradeProtocol))
 		return
 	}
-	st := s.newStream(req.Exec)
+	st := s.newStream(w, r, req.Exec)
 	defer st.close()
+	defer s.catch(r, st.fail)
 	// Until the upgrade, a client that goes away cancels the create.
 	stop := context.AfterFunc(r.Context(), st.cancel)
 	var id string
@@ -534,7 +580,7 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 	code, err := s.eng.Run(st.ctx, req.Create, req.Exec, sio, func(sess api.Session) {
 		stop()
 		id, upgraded = sess.ID, true
-		if st.upgrade(w) {
+		if st.upgrade() {
 			api.WriteJSONFrame(st.out, api.FrameSession, sess)
 		}
 	})
@@ -548,6 +594,8 @@ func (s *Server) run(w http.ResponseWriter, r *http.Request) {
 // stream is the engine's side of an upgraded exec connection.
 type stream struct {
 	s       *Server
+	w       http.ResponseWriter
+	r       *http.Request
 	req     api.ExecRequest
 	ctx     context.Context
 	cancel  func()
@@ -559,9 +607,9 @@ type stream struct {
 	stdinW  *io.PipeWriter
 }
 
-func (s *Server) newStream(req api.ExecRequest) *stream {
+func (s *Server) newStream(w http.ResponseWriter, r *http.Request, req api.ExecRequest) *stream {
 	ctx, cancel := context.WithCancel(context.Background())
-	st := &stream{s: s, req: req, ctx: ctx, cancel: cancel, out: &lockedWriter{},
+	st := &stream{s: s, w: w, r: r, req: req, ctx: ctx, cancel: cancel, out: &lockedWriter{},
 		resize: make(chan api.Resize, 4), signals: make(chan syscall.Signal, 4)}
 	if req.Stdin {
 		st.stdin, st.stdinW = io.Pipe()
@@ -571,21 +619,22 @@ func (s *Server) newStream(req api.ExecRequest) *stream {
 
 // upgrade switches the connection to frames and starts reading the
 // client's; the stream's context ends with the connection.
-func (st *stream) upgrade(w http.ResponseWriter) bool {
-	conn, brw, err := http.NewResponseController(w).Hijack()
+func (st *stream) upgrade() bool {
+	conn, brw, err := http.NewResponseController(st.w).Hijack()
 	if err != nil {
-		writeError(w, err)
+		writeError(st.w, err)
 		st.cancel()
 		return false
 	}
 	st.conn = conn
+	conn.SetDeadline(time.Time{}) // the server's are for requests, not streams
 	fmt.Fprintf(brw, "HTTP/1.1 101 Switching Protocols\r\nConnection: Upgrade\r\nUpgrade: %s\r\n\r\n", api.UpgradeProtocol)
 	if err := brw.Flush(); err != nil {
 		st.cancel()
 		return false
 	}
 	st.out.set(conn)
-	go st.s.readClient(brw.Reader, st.stdinW, st.resize, st.signals, st.cancel)
+	st.s.spawn(st.r, func() { st.s.readClient(brw.Reader, st.stdinW, st.resize, st.signals, st.cancel) }, st.fail)
 	return true
 }
 
@@ -608,11 +657,24 @@ func (st *stream) finish(code int, err error) {
 		if st.ctx.Err() != nil {
 			return // the client went away; the command is still recorded
 		}
-		c := errdefs.ClassOf(err)
-		api.WriteJSONFrame(st.out, api.FrameError, api.Error{Class: string(c), Message: err.Error()})
+		st.errorFrame(err)
 		return
 	}
 	api.WriteJSONFrame(st.out, api.FrameExit, api.ExecExit{ExitCode: code})
+}
+
+// fail ends the stream with err: a plain HTTP error before the upgrade,
+// the error frame after it.
+func (st *stream) fail(err error) {
+	if st.conn == nil {
+		writeError(st.w, err)
+		return
+	}
+	st.errorFrame(err)
+}
+
+func (st *stream) errorFrame(err error) {
+	api.WriteJSONFrame(st.out, api.FrameError, api.Error{Class: string(errdefs.ClassOf(err)), Message: err.Error()})
 }
 
 func (st *stream) close() {
@@ -711,7 +773,7 @@ func Listen(path string) (net.Listener, error) {
 
 func (s *Server) takeSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req api.SnapshotRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -751,7 +813,7 @@ func (s *Server) removeSnapshot(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) restoreSnapshot(w http.ResponseWriter, r *http.Request) {
 	var req api.RestoreRequest
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}
@@ -779,8 +841,15 @@ func (s *Server) exportSnapshot(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
+// importSnapshot reads an image tar, bounded in size and in how long it
+// waits for the client.
 func (s *Server) importSnapshot(w http.ResponseWriter, r *http.Request) {
-	snap, warnings, err := s.eng.Import(r.Context(), r.Body)
+	body := newImportBody(w, r, s.bounds.importBody, s.bounds.importIdle)
+	snap, warnings, err := s.eng.Import(r.Context(), body)
+	body.done(err != nil)
+	if err != nil && body.err != nil {
+		err = body.err // what the engine made of the read error says less
+	}
 	if err != nil {
 		writeError(w, err)
 		return
@@ -794,7 +863,7 @@ func (s *Server) getSettings(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) putSettings(w http.ResponseWriter, r *http.Request) {
 	var req api.Settings
-	if err := decode(r, &req); err != nil {
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
 		return
 	}

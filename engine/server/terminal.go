@@ -6,6 +6,7 @@ import (
 	"io"
 	"net/http"
 	"strconv"
+	"sync"
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
@@ -33,16 +34,35 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 	if width <= 0 || height <= 0 {
 		width, height = 80, 24
 	}
-	c, err := websocket.Accept(w, r, nil) // same origin only
+	// A browser's Origin must be this page's (the TCP listener checks it
+	// first, with its own message).
+	c, err := websocket.Accept(w, r, nil)
 	if err != nil {
 		return
 	}
+	defer c.CloseNow()
 	c.SetReadLimit(1 << 20)
 	ctx, cancel := context.WithCancel(r.Context())
 	defer cancel()
+	// The last message: the exit code or why there is none.
+	var endOnce sync.Once
+	end := func(code int, err error) {
+		endOnce.Do(func() {
+			var msg []byte
+			if err != nil {
+				msg, _ = json.Marshal(map[string]any{"error": api.Error{Class: string(errdefs.ClassOf(err)), Message: err.Error()}})
+			} else {
+				msg, _ = json.Marshal(map[string]any{"exit_code": code})
+			}
+			c.Write(context.WithoutCancel(ctx), websocket.MessageText, msg)
+			c.Close(websocket.StatusNormalClosure, "")
+		})
+	}
+	fail := func(err error) { end(-1, err); cancel() }
+	defer s.catch(r, fail)
 	inR, inW := io.Pipe()
 	resize := make(chan api.Resize, 4)
-	go func() {
+	s.spawn(r, func() {
 		defer inW.Close()
 		for {
 			typ, data, err := c.Read(ctx)
@@ -66,19 +86,10 @@ func (s *Server) terminal(w http.ResponseWriter, r *http.Request) {
 				}
 			}
 		}
-	}()
+	}, fail)
 	out := &wsWriter{ctx: ctx, c: c}
-	code, err := s.eng.Exec(ctx, id, api.ExecRequest{Argv: argv, TTY: true, Stdin: true, Width: uint(width), Height: uint(height)},
-		engine.ExecIO{Stdin: inR, Stdout: out, Stderr: out, Resize: resize})
-	var msg []byte
-	if err != nil {
-		c := errdefs.ClassOf(err)
-		msg, _ = json.Marshal(map[string]any{"error": api.Error{Class: string(c), Message: err.Error()}})
-	} else {
-		msg, _ = json.Marshal(map[string]any{"exit_code": code})
-	}
-	c.Write(context.WithoutCancel(ctx), websocket.MessageText, msg)
-	c.Close(websocket.StatusNormalClosure, "")
+	end(s.eng.Exec(ctx, id, api.ExecRequest{Argv: argv, TTY: true, Stdin: true, Width: uint(width), Height: uint(height)},
+		engine.ExecIO{Stdin: inR, Stdout: out, Stderr: out, Resize: resize}))
 }
 
 type wsWriter struct {

@@ -64,6 +64,10 @@ export function splitLines(onLine: (line: unknown) => void) {
   };
 }
 
+// What the engine's TCP listener asks of a browser's request that changes
+// something (docs/API.md): the page's own Origin, which the browser adds
+// to every fetch and WebSocket of this origin, and a body declared as
+// `application/json`. Keep both: without them the engine refuses the call.
 export class HttpTransport implements Transport {
   kind = "browser" as const;
   constructor(private base = "") {}

@@ -1,0 +1,70 @@
+package server
+
+import (
+	"context"
+	"io"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/images"
+	"github.com/airlock/airlock/review"
+)
+
+// Engine is what the API serves: the calls of the session engine its
+// handlers make, declared here by their consumer. The real one is
+// *engine.Engine; unit tests embed this interface in a fake and override
+// the calls they need. Each method's contract is documented on
+// *engine.Engine.
+type Engine interface {
+	List(ctx context.Context) ([]api.Session, error)
+	Get(ctx context.Context, id string) (api.Session, error)
+	Exists(ctx context.Context, id string) error
+	Create(ctx context.Context, req api.CreateRequest) (api.Session, error)
+	Remove(ctx context.Context, id string) error
+	Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecRequest, sio engine.ExecIO, created func(api.Session)) (int, error)
+	Exec(ctx context.Context, id string, req api.ExecRequest, sio engine.ExecIO) (int, error)
+	Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error)
+
+	Diff(ctx context.Context, id string, paths []string) (api.Diff, error)
+	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
+	Accept(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)
+	Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)
+
+	Agent(ctx context.Context, id string, req api.AgentRequest, sink func(api.Event)) (api.Turn, error)
+	Turns(ctx context.Context, id string) ([]api.Turn, error)
+	Events(ctx context.Context, id string, turn int) ([]api.Event, error)
+
+	Policy(ctx context.Context, id string, ch api.PolicyChange) (api.EgressPolicy, error)
+	EgressLog(ctx context.Context, id string, blockedOnly bool, limit int) ([]api.EgressEntry, error)
+
+	Pause(ctx context.Context, id string) error
+	Resume(ctx context.Context, id string) error
+	Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error)
+	Meter(ctx context.Context, id string) (api.Meter, error)
+	SetBudgets(ctx context.Context, id string, b api.Budgets) (api.Session, error)
+	SetLimits(ctx context.Context, id string, req api.Limits) (api.Session, error)
+
+	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
+	Snapshots(ctx context.Context) ([]api.Snapshot, error)
+	GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error)
+	RemoveSnapshot(ctx context.Context, ref string) error
+	Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error)
+	PrepareExport(ctx context.Context, ref string, withBase bool) (*engine.Export, error)
+	Import(ctx context.Context, r io.Reader) (api.Snapshot, []string, error)
+
+	Settings(ctx context.Context) api.Settings
+	SetSettings(ctx context.Context, s api.Settings) (api.Settings, error)
+	Secrets(ctx context.Context) ([]api.Secret, error)
+	SetSecret(ctx context.Context, name, value string) error
+	DeleteSecret(ctx context.Context, name string) error
+	Images(ctx context.Context) ([]api.Image, error)
+}
+
+var _ Engine = (*engine.Engine)(nil)
+
+// Builder builds images; the real one is *images.Builder.
+type Builder interface {
+	Build(ctx context.Context, req api.ImageBuildRequest, progress images.Progress) (*api.Image, error)
+}
+
+var _ Builder = (*images.Builder)(nil)
