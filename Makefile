@@ -45,6 +45,7 @@ fuzz:
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./harness
 	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./confined
+	$(GO) test -run '^$$' -fuzz '^FuzzGitObjects$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./review
 
 test-short:
 	$(GO) test -short ./...
