@@ -358,7 +358,11 @@ func (e *Engine) endpointAllowed(ctx context.Context, pol *egress.Policy, ep end
 	allowed = len(addrs) > 0 && (!byName || pol.Name(ep.host, ep.portN).Allowed)
 	for _, a := range addrs {
 		private = private || egress.Special(a) != ""
-		allowed = allowed && pol.Addr(a, ep.portN, byName).Allowed
+		if byName {
+			allowed = allowed && pol.Resolved(ep.host, a, ep.portN).Allowed
+		} else {
+			allowed = allowed && pol.Addr(a, ep.portN).Allowed
+		}
 	}
 	return allowed, private
 }

@@ -151,6 +151,16 @@ func TestEgressBypassAttempts(t *testing.T) {
 			t.Errorf("%s: went through (%q)", a.name, text)
 		}
 	}
+	// From the allow-all session (no private opt-in), every spelling of
+	// the host's own addresses through the proxy is refused.
+	for _, target := range []string{"[::1%25lo]", "[::1%25eth0]", "[::ffff:127.0.0.1]", "0.0.0.0", "[::]", "2130706433", "0x7f.1", "127.1", "localhost", "LOCALHOST."} {
+		for _, req := range []string{"GET http://" + target + ":" + hostPort + "/ HTTP/1.0", "CONNECT " + target + ":" + hostPort + " HTTP/1.0"} {
+			_, text := run(t, e, other.ID, "sh", "-c", "printf '%s\\r\\n\\r\\n' '"+req+"' | nc -w 3 "+gw+" 3128")
+			if !strings.Contains(text, "403") {
+				t.Errorf("%s: %q", req, text)
+			}
+		}
+	}
 	if n := out.HTTP.Load(); n != 0 {
 		t.Errorf("the outside served %d requests", n)
 	}
