@@ -44,6 +44,7 @@ fuzz:
 		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./review || exit 1; \
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./harness
+	for f in FuzzClientHello FuzzParseHost; do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./engine/egress || exit 1; done
 
 test-short:
 	$(GO) test -short ./...
