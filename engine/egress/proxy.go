@@ -136,8 +136,13 @@ func (x *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 // refuse answers a blocked request in words, with the rule, and logs it.
 func (x *Proxy) refuse(w http.ResponseWriter, entry Conn, d Decision) {
 	w.Header().Set("X-Airlock-Blocked", d.Rule)
-	http.Error(w, fmt.Sprintf("Airlock blocked %s: %s (rule: %s). Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.",
-		entry.Host, d.Reason, d.Rule, entry.Host), http.StatusForbidden)
+	msg := fmt.Sprintf("Airlock blocked %s: %s (rule: %s).", entry.Host, d.Reason, d.Rule)
+	switch d.Rule {
+	case "address", "host", "inject": // no rule lets these through
+	default:
+		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", entry.Host)
+	}
+	http.Error(w, msg, http.StatusForbidden)
 	entry.Allowed, entry.Rule, entry.Reason = false, d.Rule, d.Reason
 	entry.Duration = time.Since(entry.Time)
 	x.log(entry)
