@@ -92,9 +92,8 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 		}
 		t.Prompt += schema.Instructions()
 	}
-	key := req.APIKey
-	if ag.KeyEnv != "" && key == "" {
-		if key, err = e.secret(ctx, rec.ID, ag.KeyEnv); err != nil {
+	if ag.KeyEnv != "" && req.APIKey == "" {
+		if _, err = e.secret(ctx, rec.ID, ag.KeyEnv); err != nil {
 			if errdefs.IsNotFound(err) {
 				return api.Turn{}, errdefs.Invalidf("no API key for %s: set %s in the environment of the airlock command, or store it with `airlock secret set %s`", ag.Title, ag.KeyEnv, ag.KeyEnv)
 			}
@@ -107,17 +106,21 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	if err := e.checkInstalled(ctx, rec.ContainerID, rec.Image, ag); err != nil {
 		return api.Turn{}, err
 	}
-	ep, err := checkEndpoint(firstOf(t.BaseURL, ag.DefaultBaseURL))
+	ep, err := parseEndpoint(firstOf(t.BaseURL, ag.DefaultBaseURL))
 	if err != nil {
+		return api.Turn{}, err
+	}
+	if err := e.canInject(rec.ID, ag, ep); err != nil {
+		return api.Turn{}, err
+	}
+	if err := checkReachable(ep); err != nil {
 		return api.Turn{}, err
 	}
 	// The session may reach the endpoint, and the key travels host-side:
 	// the session's proxy sets it on the endpoint's requests, and the CLI
 	// only has a placeholder.
-	if injected, err := e.bindEndpoint(ctx, rec.ID, ag, ep, req.APIKey); err != nil {
+	if err := e.bindEndpoint(ctx, rec.ID, ag, ep, req.APIKey); err != nil {
 		return api.Turn{}, err
-	} else if injected {
-		key = keyPlaceholder
 	}
 	turn, err := e.store.StartTurn(ctx, api.Turn{Session: rec.ID, Agent: ag.Name, Prompt: req.Prompt, Model: t.Model, AgentSession: t.Resume, Started: time.Now()})
 	if err != nil {
@@ -133,7 +136,7 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 	go func() {
 		defer e.bg.Done()
 		defer finished()
-		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, key, schema, turn, costBefore, out.emit)
+		done <- e.runTurn(context.WithoutCancel(ctx), rec.ID, rec.Limits.Memory, ag, t, schema, turn, costBefore, out.emit)
 	}()
 	select {
 	case turn := <-done:
@@ -145,8 +148,9 @@ func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sin
 }
 
 // runTurn runs the agent, once more if its answer does not match the
-// schema, and records the turn's end.
-func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harness.Agent, t harness.Turn, key string, schema *harness.Schema, turn api.Turn, costBefore float64, sink func(api.Event)) api.Turn {
+// schema, and records the turn's end. The agent's key variable holds a
+// placeholder: the real key never enters the session (canInject).
+func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harness.Agent, t harness.Turn, schema *harness.Schema, turn api.Turn, costBefore float64, sink func(api.Event)) api.Turn {
 	var usage harness.Usage
 	emit := func(ev harness.Event) {
 		ev.Turn = turn.N
@@ -181,8 +185,8 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 			return -1, "", err
 		}
 		env := inv.Env
-		if key != "" {
-			env = append(append([]string(nil), env...), ag.KeyEnv+"="+key)
+		if ag.KeyEnv != "" {
+			env = append(append([]string(nil), env...), ag.KeyEnv+"="+keyPlaceholder)
 		}
 		p := ag.NewParser(t)
 		lines := &lineWriter{fn: func(line []byte) {
@@ -300,6 +304,7 @@ func (e *Engine) probe(ctx context.Context, containerID string, argv []string) (
 // endpoint is an agent's model endpoint, as the policy sees it.
 type endpoint struct {
 	raw        string
+	scheme     string
 	host, port string
 	portN      int
 }
@@ -311,36 +316,59 @@ func (ep endpoint) hostPort() string { return net.JoinHostPort(ep.host, ep.port)
 // one is injected in transit.
 const keyPlaceholder = "airlock-injects-the-key-in-transit"
 
+// canInject says why the agent's key cannot be injected into its
+// requests in transit, if it cannot. Then the turn does not run: the key
+// is never handed to the session instead.
+func (e *Engine) canInject(id string, ag *harness.Agent, ep endpoint) error {
+	if ag.KeyEnv == "" {
+		return nil // no key
+	}
+	never := "and Airlock never puts an API key into the session"
+	switch {
+	case ag.KeyHeader == "":
+		return errdefs.Invalidf("Airlock does not know which header carries %s's key, so it cannot add the key in transit, %s", ag.Title, never)
+	case ep.raw == "":
+		return errdefs.Invalidf("%s has no model endpoint for Airlock to add its key to, %s: give one with --base-url", ag.Title, never)
+	case ep.scheme != "https":
+		return errdefs.Invalidf("the model endpoint %s is plain HTTP: Airlock adds %s's API key to requests in transit only over TLS, where the certificate proves the host (over plain HTTP anyone on the way reads it), %s: give an https:// endpoint (for a private CA, set the engine's ca_bundle)",
+			ep.raw, ag.Title, never)
+	}
+	if l := e.liveSession(id); l == nil || l.net == nil {
+		return errdefs.Unavailablef("session %s has no egress proxy running (it did not come back when the engine restarted; the engine's log says why), so %s's API key cannot be added in transit, %s: start a new session, or restart the engine",
+			id, ag.Title, never)
+	}
+	return nil
+}
+
 // bindEndpoint puts the agent's endpoint into the session's policy, in one
 // change: an allow rule for its host and port unless the policy allows
-// them already (the user named it, so a private address, a local model
-// or gateway, is let through), and an injection of the agent's key into
-// its requests (a key from the caller is kept in memory for the session,
-// a stored one is read when a request goes out). It reports whether the
-// key is injected: not for a session without a network of its own.
-func (e *Engine) bindEndpoint(ctx context.Context, id string, ag *harness.Agent, ep endpoint, given string) (bool, error) {
+// them already (the user named it, so an endpoint at a private address,
+// a local model or gateway, is let through as that one host and port:
+// private:HOST:PORT, not private access for the session), and an
+// injection of the agent's key into its requests (a key from the caller
+// is kept in memory for the session, a stored one is read when a request
+// goes out). canInject has said the injection can be set up.
+func (e *Engine) bindEndpoint(ctx context.Context, id string, ag *harness.Agent, ep endpoint, given string) error {
 	l := e.liveSession(id)
 	if ep.raw == "" || l == nil || l.net == nil {
-		return false, nil
+		return nil
 	}
 	var ch api.PolicyChange
 	if allowed, private := e.endpointAllowed(ctx, l.net.proxy.Policy(), ep); !allowed {
-		ch.Allow = []string{ep.hostPort()}
+		rule := ep.hostPort()
 		if private {
-			ch.Private = &private
+			rule = "private:" + rule
 		}
+		ch.Allow = []string{rule}
 	}
-	inject := ag.KeyEnv != "" && ag.KeyHeader != ""
-	if inject {
+	if ag.KeyEnv != "" {
 		if given != "" {
 			e.setSessionSecret(id, ag.KeyEnv, given)
 		}
 		ch.Inject = []string{ep.hostPort() + ":" + ag.KeyHeader + "=" + fmt.Sprintf(ag.KeyValue, ag.KeyEnv)}
 	}
-	if _, err := e.Policy(ctx, id, ch); err != nil {
-		return false, err
-	}
-	return inject, nil
+	_, err := e.Policy(ctx, id, ch)
+	return err
 }
 
 // endpointAllowed tells whether the policy lets the session reach ep (by
@@ -358,7 +386,11 @@ func (e *Engine) endpointAllowed(ctx context.Context, pol *egress.Policy, ep end
 	allowed = len(addrs) > 0 && (!byName || pol.Name(ep.host, ep.portN).Allowed)
 	for _, a := range addrs {
 		private = private || egress.Special(a) != ""
-		allowed = allowed && pol.Addr(a, ep.portN, byName).Allowed
+		if byName {
+			allowed = allowed && pol.Resolved(ep.host, a, ep.portN).Allowed
+		} else {
+			allowed = allowed && pol.Addr(a, ep.portN).Allowed
+		}
 	}
 	return allowed, private
 }
@@ -367,10 +399,9 @@ func (e *Engine) endpointAllowed(ctx context.Context, pol *egress.Policy, ep end
 // does not pay a connect per turn.
 var endpointOK sync.Map // host:port -> time.Time
 
-// checkEndpoint reads the model endpoint and fails fast, with a clear
-// message, when it cannot be reached, instead of letting a CLI retry for
-// minutes. An empty one is the CLI's own default.
-func checkEndpoint(raw string) (endpoint, error) {
+// parseEndpoint reads the model endpoint. An empty one is the CLI's own
+// default.
+func parseEndpoint(raw string) (endpoint, error) {
 	if raw == "" {
 		return endpoint{}, nil
 	}
@@ -378,24 +409,34 @@ func checkEndpoint(raw string) (endpoint, error) {
 	if err != nil || u.Host == "" || (u.Scheme != "http" && u.Scheme != "https") {
 		return endpoint{}, errdefs.Invalidf("endpoint %q is not an http(s) URL: give it like https://gateway.example.com/v1", raw)
 	}
-	ep := endpoint{raw: raw, host: u.Hostname(), port: u.Port()}
+	ep := endpoint{raw: raw, scheme: u.Scheme, host: u.Hostname(), port: u.Port()}
 	if ep.port == "" {
 		ep.port = map[string]string{"http": "80", "https": "443"}[u.Scheme]
 	}
 	ep.portN, _ = strconv.Atoi(ep.port)
-	if ep.host == "localhost" || strings.HasPrefix(ep.host, "127.") || ep.host == "::1" {
+	if h, err := egress.ParseHost(ep.host); err == nil && (h.Name == "localhost" || strings.HasSuffix(h.Name, ".localhost") ||
+		h.IsAddr() && (egress.Special(h.Addr) == "loopback" || egress.Special(h.Addr) == "unspecified")) {
 		return ep, errdefs.Invalidf("endpoint %s points at localhost, which inside a session is the session itself: use an address of the host the session can reach (e.g. the Docker bridge, 172.17.0.1)", raw)
 	}
+	return ep, nil
+}
+
+// checkReachable fails fast, with a clear message, when the endpoint
+// cannot be reached, instead of letting a CLI retry for minutes.
+func checkReachable(ep endpoint) error {
+	if ep.raw == "" {
+		return nil
+	}
 	if t, ok := endpointOK.Load(ep.hostPort()); ok && time.Since(t.(time.Time)) < time.Minute {
-		return ep, nil
+		return nil
 	}
 	c, err := net.DialTimeout("tcp", ep.hostPort(), 3*time.Second)
 	if err != nil {
-		return ep, errdefs.Unavailablef("the model endpoint %s is unreachable (%v): check the URL (--base-url or the config file) and that the server runs", raw, err)
+		return errdefs.Unavailablef("the model endpoint %s is unreachable (%v): check the URL (--base-url or the config file) and that the server runs", ep.raw, err)
 	}
 	c.Close()
 	endpointOK.Store(ep.hostPort(), time.Now())
-	return ep, nil
+	return nil
 }
 
 // Turns lists a session's agent turns.

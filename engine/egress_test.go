@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"net"
+	"net/url"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -13,6 +14,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/errdefs"
 )
 
 func engineNetworks(t *testing.T, e *enginetest.Engine) []string {
@@ -151,6 +153,16 @@ func TestEgressBypassAttempts(t *testing.T) {
 			t.Errorf("%s: went through (%q)", a.name, text)
 		}
 	}
+	// From the allow-all session (no private opt-in), every spelling of
+	// the host's own addresses through the proxy is refused.
+	for _, target := range []string{"[::1%25lo]", "[::1%25eth0]", "[::ffff:127.0.0.1]", "0.0.0.0", "[::]", "2130706433", "0x7f.1", "127.1", "localhost", "LOCALHOST."} {
+		for _, req := range []string{"GET http://" + target + ":" + hostPort + "/ HTTP/1.0", "CONNECT " + target + ":" + hostPort + " HTTP/1.0"} {
+			_, text := run(t, e, other.ID, "sh", "-c", "printf '%s\\r\\n\\r\\n' '"+req+"' | nc -w 3 "+gw+" 3128")
+			if !strings.Contains(text, "403") {
+				t.Errorf("%s: %q", req, text)
+			}
+		}
+	}
 	if n := out.HTTP.Load(); n != 0 {
 		t.Errorf("the outside served %d requests", n)
 	}
@@ -183,5 +195,103 @@ func TestEgressBypassAttempts(t *testing.T) {
 	}
 	if n := out.HTTP.Load(); n != 2 {
 		t.Errorf("the outside served %d requests, want 2", n)
+	}
+}
+
+// fakeAgent puts a "claude" into the session that writes its environment
+// to /tmp/agent-env: what a real CLI (or anything it runs) could read.
+func fakeAgent(t *testing.T, e *enginetest.Engine, id string) {
+	t.Helper()
+	if code, out := run(t, e, id, "sh", "-c", `rm -f /tmp/agent-env; printf '#!/bin/sh\nenv > /tmp/agent-env\n' > /bin/claude && chmod +x /bin/claude`); code != 0 {
+		t.Fatalf("install the fake agent: %s", out)
+	}
+}
+
+// agentEnv is what the fake agent saw, "" if it never ran.
+func agentEnv(t *testing.T, e *enginetest.Engine, id string) string {
+	t.Helper()
+	_, out := run(t, e, id, "sh", "-c", "cat /tmp/agent-env 2>/dev/null")
+	return out
+}
+
+// An agent's API key never reaches the session, and a private model
+// endpoint opens that one host and port, not private access: the key is
+// injected in transit over TLS, and when it cannot be (a plain-HTTP
+// endpoint, a session whose proxy is gone) the turn fails in words
+// instead of handing the key to the agent.
+func TestAgentKeyStaysOnTheHost(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	_, base := enginetest.Model(t, e.Docker)
+	u, err := url.Parse(base)
+	must(t, err)
+	hostPort := u.Host
+	gw, _, _ := net.SplitHostPort(hostPort)
+	tlsBase, plainBase := "https://"+hostPort, "http://"+hostPort
+
+	// Another service on the same host address, which the session must
+	// not reach because its model endpoint is there.
+	other, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
+	must(t, err)
+	defer other.Close()
+	var otherHits atomic.Int64
+	go func() {
+		for {
+			c, err := other.Accept()
+			if err != nil {
+				return
+			}
+			otherHits.Add(1)
+			c.Write([]byte("HTTP/1.0 200 OK\r\n\r\nthe host answers"))
+			c.Close()
+		}
+	}()
+	otherPort := strconv.Itoa(other.Addr().(*net.TCPAddr).Port)
+
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "allow-all"}})
+	must(t, err)
+	fakeAgent(t, e, s.ID)
+
+	// Plain HTTP: the key would travel readable; the turn fails first.
+	_, err = e.Agent(ctx, s.ID, api.AgentRequest{Agent: "claude", Prompt: "hi", BaseURL: plainBase, APIKey: testKey}, nil)
+	if !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "plain HTTP") || !strings.Contains(err.Error(), "https://") {
+		t.Errorf("a plain-HTTP endpoint: %v, want an error that says to use https", err)
+	}
+	if env := agentEnv(t, e, s.ID); env != "" {
+		t.Errorf("the agent ran with a plain-HTTP endpoint: %q", env)
+	}
+
+	// TLS: the agent has a placeholder, the proxy the key.
+	tr, err := e.Agent(ctx, s.ID, api.AgentRequest{Agent: "claude", Prompt: "hi", BaseURL: tlsBase, APIKey: testKey}, nil)
+	must(t, err)
+	env := agentEnv(t, e, s.ID)
+	if tr.State != "done" || !strings.Contains(env, "ANTHROPIC_API_KEY=") || strings.Contains(env, testKey) {
+		t.Errorf("turn %+v; the agent's environment:\n%s", tr, env)
+	}
+	got, err := e.Get(ctx, s.ID)
+	must(t, err)
+	if got.Egress.Private || !contains(got.Egress.Allow, "private:"+hostPort) {
+		t.Errorf("the session's policy after a turn with a private endpoint: %+v: want one private: rule, not private access", got.Egress)
+	}
+	proxy := "$(ip route | awk '/default/{print $3}')"
+	_, text := run(t, e, s.ID, "sh", "-c", "printf 'GET http://"+gw+":"+otherPort+"/ HTTP/1.0\\r\\n\\r\\n' | nc -w 3 "+proxy+" 3128")
+	if strings.Contains(text, "the host answers") || !strings.Contains(text, "private") {
+		t.Errorf("another port of the endpoint's host: %q", text)
+	}
+	if n := otherHits.Load(); n != 0 {
+		t.Errorf("the host's other service took %d connections", n)
+	}
+
+	// A session whose proxy did not come back (here: its stored policy
+	// no longer compiles) cannot have the key injected.
+	must(t, e.Store.SetEgress(ctx, s.ID, `{"mode":"from-the-future"}`))
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	run(t, e2, s.ID, "rm", "-f", "/tmp/agent-env")
+	_, err = e2.Agent(ctx, s.ID, api.AgentRequest{Agent: "claude", Prompt: "hi", BaseURL: tlsBase, APIKey: testKey}, nil)
+	if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "proxy") {
+		t.Errorf("a session without its proxy: %v, want an error that says the key cannot be injected", err)
+	}
+	if env := agentEnv(t, e2, s.ID); env != "" {
+		t.Errorf("the agent ran in a session without its proxy: %q", env)
 	}
 }

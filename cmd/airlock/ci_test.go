@@ -219,6 +219,7 @@ func TestCIExamples(t *testing.T) {
 		t.Skip("builds Airlock and runs an agent twice")
 	}
 	c := newCLI(t)
+	c.env = append(c.env, "AIRLOCK_CONFIG="+enginetest.ModelConfig(t)) // trust the mock model's TLS
 	d := enginetest.Require(t)
 	enginetest.AgentsImage(t, d)
 	reply := []mockmodel.Reply{

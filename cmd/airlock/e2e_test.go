@@ -422,6 +422,7 @@ func TestReviewWorkflow(t *testing.T) {
 // first turn as JSON lines, a second turn with a schema, the events.
 func TestAgentWalkthrough(t *testing.T) {
 	c := newCLI(t)
+	c.env = append(c.env, "AIRLOCK_CONFIG="+enginetest.ModelConfig(t)) // trust the mock model's TLS
 	d := enginetest.Require(t)
 	enginetest.AgentsImage(t, d)
 	model, base := enginetest.Model(t, d,

@@ -31,7 +31,7 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	}
 	qq := q.Question[0]
 	name := strings.TrimSuffix(strings.ToLower(qq.Name), ".")
-	entry := Conn{Time: time.Now(), Kind: "dns", Host: name + " " + dns.TypeToString[qq.Qtype]}
+	entry := Conn{Time: time.Now(), Kind: "dns", Host: clip(name) + " " + dns.TypeToString[qq.Qtype]}
 	refuse := func(rule, reason string) {
 		m.Rcode = dns.RcodeRefused
 		entry.Rule, entry.Reason = rule, reason
@@ -43,11 +43,15 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 		return
 	}
 	p := d.Proxy.Policy()
+	// The question in presentation form: an escaped byte (\000) leaves
+	// a backslash, which no host name has, so it is refused here.
 	dec := p.NameAnyPort(name)
 	if !dec.Allowed {
 		refuse(dec.Rule, dec.Reason)
 		return
 	}
+	h, _ := ParseHost(name) // allowed: a name
+	name = h.Name
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	addrs, err := d.Proxy.resolve(ctx, name)
@@ -60,7 +64,7 @@ func (d *DNS) ServeDNS(w dns.ResponseWriter, q *dns.Msg) {
 	}
 	for _, a := range addrs {
 		a = a.Unmap()
-		if ad := p.Addr(a, 0, true); !ad.Allowed {
+		if ad := p.Resolved(name, a, 0); !ad.Allowed {
 			continue
 		}
 		hdr := dns.RR_Header{Name: qq.Name, Class: dns.ClassINET, Ttl: dnsTTL}

@@ -10,9 +10,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httputil"
-	"net/netip"
 	"regexp"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
@@ -51,6 +49,9 @@ func ParseInjection(s string) (Injection, error) {
 	if err != nil {
 		return inj, fmt.Errorf("injection %q: %v", s, err)
 	}
+	if r.private {
+		return inj, fmt.Errorf("injection %q: name the host without private:", s)
+	}
 	if !secretRefRE.MatchString(value) {
 		return inj, fmt.Errorf("injection %q: the value names no secret: use secret:NAME (stored with `airlock secret set NAME`)", s)
 	}
@@ -67,17 +68,10 @@ func (i Injection) Secrets() []string {
 	return out
 }
 
-func (i Injection) matches(host string, port int) bool {
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		return i.host.matchAddr(a, port)
-	}
-	return i.host.matchName(host, port)
-}
-
-func (x *Proxy) injectionsFor(host string, port int) []Injection {
+func (x *Proxy) injectionsFor(h Host, port int) []Injection {
 	var out []Injection
 	for _, i := range x.policy.Load().Inject {
-		if i.matches(host, port) {
+		if i.host.match(h, port) {
 			out = append(out, i)
 		}
 	}
@@ -110,13 +104,16 @@ func (x *Proxy) inject(h http.Header, list []Injection) error {
 
 // mitm serves a CONNECT to a host with injections: TLS ends here, with a
 // certificate from the engine's CA, each request gets its headers, and
-// goes on to the real host over TLS verified as usual.
-func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, list []Injection, entry *Conn) {
+// goes on to the real host over TLS verified as usual. A request whose
+// Host (or absolute URL) names another host than the CONNECT is refused:
+// it would carry h's key to wherever the upstream routes that name
+// (domain fronting).
+func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []Injection, entry *Conn) {
 	if x.CA == nil {
 		entry.Allowed, entry.Reason = false, "injection needs the engine's CA"
 		return
 	}
-	leaf, err := x.CA.Leaf(host)
+	leaf, err := x.CA.Leaf(h.String())
 	if err != nil {
 		entry.Reason = "certificate: " + err.Error()
 		return
@@ -126,13 +123,17 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, li
 		entry.Reason = "the session's TLS handshake failed (does it trust the engine's CA?): " + err.Error()
 		return
 	}
-	target := net.JoinHostPort(host, strconv.Itoa(port))
+	target := h.hostPort(port)
+	hostHeader := target // the port, unless it is HTTPS's
+	if port == 443 {
+		hostHeader = strings.TrimSuffix(target, ":443")
+	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, _, err := x.dial(ctx, host, port)
+			c, _, err := x.dial(ctx, h, port)
 			return c, err
 		},
-		TLSClientConfig:     &tls.Config{RootCAs: x.RootCAs, ServerName: host},
+		TLSClientConfig:     &tls.Config{RootCAs: x.RootCAs, ServerName: h.String()},
 		ForceAttemptHTTP2:   false,
 		MaxIdleConnsPerHost: 4,
 	}
@@ -142,10 +143,10 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, li
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
 			pr.Out.URL.Scheme, pr.Out.URL.Host = "https", target
-			pr.Out.Host = pr.In.Host
+			pr.Out.Host = hostHeader
 			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.In.Context()))
 		},
-		Transport:     &injecting{x: x, list: list, next: tr},
+		Transport:     &injecting{x: x, list: list, target: target, next: tr},
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, r *http.Request, err error) {
 			upErr = err
@@ -159,6 +160,10 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, li
 		},
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		if err := sameHost(r, h, port); err != nil {
+			x.refuse(w, Conn{Time: time.Now(), Kind: "https", Host: clip(r.Host), Port: port}, Decision{Rule: "host", Reason: err.Error()})
+			return
+		}
 		cr := &countingReader{r: r.Body}
 		r.Body = cr
 		cw := &countingWriter{ResponseWriter: w}
@@ -174,14 +179,38 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, host string, port int, li
 	}
 }
 
-// injecting is a RoundTripper that sets the injected headers.
+// sameHost says why a request inside an intercepted connection to h:port
+// names another host, if it does. A Host without a port means the
+// connection's.
+func sameHost(r *http.Request, h Host, port int) error {
+	for _, hp := range []string{r.Host, r.URL.Host} {
+		if hp == "" {
+			continue
+		}
+		rh, rport, err := parseTarget(hp, port)
+		if err != nil {
+			return fmt.Errorf("the request's host: %v", err)
+		}
+		if rh != h || rport != port {
+			return fmt.Errorf("the request names %s, but its TLS connection was opened to %s, whose requests carry a secret: a key for one host never goes to another", rh.hostPort(rport), h.hostPort(port))
+		}
+	}
+	return nil
+}
+
+// injecting is a RoundTripper that sets the injected headers, on HTTPS
+// requests to target only.
 type injecting struct {
-	x    *Proxy
-	list []Injection
-	next http.RoundTripper
+	x      *Proxy
+	list   []Injection
+	target string
+	next   http.RoundTripper
 }
 
 func (t *injecting) RoundTrip(r *http.Request) (*http.Response, error) {
+	if r.URL.Scheme != "https" || r.URL.Host != t.target {
+		return nil, fmt.Errorf("a secret for %s would go to %s://%s", t.target, r.URL.Scheme, r.URL.Host)
+	}
 	if err := t.x.inject(r.Header, t.list); err != nil {
 		return nil, fmt.Errorf("inject a secret: %w", err)
 	}

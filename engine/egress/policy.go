@@ -22,18 +22,38 @@ const (
 
 // Rule is one allow or deny entry: an exact domain, a wildcard domain
 // (*.example.com: its subdomains, not itself), or a CIDR or address,
-// each with an optional port.
+// each with an optional port. An allow rule written private:HOST:PORT
+// (one exact name or address, one port) also lets the session reach that
+// host and port at a private address, and nothing else private: how an
+// agent's local model endpoint is allowed.
 type Rule struct {
-	Text   string // as written
-	domain string // lower case, no trailing dot; "" for a CIDR
-	wild   bool
-	prefix netip.Prefix
-	port   int // 0 = any
+	Text    string // as written
+	domain  string // lower case, no trailing dot; "" for a CIDR
+	wild    bool
+	prefix  netip.Prefix
+	port    int  // 0 = any
+	private bool // private:HOST:PORT
 }
 
+// privatePrefix marks a rule that opts one host and port into private
+// addresses.
+const privatePrefix = "private:"
+
 // ParseRule reads a rule: example.com, *.example.com, 198.51.100.0/24,
-// 2001:db8::/32, each optionally followed by :PORT ([v6]:PORT for IPv6).
+// 2001:db8::/32, each optionally followed by :PORT ([v6]:PORT for IPv6);
+// or private:HOST:PORT.
 func ParseRule(s string) (Rule, error) {
+	if rest, ok := strings.CutPrefix(strings.TrimSpace(s), privatePrefix); ok {
+		r, err := ParseRule(rest)
+		if err != nil {
+			return r, err
+		}
+		r.Text, r.private = s, true
+		if r.wild || r.port == 0 || (r.domain == "" && r.prefix.Bits() != r.prefix.Addr().BitLen()) {
+			return r, fmt.Errorf("rule %q: a private rule names one host and one port, like private:10.0.0.5:8080 or private:model.internal:443", s)
+		}
+		return r, nil
+	}
 	r := Rule{Text: s}
 	t := strings.TrimSpace(s)
 	if t == "" {
@@ -61,6 +81,9 @@ func ParseRule(s string) (Rule, error) {
 		}
 		host, r.port = t[:i], p
 	}
+	if strings.Contains(host, "%") {
+		return r, fmt.Errorf("rule %q: an address with a zone (%%) names an interface of the engine's host: write it without", s)
+	}
 	if strings.ContainsAny(host, "/") || isIPLiteral(host) {
 		pfx, err := parsePrefix(host)
 		if err != nil {
@@ -76,6 +99,9 @@ func ParseRule(s string) (Rule, error) {
 	}
 	if err := checkDomain(d); err != nil {
 		return r, fmt.Errorf("rule %q: %v", s, err)
+	}
+	if labels := strings.Split(d, "."); numeric(labels[len(labels)-1]) {
+		return r, fmt.Errorf("rule %q: %q reads as an IPv4 address in another form: write it as a.b.c.d", s, host)
 	}
 	r.domain = d
 	return r, nil
@@ -129,12 +155,12 @@ func checkDomain(d string) error {
 	return nil
 }
 
-// matchName reports whether the rule names host (a domain) and port.
+// matchName reports whether the rule names host (a canonical name, see
+// ParseHost) and port.
 func (r Rule) matchName(host string, port int) bool {
 	if r.domain == "" || (r.port != 0 && r.port != port) {
 		return false
 	}
-	host = strings.TrimSuffix(strings.ToLower(host), ".")
 	if r.wild {
 		return strings.HasSuffix(host, "."+r.domain)
 	}
@@ -144,6 +170,14 @@ func (r Rule) matchName(host string, port int) bool {
 // matchAddr reports whether the rule names the address and port.
 func (r Rule) matchAddr(a netip.Addr, port int) bool {
 	return r.domain == "" && (r.port == 0 || r.port == port) && r.prefix.Contains(a.Unmap())
+}
+
+// match reports whether the rule names h and port.
+func (r Rule) match(h Host, port int) bool {
+	if h.IsAddr() {
+		return r.matchAddr(h.Addr, port)
+	}
+	return r.matchName(h.Name, port)
 }
 
 // Policy is a session's egress policy. The zero value denies everything.
@@ -224,15 +258,36 @@ type Decision struct {
 	Reason  string // for a block, in words
 }
 
-// Name decides a connection to a domain name (before resolution).
+// Name decides a connection to a host as a session named it, before
+// resolution: a name by the rules, an address by Addr, and anything
+// ParseHost refuses is blocked with its reason.
 func (p *Policy) Name(host string, port int) Decision {
-	return p.name(host, port, false)
+	h, err := ParseHost(host)
+	if err != nil {
+		return Decision{Rule: "address", Reason: err.Error()}
+	}
+	return p.Host(h, port)
+}
+
+// Host decides a connection to a parsed host.
+func (p *Policy) Host(h Host, port int) Decision {
+	if h.IsAddr() {
+		return p.Addr(h.Addr, port)
+	}
+	return p.name(h.Name, port, false)
 }
 
 // NameAnyPort decides a name without a port (a DNS lookup): allowed if a
 // rule allows it on some port, denied only by a rule for every port.
 func (p *Policy) NameAnyPort(host string) Decision {
-	return p.name(host, 0, true)
+	h, err := ParseHost(host)
+	if err != nil {
+		return Decision{Rule: "address", Reason: err.Error()}
+	}
+	if h.IsAddr() {
+		return Decision{Rule: "address", Reason: host + " is an address, not a name to look up"}
+	}
+	return p.name(h.Name, 0, true)
 }
 
 func (p *Policy) name(host string, port int, anyPort bool) Decision {
@@ -258,28 +313,50 @@ func (p *Policy) name(host string, port int, anyPort bool) Decision {
 	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s:%d", host, port)}
 }
 
-// Addr decides a connection to an address: one the client gave as an IP
-// literal (byName false), or one a name it asked for resolved to (byName
-// true: the name's decision stands unless a deny rule or the private
-// ranges stop the address).
-func (p *Policy) Addr(a netip.Addr, port int, byName bool) Decision {
+// Addr decides a connection to an address the session gave as an IP
+// literal: a rule must allow it (or the mode), and a private, loopback,
+// link-local or other special address also needs the session's opt-in or
+// a private: rule for it and the port.
+func (p *Policy) Addr(a netip.Addr, port int) Decision {
+	return p.addr(a, port, "")
+}
+
+// Resolved decides a connection to an address that name (already allowed
+// by Name) resolved to: the name's decision stands unless a deny rule or
+// the special ranges stop the address (DNS rebinding). Port 0 is a DNS
+// answer: any port.
+func (p *Policy) Resolved(name string, a netip.Addr, port int) Decision {
+	return p.addr(a, port, name)
+}
+
+func (p *Policy) addr(a netip.Addr, port int, name string) Decision {
+	if !a.IsValid() {
+		return Decision{Rule: "address", Reason: "no address"}
+	}
+	if a.Zone() != "" {
+		return Decision{Rule: "address", Reason: fmt.Sprintf("%s has a zone, which names an interface of the engine's host", a)}
+	}
 	a = a.Unmap()
+	byName := name != ""
+	anyPort := port == 0
 	for _, r := range p.Deny {
-		if r.matchAddr(a, port) {
+		if r.matchAddr(a, port) || anyPort && r.port == 0 && r.matchAddr(a, 0) {
 			return Decision{Rule: "deny " + r.Text, Reason: a.String() + " is denied"}
 		}
 	}
-	explicit := ""
+	explicit, pinned := "", ""
 	for _, r := range p.Allow {
-		if r.matchAddr(a, port) {
+		if r.private && (byName && r.matchName(name, port) || r.matchAddr(a, port) || anyPort && (byName && r.matchName(name, r.port) || r.matchAddr(a, r.port))) {
+			pinned = r.Text
+		}
+		if explicit == "" && r.matchAddr(a, port) {
 			explicit = r.Text
-			break
 		}
 	}
 	kind := Special(a)
-	optedIn := p.Private && (explicit != "" || byName || p.Mode == AllowAll)
+	optedIn := p.Private && (explicit != "" || byName || p.Mode == AllowAll) || pinned != ""
 	if kind == "metadata" {
-		optedIn = p.Private && explicit != "" // never by a name or allow-all
+		optedIn = p.Private && explicit != "" // never by a name, allow-all or a private: rule
 	}
 	if kind != "" && !optedIn {
 		hint := "opt in with --allow-private and a rule for it"
@@ -312,7 +389,10 @@ var special = []struct {
 	{"private", netip.MustParsePrefix("172.16.0.0/12")},
 	{"private", netip.MustParsePrefix("192.168.0.0/16")},
 	{"private", netip.MustParsePrefix("100.64.0.0/10")},
+	{"private", netip.MustParsePrefix("198.18.0.0/15")},
 	{"private", netip.MustParsePrefix("fc00::/7")},
+	{"private", netip.MustParsePrefix("fec0::/10")},      // site-local
+	{"private", netip.MustParsePrefix("64:ff9b:1::/48")}, // local NAT64
 	{"link-local", netip.MustParsePrefix("169.254.0.0/16")},
 	{"link-local", netip.MustParsePrefix("fe80::/10")},
 	{"unspecified", netip.MustParsePrefix("0.0.0.0/8")},
@@ -320,11 +400,35 @@ var special = []struct {
 	{"multicast", netip.MustParsePrefix("224.0.0.0/4")},
 	{"multicast", netip.MustParsePrefix("ff00::/8")},
 	{"reserved", netip.MustParsePrefix("240.0.0.0/4")},
+	{"reserved", netip.MustParsePrefix("192.0.0.0/24")},
+	{"reserved", netip.MustParsePrefix("::/96")},     // IPv4-compatible
+	{"reserved", netip.MustParsePrefix("2001::/32")}, // Teredo
+	{"reserved", netip.MustParsePrefix("100::/64")},  // discard
 }
 
-// Special names the kind of a non-public address ("" for public).
+// Prefixes that carry an IPv4 address inside an IPv6 one, to wherever
+// that IPv4 address is: NAT64 (in the last 32 bits) and 6to4 (bits 16-47).
+var (
+	nat64   = netip.MustParsePrefix("64:ff9b::/96")
+	sixToV4 = netip.MustParsePrefix("2002::/16")
+)
+
+// Special names the kind of a non-public address ("" for public). An
+// IPv6 address that carries an IPv4 one (mapped, NAT64, 6to4) is the kind
+// of the IPv4 address it carries.
 func Special(a netip.Addr) string {
-	a = a.Unmap()
+	a = a.WithZone("").Unmap()
+	b := a.As16()
+	switch {
+	case nat64.Contains(a):
+		if k := Special(netip.AddrFrom4([4]byte(b[12:16]))); k != "" {
+			return k
+		}
+	case sixToV4.Contains(a):
+		if k := Special(netip.AddrFrom4([4]byte(b[2:6]))); k != "" {
+			return k
+		}
+	}
 	for _, s := range special {
 		if s.pfx.Contains(a) {
 			return s.kind

@@ -1,10 +1,7 @@
 package egress
 
 import (
-	"bufio"
-	"bytes"
 	"context"
-	"crypto/tls"
 	"crypto/x509"
 	"errors"
 	"fmt"
@@ -13,8 +10,6 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
-	"strconv"
-	"strings"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -23,7 +18,7 @@ import (
 // Conn is one connection (or DNS query) a session made, for the log.
 type Conn struct {
 	Time     time.Time     `json:"time"`
-	Kind     string        `json:"kind"` // http, connect, tcp, dns
+	Kind     string        `json:"kind"` // http, connect, https (a request inside an intercepted connection), tcp, dns
 	Host     string        `json:"host"`
 	Port     int           `json:"port,omitempty"`
 	Addr     string        `json:"addr,omitempty"` // the address connected to
@@ -46,12 +41,15 @@ type Proxy struct {
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// CA signs the certificates of hosts with injections; Secret gives a
 	// secret's value; RootCAs verify upstream TLS (nil: the system's).
-	CA       *CA
-	Secret   func(name string) (string, error)
-	RootCAs  *x509.CertPool
-	dialer   net.Dialer
-	httpOnce sync.Once
-	http     *http.Transport
+	CA      *CA
+	Secret  func(name string) (string, error)
+	RootCAs *x509.CertPool
+	// HelloTimeout is how long a CONNECT's client has to send its whole
+	// TLS ClientHello (0: 10 s).
+	HelloTimeout time.Duration
+	dialer       net.Dialer
+	httpOnce     sync.Once
+	http         *http.Transport
 }
 
 // NewProxy returns a proxy enforcing p.
@@ -85,57 +83,42 @@ type blocked struct{ d Decision }
 
 func (b *blocked) Error() string { return b.d.Reason }
 
-// dial connects to host:port if the policy allows the name (or address)
-// and the address it resolves to.
-func (x *Proxy) dial(ctx context.Context, host string, port int) (net.Conn, Decision, error) {
+// dial connects to h:port if the policy allows the host and every address
+// it would connect to (each address a name resolves to is checked: DNS
+// rebinding).
+func (x *Proxy) dial(ctx context.Context, h Host, port int) (net.Conn, Decision, error) {
 	p := x.policy.Load()
-	if a, err := netip.ParseAddr(strings.Trim(host, "[]")); err == nil {
-		d := p.Addr(a, port, false)
-		if !d.Allowed {
-			return nil, d, &blocked{d}
-		}
-		c, err := x.dialer.DialContext(ctx, "tcp", net.JoinHostPort(a.String(), strconv.Itoa(port)))
-		return c, d, err
-	}
-	d := p.Name(host, port)
+	d := p.Host(h, port)
 	if !d.Allowed {
 		return nil, d, &blocked{d}
 	}
-	addrs, err := x.resolve(ctx, host)
+	if h.IsAddr() {
+		c, err := x.dialer.DialContext(ctx, "tcp", h.hostPort(port))
+		return c, d, err
+	}
+	addrs, err := x.resolve(ctx, h.Name)
 	if err != nil {
-		return nil, d, fmt.Errorf("resolve %s: %w", host, err)
+		return nil, d, fmt.Errorf("resolve %s: %w", h.Name, err)
 	}
 	var last error
-	var lastBlock Decision
+	lastBlock := Decision{Rule: "address", Reason: "no address"}
 	for _, a := range addrs {
-		ad := p.Addr(a, port, true)
+		ad := p.Resolved(h.Name, a, port)
 		if !ad.Allowed {
 			lastBlock = ad
 			continue
 		}
-		c, err := x.dialer.DialContext(ctx, "tcp", net.JoinHostPort(a.Unmap().String(), strconv.Itoa(port)))
+		c, err := x.dialer.DialContext(ctx, "tcp", netip.AddrPortFrom(a.Unmap(), uint16(port)).String())
 		if err == nil {
 			return c, d, nil
 		}
 		last = err
 	}
 	if last == nil {
-		lastBlock.Reason = host + " resolves only to blocked addresses: " + lastBlock.Reason
+		lastBlock.Reason = h.Name + " resolves only to blocked addresses: " + lastBlock.Reason
 		return nil, lastBlock, &blocked{lastBlock}
 	}
 	return nil, d, last
-}
-
-func splitHostPort(hostport string, def int) (string, int, error) {
-	host, ps, err := net.SplitHostPort(hostport)
-	if err != nil {
-		return strings.Trim(hostport, "[]"), def, nil
-	}
-	port, err := strconv.Atoi(ps)
-	if err != nil || port < 1 || port > 65535 {
-		return "", 0, fmt.Errorf("bad port in %q", hostport)
-	}
-	return host, port, nil
 }
 
 // ServeHTTP serves proxy requests.
@@ -150,32 +133,51 @@ func (x *Proxy) ServeHTTP(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// refuse answers a blocked request in words, with the rule.
-func refuse(w http.ResponseWriter, host string, d Decision) {
+// refuse answers a blocked request in words, with the rule, and logs it.
+func (x *Proxy) refuse(w http.ResponseWriter, entry Conn, d Decision) {
 	w.Header().Set("X-Airlock-Blocked", d.Rule)
-	http.Error(w, fmt.Sprintf("Airlock blocked %s: %s (rule: %s). Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.",
-		host, d.Reason, d.Rule, host), http.StatusForbidden)
+	msg := fmt.Sprintf("Airlock blocked %s: %s (rule: %s).", entry.Host, d.Reason, d.Rule)
+	switch d.Rule {
+	case "address", "host", "inject": // no rule lets these through
+	default:
+		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", entry.Host)
+	}
+	http.Error(w, msg, http.StatusForbidden)
+	entry.Allowed, entry.Rule, entry.Reason = false, d.Rule, d.Reason
+	entry.Duration = time.Since(entry.Time)
+	x.log(entry)
+}
+
+// clip shortens what a session wrote for the log.
+func clip(s string) string {
+	if len(s) > 255 {
+		return s[:255] + "..."
+	}
+	return s
 }
 
 func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	host, port, err := splitHostPort(r.Host, 443)
+	h, port, err := parseTarget(r.Host, 443)
+	entry := Conn{Time: start, Kind: "connect", Host: h.String(), Port: port}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		entry.Host = clip(r.Host)
+		x.refuse(w, entry, Decision{Rule: "address", Reason: err.Error()})
 		return
 	}
-	entry := Conn{Time: start, Kind: "connect", Host: host, Port: port}
-	up, d, err := x.dial(r.Context(), host, port)
+	// A client that half-closes after its CONNECT looks to net/http like
+	// one that went away; the decision (and its log entry) must not
+	// depend on that race. The dialer's timeout bounds the wait.
+	up, d, err := x.dial(context.WithoutCancel(r.Context()), h, port)
 	entry.Rule = d.Rule
 	if err != nil {
 		var b *blocked
 		if errors.As(err, &b) {
-			entry.Rule, entry.Reason = b.d.Rule, b.d.Reason
-			refuse(w, host, b.d)
-		} else {
-			entry.Allowed, entry.Reason = true, "upstream: "+err.Error()
-			http.Error(w, "Airlock could not reach "+r.Host+": "+err.Error(), http.StatusBadGateway)
+			x.refuse(w, entry, b.d)
+			return
 		}
+		entry.Allowed, entry.Reason = true, "upstream: "+err.Error()
+		http.Error(w, "Airlock could not reach "+h.hostPort(port)+": "+err.Error(), http.StatusBadGateway)
 		entry.Duration = time.Since(start)
 		x.log(entry)
 		return
@@ -188,24 +190,23 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	}
 	defer client.Close()
 	io.WriteString(client, "HTTP/1.1 200 Connection established\r\n\r\n")
-	// A TLS client names the server it wants (SNI). It must be the name
-	// the CONNECT asked for: a connection allowed for one name never
-	// carries another.
-	first := newPeek(brw.Reader)
-	if list := x.injectionsFor(host, port); len(list) > 0 {
-		if sni, isTLS := first.serverName(); isTLS && sni != "" && !strings.EqualFold(sni, host) {
-			entry.Allowed, entry.Rule, entry.Reason = false, "sni", fmt.Sprintf("the TLS server name %s differs from the CONNECT host %s", sni, host)
-		} else {
-			up.Close() // the injecting path makes its own upstream connections
-			x.mitm(client, first, host, port, list, &entry)
-		}
+	// Nothing goes upstream before the ClientHello is read whole and
+	// names the host the CONNECT asked for: a connection allowed for one
+	// name never carries another.
+	rule := "tls"
+	hl, first, err := readClientHello(client, brw.Reader, x.HelloTimeout)
+	if err == nil {
+		rule, err = "sni", x.checkHello(h, port, hl)
+	}
+	if err != nil {
+		entry.Allowed, entry.Rule, entry.Reason = false, rule, err.Error()
 		entry.Duration = time.Since(start)
 		x.log(entry)
 		return
 	}
-	if sni, isTLS := first.serverName(); isTLS && sni != "" && !isAddr(host) && !strings.EqualFold(strings.TrimSuffix(sni, "."), strings.TrimSuffix(host, ".")) {
-		entry.Allowed, entry.Rule = false, "sni"
-		entry.Reason = fmt.Sprintf("the TLS server name %s differs from the CONNECT host %s", sni, host)
+	if list := x.injectionsFor(h, port); len(list) > 0 {
+		up.Close() // the injecting path makes its own upstream connections
+		x.mitm(client, first, h, port, list, &entry)
 		entry.Duration = time.Since(start)
 		x.log(entry)
 		return
@@ -215,9 +216,34 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	x.log(entry)
 }
 
-func isAddr(h string) bool {
-	_, err := netip.ParseAddr(strings.Trim(h, "[]"))
-	return err == nil
+// checkHello says why a ClientHello may not go to h:port, if it may not.
+// To a name, the server name must be that name. To an address, a client
+// sends no server name (RFC 6066 has none for addresses), or the address,
+// or a name the policy allows there.
+func (x *Proxy) checkHello(h Host, port int, hl hello) error {
+	if hl.ECH {
+		return errors.New("the TLS ClientHello hides the server name it asks for (Encrypted Client Hello), so it cannot be checked: turn ECH off in the client (Chromium: --disable-features=EncryptedClientHello)")
+	}
+	if hl.ServerName == "" {
+		if h.IsAddr() {
+			return nil
+		}
+		return fmt.Errorf("the TLS ClientHello has no server name, so it cannot be checked against the CONNECT host %s", h)
+	}
+	sni, err := ParseHost(hl.ServerName)
+	if err != nil {
+		return fmt.Errorf("the TLS server name: %v", err)
+	}
+	switch {
+	case sni == h:
+		return nil
+	case h.IsAddr() && !sni.IsAddr():
+		if d := x.policy.Load().Host(sni, port); !d.Allowed {
+			return fmt.Errorf("the TLS server name %s is not allowed (%s) on a connection to %s", sni, d.Reason, h)
+		}
+		return nil
+	}
+	return fmt.Errorf("the TLS server name %s differs from the CONNECT host %s", sni, h)
 }
 
 // splice copies both ways until either side is done; it returns the
@@ -246,33 +272,37 @@ func splice(client net.Conn, fromClient io.Reader, up net.Conn) (int64, int64) {
 	return out, in
 }
 
-// forward carries a plain-HTTP proxy request. The name in the URL and
-// the Host header must both be allowed: a request for one never reaches
-// another.
+// forward carries a plain-HTTP proxy request (net/http takes the host
+// from the URL and drops a Host header that says otherwise). Plain HTTP
+// never carries a secret: a request to a host with injections is refused.
 func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
-	host, port, err := splitHostPort(r.URL.Host, 80)
+	h, port, err := parseTarget(r.URL.Host, 80)
+	entry := Conn{Time: start, Kind: "http", Host: h.String(), Port: port}
 	if err != nil {
-		http.Error(w, err.Error(), http.StatusBadRequest)
+		entry.Host = clip(r.URL.Host)
+		x.refuse(w, entry, Decision{Rule: "address", Reason: err.Error()})
 		return
 	}
-	entry := Conn{Time: start, Kind: "http", Host: host, Port: port}
 	if r.URL.Scheme != "http" {
 		http.Error(w, "only http:// URLs go through the proxy as requests; https uses CONNECT", http.StatusBadRequest)
 		return
 	}
-	if hh, _, _ := splitHostPort(r.Host, port); hh != "" && !strings.EqualFold(hh, host) {
-		entry.Rule, entry.Reason = "host", fmt.Sprintf("the Host header %s differs from the URL's host %s", hh, host)
-		refuse(w, host, Decision{Rule: entry.Rule, Reason: entry.Reason})
-		entry.Duration = time.Since(start)
-		x.log(entry)
+	if len(x.injectionsFor(h, port)) > 0 {
+		x.refuse(w, entry, Decision{Rule: "inject", Reason: fmt.Sprintf("a plain HTTP request to %s, whose requests carry a secret: secrets go only over TLS, so use https://%s", h, h.hostPort(port))})
+		return
+	}
+	// Decide before forwarding, for a refusal in words.
+	d := x.policy.Load().Host(h, port)
+	if !d.Allowed {
+		x.refuse(w, entry, d)
 		return
 	}
 	x.httpOnce.Do(func() {
 		x.http = &http.Transport{
 			Proxy: nil,
 			DialContext: func(ctx context.Context, _, addr string) (net.Conn, error) {
-				h, p, err := splitHostPort(addr, 80)
+				h, p, err := parseTarget(addr, 80)
 				if err != nil {
 					return nil, err
 				}
@@ -283,42 +313,37 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 			IdleConnTimeout:     60 * time.Second,
 		}
 	})
-	// Decide before forwarding, for a refusal in words.
-	if d := x.decideName(host, port); !d.Allowed {
-		entry.Rule, entry.Reason = d.Rule, d.Reason
-		refuse(w, host, d)
-		entry.Duration = time.Since(start)
-		x.log(entry)
-		return
-	}
 	in := &countingReader{r: r.Body}
 	r.Body = in
 	rw := &countingWriter{ResponseWriter: w}
 	var upErr error
 	rp := &httputil.ReverseProxy{
 		Rewrite: func(pr *httputil.ProxyRequest) {
-			pr.Out.URL = r.URL
-			pr.Out.Host = r.Host
+			u := *r.URL
+			u.Host = h.hostPort(port)
+			pr.Out.URL = &u
+			pr.Out.Host = r.URL.Host
 			// A client that half-closes after its request (HTTP/1.0
 			// style) looks to net/http like one that went away; the
 			// answer must still come. A client really gone fails the
 			// copy of the answer instead.
 			pr.Out = pr.Out.WithContext(context.WithoutCancel(pr.In.Context()))
 		},
-		Transport:     &injecting{x: x, list: x.injectionsFor(host, port), next: x.http},
+		Transport:     x.http,
 		FlushInterval: -1,
 		ErrorHandler: func(w http.ResponseWriter, _ *http.Request, err error) {
 			upErr = err
 			var b *blocked
 			if errors.As(err, &b) {
-				refuse(w, host, b.d)
+				w.Header().Set("X-Airlock-Blocked", b.d.Rule)
+				http.Error(w, fmt.Sprintf("Airlock blocked %s: %s (rule: %s)", h, b.d.Reason, b.d.Rule), http.StatusForbidden)
 				return
 			}
-			http.Error(w, "Airlock could not reach "+r.URL.Host+": "+err.Error(), http.StatusBadGateway)
+			http.Error(w, "Airlock could not reach "+h.hostPort(port)+": "+err.Error(), http.StatusBadGateway)
 		},
 	}
 	rp.ServeHTTP(rw, r)
-	entry.Allowed, entry.Rule = true, x.decideName(host, port).Rule
+	entry.Allowed, entry.Rule = true, d.Rule
 	var b *blocked
 	if errors.As(upErr, &b) {
 		entry.Allowed, entry.Rule, entry.Reason = false, b.d.Rule, b.d.Reason
@@ -328,14 +353,6 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	entry.BytesOut, entry.BytesIn = in.n, rw.n
 	entry.Duration = time.Since(start)
 	x.log(entry)
-}
-
-func (x *Proxy) decideName(host string, port int) Decision {
-	p := x.policy.Load()
-	if a, err := netip.ParseAddr(host); err == nil {
-		return p.Addr(a, port, false)
-	}
-	return p.Name(host, port)
 }
 
 type countingReader struct {
@@ -367,54 +384,3 @@ func (c *countingWriter) Flush() {
 		f.Flush()
 	}
 }
-
-// peek reads a connection's first TLS record, when it is one, so that
-// its server name can be checked, and then replays it.
-type peek struct {
-	r   *bufio.Reader
-	buf []byte
-}
-
-func newPeek(r *bufio.Reader) *peek { return &peek{r: r} }
-
-// serverName reads the ClientHello, if the client speaks TLS first, and
-// returns its SNI.
-func (p *peek) serverName() (string, bool) {
-	hdr, err := p.r.Peek(5)
-	if err != nil || hdr[0] != 0x16 { // not a TLS handshake
-		return "", false
-	}
-	n := int(hdr[3])<<8 | int(hdr[4])
-	rec, err := p.r.Peek(5 + n)
-	if err != nil {
-		return "", true
-	}
-	var sni string
-	srv := tls.Server(&replayConn{r: bytes.NewReader(rec)}, &tls.Config{
-		GetConfigForClient: func(h *tls.ClientHelloInfo) (*tls.Config, error) {
-			sni = h.ServerName
-			return nil, errStopHandshake
-		},
-	})
-	srv.Handshake()
-	return sni, true
-}
-
-var errStopHandshake = errors.New("stop: the ClientHello is read")
-
-func (p *peek) Read(b []byte) (int, error) { return p.r.Read(b) }
-
-// replayConn is a net.Conn that reads recorded bytes and discards writes.
-type replayConn struct {
-	net.Conn
-	r io.Reader
-}
-
-func (c *replayConn) Read(b []byte) (int, error)       { return c.r.Read(b) }
-func (c *replayConn) Write(b []byte) (int, error)      { return len(b), nil }
-func (c *replayConn) Close() error                     { return nil }
-func (c *replayConn) SetDeadline(time.Time) error      { return nil }
-func (c *replayConn) SetReadDeadline(time.Time) error  { return nil }
-func (c *replayConn) SetWriteDeadline(time.Time) error { return nil }
-func (c *replayConn) LocalAddr() net.Addr              { return &net.TCPAddr{} }
-func (c *replayConn) RemoteAddr() net.Addr             { return &net.TCPAddr{} }

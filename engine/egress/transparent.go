@@ -39,7 +39,7 @@ func (x *Proxy) transparent(c *net.TCPConn) {
 		return
 	}
 	entry.Host, entry.Port = dst.Addr().String(), int(dst.Port())
-	d := x.policy.Load().Addr(dst.Addr(), int(dst.Port()), false)
+	d := x.policy.Load().Addr(dst.Addr(), int(dst.Port()))
 	entry.Rule = d.Rule
 	if !d.Allowed {
 		entry.Reason = "direct connection refused (" + d.Reason + "): use the session's proxy, which HTTP_PROXY and HTTPS_PROXY name"

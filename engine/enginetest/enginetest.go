@@ -7,8 +7,19 @@ package enginetest
 
 import (
 	"context"
+	"crypto/ecdsa"
+	"crypto/elliptic"
+	"crypto/rand"
+	"crypto/tls"
+	"crypto/x509"
+	"crypto/x509/pkix"
+	"encoding/pem"
+	"io"
+	"log"
+	"math/big"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"sync"
@@ -104,6 +115,12 @@ func Reopen(t testing.TB, d *client.Client, dir string, opts ...func(*engine.Opt
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.Defaults.CABundle == "" { // the engine trusts the mock model
+		o.Defaults.CABundle = filepath.Join(dir, "model-ca.pem")
+		if err := os.WriteFile(o.Defaults.CABundle, ModelCA(), 0o644); err != nil {
+			t.Fatal(err)
+		}
+	}
 	eng, err := engine.New(ctx, d, st, o)
 	if err != nil {
 		t.Fatal(err)
@@ -149,7 +166,10 @@ func AgentsImage(t testing.TB, d *client.Client) string {
 }
 
 // Model starts a scripted mock model server that sessions reach on the
-// Docker bridge's gateway address, and returns it with its base URL.
+// Docker bridge's gateway address, and returns it with its base URL. It
+// speaks HTTPS, as a provider does (Airlock adds API keys only over TLS),
+// with a certificate from ModelCA, which engines from Start and Reopen
+// trust upstream; a daemon a test starts trusts it with ModelConfig.
 func Model(t testing.TB, d *client.Client, script ...mockmodel.Reply) (*mockmodel.Server, string) {
 	t.Helper()
 	nw, err := d.NetworkInspect(context.Background(), "bridge", network.InspectOptions{})
@@ -157,13 +177,77 @@ func Model(t testing.TB, d *client.Client, script ...mockmodel.Reply) (*mockmode
 		t.Fatalf("find the Docker bridge's gateway: %v", err)
 	}
 	gw := nw.IPAM.Config[0].Gateway
+	if gw == "" { // newer Engines leave it out: the subnet's first address
+		pfx, err := netip.ParsePrefix(nw.IPAM.Config[0].Subnet)
+		if err != nil {
+			t.Fatalf("the Docker bridge has neither a gateway nor a subnet: %+v", nw.IPAM.Config[0])
+		}
+		gw = pfx.Masked().Addr().Next().String()
+	}
 	l, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
 	if err != nil {
 		t.Fatalf("listen on the bridge gateway %s: %v", gw, err)
 	}
 	m := mockmodel.New(script...)
-	srv := &http.Server{Handler: m}
-	go srv.Serve(l)
+	srv := &http.Server{Handler: m, TLSConfig: &tls.Config{Certificates: []tls.Certificate{modelCert(t, gw)}},
+		ErrorLog: log.New(io.Discard, "", 0)} // reachability probes end handshakes early
+	go srv.ServeTLS(l, "", "")
 	t.Cleanup(func() { srv.Close() })
-	return m, "http://" + l.Addr().String()
+	return m, "https://" + l.Addr().String()
+}
+
+// modelCA signs the mock model's certificates; one per test process.
+var modelCA = sync.OnceValues(func() (*x509.Certificate, *ecdsa.PrivateKey) {
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		panic(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Airlock test model CA"},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
+	if err != nil {
+		panic(err)
+	}
+	cert, _ := x509.ParseCertificate(der)
+	return cert, key
+})
+
+// ModelCA is the PEM of the CA that signs Model's certificates.
+func ModelCA() []byte {
+	cert, _ := modelCA()
+	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+}
+
+// ModelConfig writes an engine config file (for AIRLOCK_CONFIG) whose
+// ca_bundle trusts ModelCA.
+func ModelConfig(t testing.TB) string {
+	t.Helper()
+	dir := t.TempDir()
+	bundle := filepath.Join(dir, "model-ca.pem")
+	cfg := filepath.Join(dir, "config.yaml")
+	if err := os.WriteFile(bundle, ModelCA(), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	if err := os.WriteFile(cfg, []byte("ca_bundle: "+bundle+"\n"), 0o644); err != nil {
+		t.Fatal(err)
+	}
+	return cfg
+}
+
+func modelCert(t testing.TB, addr string) tls.Certificate {
+	t.Helper()
+	ca, caKey := modelCA()
+	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
+	if err != nil {
+		t.Fatal(err)
+	}
+	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: addr},
+		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
+		IPAddresses: []net.IP{net.ParseIP(addr)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
+	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
+	if err != nil {
+		t.Fatal(err)
+	}
+	return tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: key}
 }
