@@ -449,13 +449,16 @@ func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item
 	}
 	h := newContentHash()
 	// The plain SHA-256 is what the session's base records of an accepted
-	// file, for later merges; only files small enough to merge need it.
+	// file, to find its content again for later merges; only files small
+	// enough to merge need it. Larger ones record the digest, which no
+	// plain hash matches: their base content is unknown.
 	var plain hash.Hash
 	if st.Size <= maxTextDiff {
 		plain = sha256.New()
 	}
 	err = copyHashed(fd, in, st.Size, h, plain)
-	if err == nil && digestOf(&c, c.Mode, h.sum()) != it.want {
+	digest := digestOf(&c, c.Mode, h.sum())
+	if err == nil && digest != it.want {
 		err = &ChangedError{}
 	}
 	if err == nil {
@@ -468,6 +471,7 @@ func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item
 		unix.Close(fd)
 		return "", -1, diskFull(err)
 	}
+	sum = digest
 	if plain != nil {
 		sum = hex.EncodeToString(plain.Sum(nil))
 	}
