@@ -353,17 +353,27 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 
 	if o.Apply && workFailed == "" {
 		t = time.Now()
-		var paths []string
+		// Pinned to the digests of the review above: what is applied is
+		// what the verdict, the patch and the scanners saw, or nothing.
+		sel := review.Selection{Digests: map[string]string{}}
+		reviewed := map[string]review.FileDiff{}
+		for _, f := range d.Files {
+			reviewed[f.Path] = f
+		}
 		for i, c := range v.Changes {
 			if !c.Held && !c.Flagged && !c.Conflict && autoAccepted(d.Files, c.Path) {
-				paths = append(paths, c.Path)
+				sel.Paths = append(sel.Paths, c.Path)
+				sel.Digests[reviewed[c.Path].ID] = reviewed[c.Path].Digest
 				v.Changes[i].Applied = true
 			}
 		}
-		if len(paths) > 0 {
-			out, err := e.Accept(ctx, s.ID, review.Selection{Paths: paths})
+		if len(sel.Paths) > 0 {
+			out, err := e.Accept(ctx, s.ID, sel)
 			if err != nil {
-				return fail(err)
+				for i := range v.Changes {
+					v.Changes[i].Applied = false
+				}
+				return fail(err) // a change since the review: nothing was written
 			}
 			for _, oc := range out.Outcomes {
 				if oc.Applied {

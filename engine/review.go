@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"io"
 	"path/filepath"
 	"time"
@@ -123,7 +124,7 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (a
 			return res, selectErr(err)
 		}
 		e.log.Info("imported commits", "session", sid, "branch", res.Branch, "commits", len(res.Commits))
-		if len(sel.Paths) == 0 && len(sel.Hunks) == 0 && !sel.Auto {
+		if len(sel.Paths) == 0 && len(sel.RawPaths) == 0 && len(sel.Hunks) == 0 && len(sel.Digests) == 0 && !sel.Auto {
 			res.Outcomes = []review.Outcome{}
 			return res, nil
 		}
@@ -133,11 +134,13 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (a
 }
 
 func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Selection) ([]review.Outcome, error) {
-	// Whole files need no hunks, and only --auto needs the policy.
+	// Whole files named one by one need no hunks; anything that may take
+	// a file the selection does not name (everything, a directory, --auto)
+	// needs the policy and the scanners, whose secrets scanner reads hunks.
 	var all []review.FileDiff
 	var err error
 	t0 := time.Now()
-	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto {
+	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto || !sel.IncludeFlagged {
 		all, err = e.review(layers)
 	} else {
 		all, err = review.ReviewWith(layers, review.Options{})
@@ -148,6 +151,10 @@ func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Select
 	t1 := time.Now()
 	out, err := review.Accept(layers, all, sel, e.journalPath(sid))
 	e.log.Info("accept", "session", sid, "selected", len(out), "err", err, "review", t1.Sub(t0), "write", time.Since(t1))
+	var changed *review.ChangedError
+	if errors.As(err, &changed) {
+		return nil, errdefs.Wrap(errdefs.Conflict, err)
+	}
 	return out, selectErr(err)
 }
 

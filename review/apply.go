@@ -6,7 +6,7 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
+	"hash"
 	"io/fs"
 	"os"
 	"path"
@@ -17,6 +17,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/airlock/airlock/confined"
 	"golang.org/x/sys/unix"
 )
 
@@ -30,6 +31,14 @@ type Outcome struct {
 	// Error says why the change was not applied; the project's file is
 	// untouched.
 	Error string `json:"error,omitempty"`
+	// Left is set when an accept left the change in the session on
+	// purpose: "held" (the policy holds it), "flagged" (a scanner found
+	// something) or "unreviewed" (not among the pinned changes: new since
+	// the review). Reason says why and how to take it.
+	Left   string `json:"left,omitempty"`
+	Reason string `json:"reason,omitempty"`
+	// Digest is the digest of the session's version that was taken.
+	Digest string `json:"digest,omitempty"`
 }
 
 // Accept writes the selected changes into the project, all or nothing:
@@ -40,6 +49,16 @@ type Outcome struct {
 // root or through a symlink. Files belong to the project root's owner and
 // keep the session's permission bits without setuid and setgid (a partial
 // accept keeps the project file's mode).
+//
+// What is written is what diffs describe: each file is staged from the
+// bytes the review read, or copied from the session while hashed and
+// refused unless it still has the review's digest. With sel.Digests, diffs
+// must also be what the user reviewed. Either way a change is a
+// *ChangedError and nothing is written. Unless named or
+// sel.IncludeFlagged, changes the policy holds or a scanner flagged are
+// left in the session (Outcome.Left), and so are, in a pinned selection,
+// changes it does not pin. diffs must have been through Policy.Check for
+// that: unchecked diffs have no holds or findings.
 //
 // journalPath is where the accept journal lives while the accept runs;
 // call Recover on it after a crash.
@@ -66,8 +85,15 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 		return nil, err
 	}
 	defer t.close()
+	// The session's side is read beneath its upper layer only, never
+	// through a symlink, never a FIFO or device.
+	upper, err := confined.OpenRoot(l.Upper)
+	if err != nil {
+		return nil, err
+	}
+	defer upper.Close()
 	mkMode := func(rel string) fs.FileMode {
-		if fi, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(rel))); err == nil && fi.IsDir() {
+		if fi, err := upper.Lstat(rel); err == nil && fi.IsDir() {
 			return fi.Mode()
 		}
 		return 0o755
@@ -84,6 +110,10 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 	for i, it := range items {
 		c := it.d.Change
 		out[i] = Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}
+		if it.left != "" {
+			out[i].Left, out[i].Reason = it.left, it.reason
+			continue
+		}
 		if it.err != nil {
 			out[i].Error = it.err.Error()
 			continue
@@ -125,6 +155,10 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 	rollback := func(cause error) ([]Outcome, error) {
 		removeAll(t.fds["."], j.Staging)
 		removeJournal(journalPath)
+		var ce *ChangedError
+		if errors.As(cause, &ce) {
+			return nil, ce
+		}
 		for _, op := range j.Ops {
 			out[op.Item].Applied = false
 			out[op.Item].Error = "not applied: " + cause.Error()
@@ -157,10 +191,14 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 			return first
 		}
 		for _, job := range jobs {
-			sum, fd, err := stage(t, sfd, job.tmp, l, items[job.item])
+			sum, fd, err := stage(t, sfd, job.tmp, upper, l, items[job.item])
 			sums[job.item] = sum
 			if err != nil {
 				wait()
+				var ce *ChangedError
+				if errors.As(err, &ce) {
+					return rollback(&ChangedError{Paths: []string{items[job.item].d.Path}})
+				}
 				return rollback(fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", items[job.item].d.Path, err))
 			}
 			if fd >= 0 {
@@ -195,8 +233,11 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 		}
 	}
 	for i := range out {
-		if out[i].Error == "" && !failed[i] && items[i].err == nil {
+		if out[i].Error == "" && out[i].Left == "" && !failed[i] && items[i].err == nil {
 			out[i].Applied = true
+			if items[i].whole {
+				out[i].Digest = items[i].d.Digest
+			}
 		}
 	}
 	// The renames are durable once their directories are synced.
@@ -321,10 +362,15 @@ func chmodFile(pfd int, name string, mode fs.FileMode) error {
 // symlink) as tmp in the staging directory sfd.
 // The returned fd (or -1) is the staged file, its writeback started; the
 // caller waits for it and closes it.
-func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int, err error) {
+//
+// The session's file is read through upper (confined: no symlink in its
+// path, no FIFO or device) and hashed as it is copied: if what was copied
+// is not what the review digested (it.want) — the file changed since the
+// review, or while it was copied — the result is a ChangedError. So the
+// bytes written are the bytes the user reviewed and the scanners read.
+func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item) (sum string, fd int, err error) {
 	fd = -1
 	c := it.d.Change
-	src := filepath.Join(l.Upper, filepath.FromSlash(c.Path))
 	mode := c.Mode
 	if it.keepMode || c.Type == None {
 		if fi, err := os.Lstat(filepath.Join(l.Project, filepath.FromSlash(c.Path))); err == nil {
@@ -334,9 +380,15 @@ func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int,
 		}
 	}
 	if it.content == nil && c.Type == Symlink {
-		target, err := os.Readlink(src)
+		target, err := upper.Readlink(c.Path)
 		if err != nil {
+			if gone(err) {
+				return "", -1, &ChangedError{}
+			}
 			return "", -1, err
+		}
+		if digestBytes(&c, c.Mode, []byte(target)) != it.want {
+			return "", -1, &ChangedError{}
 		}
 		if err := unix.Symlinkat(target, sfd, tmp); err != nil {
 			return "", -1, err
@@ -357,6 +409,9 @@ func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int,
 			data = []byte(*it.content)
 		} else {
 			data = d.new
+			if digestBytes(&c, c.Mode, data) != it.want {
+				return "", -1, &ChangedError{}
+			}
 			sum = sha256hex(d.new)
 		}
 		perm := unixMode(mode)
@@ -376,46 +431,49 @@ func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int,
 		}
 		return sum, fd, nil
 	}
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	in, st, err := upper.OpenFd(c.Path)
 	if err != nil {
-		return "", -1, err
-	}
-	defer in.Close()
-	fi, err := in.Stat()
-	if err != nil {
-		return "", -1, err
-	}
-	if !fi.Mode().IsRegular() {
-		return "", -1, fmt.Errorf("the session's %s is no longer a regular file: look at the diff again", c.Path)
-	}
-	perm := unixMode(fi.Mode())
-	wfd, err := unix.Openat(sfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
-	if err != nil {
-		return "", -1, err
-	}
-	out := os.NewFile(uintptr(wfd), tmp)
-	err = copySparse(out, in, fi.Size())
-	if err == nil {
-		h := sha256.New()
-		if _, err = in.Seek(0, io.SeekStart); err == nil {
-			_, err = io.Copy(h, in)
+		if gone(err) {
+			return "", -1, &ChangedError{}
 		}
-		sum = hex.EncodeToString(h.Sum(nil))
+		return "", -1, err
+	}
+	defer unix.Close(in)
+	if modeOf(st.Mode) != c.Mode {
+		return "", -1, &ChangedError{}
+	}
+	perm := unixMode(mode)
+	fd, err = unix.Openat(sfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
+	if err != nil {
+		return "", -1, err
+	}
+	h := newContentHash()
+	// The plain SHA-256 is what the session's base records of an accepted
+	// file, to find its content again for later merges; only files small
+	// enough to merge need it. Larger ones record the digest, which no
+	// plain hash matches: their base content is unknown.
+	var plain hash.Hash
+	if st.Size <= maxTextDiff {
+		plain = sha256.New()
+	}
+	err = copyHashed(fd, in, st.Size, h, plain)
+	digest := digestOf(&c, c.Mode, h.sum())
+	if err == nil && digest != it.want {
+		err = &ChangedError{}
 	}
 	if err == nil {
-		// Keep a descriptor for the caller's wait: the os.File closes its own.
-		fd, err = unix.Dup(wfd)
-	}
-	if cerr := out.Close(); err == nil {
-		err = cerr
+		err = unix.Ftruncate(fd, st.Size)
 	}
 	if err == nil {
-		if err = finishStaged(t, fd, perm, nil); err != nil {
-			unix.Close(fd)
-		}
+		err = finishStaged(t, fd, perm, nil)
 	}
 	if err != nil {
+		unix.Close(fd)
 		return "", -1, diskFull(err)
+	}
+	sum = digest
+	if plain != nil {
+		sum = hex.EncodeToString(plain.Sum(nil))
 	}
 	return sum, fd, nil
 }
@@ -457,38 +515,4 @@ func diskFull(err error) error {
 		return fmt.Errorf("the project's disk is full")
 	}
 	return err
-}
-
-// copySparse copies a regular file, keeping holes as holes.
-func copySparse(dst, src *os.File, size int64) error {
-	var off int64
-	for off < size {
-		data, err := unix.Seek(int(src.Fd()), off, unix.SEEK_DATA)
-		if err != nil {
-			if errors.Is(err, unix.ENXIO) {
-				break // only a hole is left
-			}
-			// No SEEK_DATA support: plain copy.
-			if _, err := src.Seek(0, io.SeekStart); err != nil {
-				return err
-			}
-			_, err := io.Copy(dst, src)
-			return err
-		}
-		hole, err := unix.Seek(int(src.Fd()), data, unix.SEEK_HOLE)
-		if err != nil {
-			return err
-		}
-		if _, err := src.Seek(data, io.SeekStart); err != nil {
-			return err
-		}
-		if _, err := dst.Seek(data, io.SeekStart); err != nil {
-			return err
-		}
-		if _, err := io.CopyN(dst, src, hole-data); err != nil {
-			return err
-		}
-		off = hole
-	}
-	return dst.Truncate(size)
 }

@@ -21,6 +21,10 @@ type Hunk struct {
 	// Lines are prefixed with ' ', '-' or '+' and keep their newline; a line
 	// without one is the file's last and has no newline at end of file.
 	Lines []string `json:"lines"`
+	// Digest pins the hunk for an accept: its path, its place in the
+	// project's file and its lines, in full (ID is a short name for people,
+	// not a digest); see hunkIDs.
+	Digest string `json:"digest,omitempty"`
 }
 
 type op struct {

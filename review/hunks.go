@@ -12,9 +12,24 @@ import (
 // hunkIDs gives each hunk of a file an id derived from the file's path and
 // the hunk's own lines, so it stays the same while those lines do, even as
 // other hunks of the file come and go. Repeats get a suffix.
+//
+// An id is a name for people to type (40 bits), not a digest: an agent can
+// make two different hunks with the same id in about 2^20 tries, show one
+// and swap in the other. So each hunk also gets a Digest, the full SHA-256
+// of what accepting it writes: the path, where it applies in the project's
+// file (old start and length) and every line with its prefix (docs/API.md):
+//
+//	"sha256:" + hex(SHA-256("airlock-hunk-v1\n" +
+//	    "path " + len(path) + " " + path + "\n" +
+//	    "old " + old_start + "," + old_lines + "\n" +
+//	    for each line: len(line) + " " + line))
+//
+// Its new start is left out: it moves when the session changes lines above
+// the hunk, which does not change what the hunk does.
 func hunkIDs(path string, hunks []Hunk) {
 	seen := map[string]int{}
 	for i := range hunks {
+		hunks[i].Digest = hunkDigest(path, &hunks[i])
 		h := sha256.New()
 		h.Write([]byte(path))
 		for _, l := range hunks[i].Lines {
@@ -30,6 +45,15 @@ func hunkIDs(path string, hunks []Hunk) {
 		}
 		hunks[i].ID = id
 	}
+}
+
+func hunkDigest(path string, h *Hunk) string {
+	s := sha256.New()
+	fmt.Fprintf(s, "airlock-hunk-v1\npath %d %s\nold %d,%d\n", len(path), path, h.OldStart, h.OldLines)
+	for _, l := range h.Lines {
+		fmt.Fprintf(s, "%d %s", len(l), l)
+	}
+	return "sha256:" + hex.EncodeToString(s.Sum(nil))
 }
 
 // applyHunks rebuilds a text from old and hunks made against it. pick

@@ -28,10 +28,16 @@ type FileDiff struct {
 	Held       string    `json:"held,omitempty"`
 	AutoAccept bool      `json:"auto_accept,omitempty"`
 	Findings   []Finding `json:"findings,omitempty"`
+	// Digest names the session's side of the file exactly as this review
+	// read it (see digest.go): an accept pinned to it takes that version
+	// or nothing. Empty when the file changed while it was reviewed.
+	Digest string `json:"digest,omitempty"`
 
 	target *string // what accepting the whole file writes, when not the session's file
 	chunks []chunk // the three-way merge, when there was one
 	whole  bool    // the conflict covers the whole file
+
+	digested bool // Digest comes from the bytes the review read (or none could be given)
 }
 
 // sides returns the old and new text of a file or symlink change. A side of

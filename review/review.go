@@ -6,6 +6,8 @@ import (
 	"path/filepath"
 	"runtime"
 	"sync"
+
+	"github.com/airlock/airlock/confined"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -34,6 +36,13 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 	if err != nil {
 		return nil, err
 	}
+	// The session's files not read for hunks are read for their digests
+	// through this root.
+	root, err := confined.OpenRoot(l.Upper)
+	if err != nil {
+		return nil, err
+	}
+	defer root.Close()
 	// Each file's review is independent: hunks and merges on all cores.
 	results := make([]FileDiff, len(changes))
 	keepers := make([]bool, len(changes))
@@ -46,6 +55,9 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 			defer wg.Done()
 			for i := w; i < len(changes); i += workers {
 				results[i], keepers[i], errs[i] = reviewOne(l, changes[i], opts.Hunks)
+				if keepers[i] && errs[i] == nil {
+					errs[i] = results[i].digest(root)
+				}
 			}
 		}(w)
 	}
@@ -99,6 +111,7 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 			if err != nil {
 				return fd, false, err
 			}
+			fd.digestText(b)
 			fd.Hunks = Hunks(a, b)
 			hunkIDs(c.Path, fd.Hunks)
 			if c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed {
@@ -117,6 +130,9 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 		agent, agentOK = string(d.new), true
 	} else {
 		agent, agentOK = readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
+	}
+	if agentOK {
+		fd.digestText(agent)
 	}
 	if d := c.data; d != nil && d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
 		host, hostOK = string(d.old), true

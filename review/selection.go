@@ -3,6 +3,7 @@ package review
 import (
 	"fmt"
 	"path/filepath"
+	"slices"
 	"sort"
 	"strings"
 )
@@ -31,6 +32,19 @@ type Selection struct {
 	// project's files instead of the session's changes. Each file in it
 	// must be one the session changed.
 	Patch string `json:"patch,omitempty"`
+	// Digests pins an accept to what the user reviewed: keys are file ids
+	// or paths (the file's Digest) and hunk ids (the hunk's Digest); a
+	// conflict is pinned by its file. A pinned change that is no longer
+	// what its digest names refuses the whole accept (ChangedError). With
+	// no paths and no hunks, the pins are the selection: files added since
+	// the review are not taken. Everything else the selection takes must
+	// be pinned too.
+	Digests map[string]string `json:"digests,omitempty"`
+	// IncludeFlagged lets an accept of everything (or of a directory)
+	// take changes the policy holds or a scanner flagged; without it they
+	// are left in the session with their reason unless named (by path,
+	// file id or hunk id).
+	IncludeFlagged bool `json:"include_flagged,omitempty"`
 }
 
 // item is what an accept or discard does to one file.
@@ -43,12 +57,35 @@ type item struct {
 	keepMode bool // partial change: the project's mode stays
 	skip     bool // nothing to write (e.g. "take host" of a whole conflict)
 	err      error
+	// want is the digest the session's file must have when it is staged
+	// from the upper layer: what this accept's review read (and, when the
+	// selection is pinned, what the user reviewed).
+	want string
+	// hunks and conflicts are what a partial item takes.
+	hunks     []*Hunk
+	conflicts []*Conflict
+	// left, with its reason, is set for a change the accept leaves in the
+	// session on purpose (see Outcome.Left).
+	left, reason string
 }
 
 // NotFoundError names hunk ids or paths that select nothing.
 type NotFoundError struct{ What string }
 
 func (e *NotFoundError) Error() string { return e.What }
+
+// ChangedError refuses an accept pinned to digests (or to what its own
+// review read) because the session's version of these paths (or hunks) is
+// no longer the one reviewed. Nothing was written.
+type ChangedError struct{ Paths []string }
+
+func (e *ChangedError) Error() string {
+	it := "it"
+	if len(e.Paths) > 1 {
+		it = "them"
+	}
+	return fmt.Sprintf("%s changed since you reviewed %s — review again; nothing was accepted", strings.Join(e.Paths, ", "), it)
+}
 
 // plan turns a selection into per-file items. forAccept: conflicts need a
 // Take; for discard, hunks are removed from the session instead of added
@@ -60,11 +97,20 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 	for _, r := range sel.RawPaths {
 		sel.Paths = append(sel.Paths, string(r))
 	}
+	// named: the files the selection names itself (by path or id, or one
+	// of their hunks); only those are taken when flagged.
+	named := map[string]bool{}
+	for _, p := range sel.Paths {
+		if c, err := CleanPath(p); err == nil {
+			named[c] = true
+		}
+	}
 	// File ids select whole files, like paths.
 	var hunkIDs []string
 	for _, id := range sel.Hunks {
 		if d := diffByID(diffs, id); d != nil {
 			sel.Paths = append(sel.Paths, d.Path)
+			named[d.Path] = true
 		} else {
 			hunkIDs = append(hunkIDs, id)
 		}
@@ -76,6 +122,207 @@ func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, er
 		}
 		return planPatch(l, diffs, sel.Patch)
 	}
+	if !forAccept {
+		return selectItems(l, diffs, sel, false)
+	}
+	var pins *pinSet
+	if len(sel.Digests) > 0 {
+		pins = resolvePins(diffs, sel.Digests)
+	}
+	var items []item
+	var err error
+	if pins != nil && len(sel.Paths) == 0 && len(sel.Hunks) == 0 && len(sel.Lines) == 0 && !sel.Auto {
+		// Everything, pinned: the pins are the selection, and a pinned
+		// change that is gone is a change since the review.
+		if len(pins.gone) > 0 {
+			return nil, &ChangedError{Paths: pins.gone}
+		}
+		items = pinnedItems(l, diffs, pins, sel)
+	} else {
+		var gone []string
+		for _, key := range pins.goneKeys() {
+			if slices.Contains(sel.Hunks, key) || slices.Contains(sel.Paths, key) {
+				gone = append(gone, key) // named and pinned, and no longer there
+			}
+		}
+		if len(gone) > 0 {
+			return nil, &ChangedError{Paths: gone}
+		}
+		if items, err = selectItems(l, diffs, sel, true); err != nil {
+			return nil, err
+		}
+		for _, it := range items {
+			if !it.whole {
+				named[it.d.Path] = true // by a hunk or conflict id
+			}
+		}
+	}
+	if err := settle(items, pins, named, sel.IncludeFlagged); err != nil {
+		return nil, err
+	}
+	return items, nil
+}
+
+// settle decides, for an accept's items, what each must be when staged
+// (its digest), which are left in the session on purpose (not pinned by
+// a pinned selection, or flagged and not named), and refuses the accept
+// when a pinned change is no longer the one reviewed.
+func settle(items []item, pins *pinSet, named map[string]bool, includeFlagged bool) error {
+	var changed []string
+	for i := range items {
+		it := &items[i]
+		d := it.d
+		if it.whole {
+			it.want = d.Digest
+		}
+		if pins != nil && it.left == "" {
+			switch what, ok := pins.check(it); {
+			case what != "":
+				changed = append(changed, what)
+			case !ok && named[d.Path]:
+				changed = append(changed, d.Path)
+			case !ok:
+				it.left, it.reason = "unreviewed", unreviewed
+			}
+		}
+		if it.left == "" && !includeFlagged && !named[d.Path] && !(d.From != "" && named[d.From]) {
+			it.left, it.reason = flagged(d)
+		}
+		if it.left == "" && it.whole && it.content == nil && !it.skip && it.err == nil && d.Digest == "" &&
+			(d.Type == File || d.Type == Symlink) {
+			changed = append(changed, d.Path) // it changed while this accept's review read it
+		}
+	}
+	if len(changed) > 0 {
+		return &ChangedError{Paths: changed}
+	}
+	return nil
+}
+
+const unreviewed = "not in the diff you reviewed (added or changed since): review it, then accept it"
+
+// flagged says why an accept of everything leaves d, if it does: the policy
+// holds it or a scanner flagged it.
+func flagged(d *FileDiff) (left, reason string) {
+	const how = ": accept it by naming it (its path or id), or accept everything with --include-flagged"
+	if d.Held != "" {
+		return "held", d.Held + how
+	}
+	if len(d.Findings) == 0 {
+		return "", ""
+	}
+	var scanners []string
+	for _, f := range d.Findings {
+		if !slices.Contains(scanners, f.Scanner) {
+			scanners = append(scanners, f.Scanner)
+		}
+	}
+	return "flagged", fmt.Sprintf("flagged by %s (%s)%s", strings.Join(scanners, ", "), d.Findings[0].Message, how)
+}
+
+// pinSet is a selection's digests resolved against the diffs: whole files
+// by path, hunks by id; gone names the pins that match nothing now.
+type pinSet struct {
+	files map[string]string
+	hunks map[string]string
+	gone  []string
+}
+
+func resolvePins(diffs []FileDiff, digests map[string]string) *pinSet {
+	ps := &pinSet{files: map[string]string{}, hunks: map[string]string{}}
+	hunkFile := map[string]string{}
+	for i := range diffs {
+		for _, h := range diffs[i].Hunks {
+			hunkFile[h.ID] = diffs[i].Path
+		}
+	}
+	for key, digest := range digests {
+		if d := diffByID(diffs, key); d != nil {
+			ps.files[d.Path] = digest
+		} else if d := findDiff(diffs, key); d != nil {
+			ps.files[d.Path] = digest
+		} else if _, ok := hunkFile[key]; ok {
+			ps.hunks[key] = digest
+		} else {
+			ps.gone = append(ps.gone, key)
+		}
+	}
+	sort.Strings(ps.gone)
+	return ps
+}
+
+func (ps *pinSet) goneKeys() []string {
+	if ps == nil {
+		return nil
+	}
+	return ps.gone
+}
+
+// check compares an item with the pins: what names a pinned change that is
+// no longer the one reviewed; ok is false when nothing pins the item.
+func (ps *pinSet) check(it *item) (what string, ok bool) {
+	d := it.d
+	fileDigest, filePinned := ps.files[d.Path]
+	if it.whole {
+		if !filePinned {
+			return "", false
+		}
+		if fileDigest != d.Digest || d.Digest == "" {
+			return d.Path, true
+		}
+		return "", true
+	}
+	// A hunk is pinned by its own digest or by its file's, a conflict by
+	// its file's.
+	fileOK := filePinned && fileDigest == d.Digest && d.Digest != ""
+	for _, h := range it.hunks {
+		hd, ok := ps.hunks[h.ID]
+		switch {
+		case ok && hd != h.Digest:
+			return fmt.Sprintf("hunk %s of %s", h.ID, d.Path), true
+		case !ok && filePinned && !fileOK:
+			return d.Path, true
+		case !ok && !filePinned:
+			return "", false
+		}
+	}
+	if len(it.conflicts) > 0 && !fileOK {
+		if filePinned {
+			return d.Path, true
+		}
+		return "", false
+	}
+	return "", true
+}
+
+// pinnedItems is an accept of everything a client pinned: files pinned
+// whole, hunks pinned one by one, and every other change left as
+// unreviewed.
+func pinnedItems(l Layers, diffs []FileDiff, ps *pinSet, sel Selection) []item {
+	var items []item
+	for i := range diffs {
+		d := &diffs[i]
+		if _, ok := ps.files[d.Path]; ok {
+			items = append(items, wholeItem(d, sel.Take, true))
+			continue
+		}
+		var hunks []*Hunk
+		for k := range d.Hunks {
+			if _, ok := ps.hunks[d.Hunks[k].ID]; ok {
+				hunks = append(hunks, &d.Hunks[k])
+			}
+		}
+		if len(hunks) > 0 {
+			items = append(items, hunkItem(l, d, hunks, nil, sel, true))
+			continue
+		}
+		items = append(items, item{d: d, whole: true, left: "unreviewed", reason: unreviewed})
+	}
+	return items
+}
+
+// selectItems turns paths, ids and lines into items.
+func selectItems(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, error) {
 	var items []item
 	if sel.Auto {
 		for i := range diffs {
@@ -208,7 +455,7 @@ func wholeItem(d *FileDiff, take Resolution, forAccept bool) item {
 }
 
 func hunkItem(l Layers, d *FileDiff, hunks []*Hunk, conflicts []*Conflict, sel Selection, forAccept bool) item {
-	it := item{d: d, keepMode: true}
+	it := item{d: d, keepMode: true, hunks: hunks, conflicts: conflicts}
 	if !textual(d.Change) && !d.Conflict {
 		it.err = fmt.Errorf("%s has no hunks to pick (binary, directory or special file): select the whole path", d.Path)
 		return it
@@ -274,13 +521,49 @@ func hunkItem(l Layers, d *FileDiff, hunks []*Hunk, conflicts []*Conflict, sel S
 			return it
 		}
 	}
-	s, err := applyEdits(splitLines(host), es)
+	hostLines := splitLines(host)
+	if forAccept && !fits(hostLines, hunks, conflicts) {
+		it.err = fmt.Errorf("the project's %s changed since the diff was made: look at the diff again", d.Path)
+		return it
+	}
+	s, err := applyEdits(hostLines, es)
 	if err != nil {
 		it.err = fmt.Errorf("%s changed while picking hunks (%v): look at the diff again", d.Path, err)
 		return it
 	}
 	it.content = &s
 	return it
+}
+
+// fits reports whether the project's lines are still those the hunks and
+// conflicts were made against (context and removed lines, conflict host
+// lines), so that taking them writes what the diff showed.
+func fits(lines []string, hunks []*Hunk, conflicts []*Conflict) bool {
+	for _, h := range hunks {
+		i := h.OldStart - 1
+		if h.OldLines == 0 {
+			i = h.OldStart
+		}
+		for _, l := range h.Lines {
+			if l == "" || l[0] == '+' {
+				continue
+			}
+			if i < 0 || i >= len(lines) || lines[i] != l[1:] {
+				return false
+			}
+			i++
+		}
+	}
+	for _, c := range conflicts {
+		if c.Host == nil {
+			continue // a whole-file conflict over a binary or special file
+		}
+		start := c.HostStart - 1
+		if start < 0 || start+c.HostLines > len(lines) || !slices.Equal(lines[start:start+c.HostLines], c.Host) {
+			return false
+		}
+	}
+	return true
 }
 
 // planPatch turns an edited patch into items: each file's hunks applied to

@@ -35,20 +35,31 @@ type clientAPI interface {
 
 func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, clientAPI, string, api.Selection) (api.Outcomes, error)) *cobra.Command {
 	var asJSON bool
-	var hunks, lines []string
-	var take, branch, patchFile string
-	var auto, commits bool
+	var hunks, lines, digests []string
+	var take, branch, patchFile, reviewed string
+	var auto, commits, includeFlagged bool
+	long := short + ".\n\nWith no PATH and no --hunk, everything. Hunk and conflict ids come from `airlock diff ID` (shown as #id) or --json.\n" +
+		"--lines ID:2-4,7 takes only those lines (counted from 1 within the hunk).\n" +
+		"Conflicts (the host changed the same lines since the session started) need --take agent or --take host;\n" +
+		"--take markers writes git-style conflict markers instead, only when you ask for it."
+	example := "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3"
+	if verb == "accept" {
+		long += "\n\nWhat is accepted is exactly what the engine's diff shows at that moment; each accepted file is printed with its digest.\n" +
+			"To accept exactly what you reviewed, save the diff you read and accept by its digests:\n" +
+			"`airlock diff ID --json > r.json`, read it, then `airlock accept ID --reviewed r.json [PATH...]`: a file that changed\n" +
+			"since is refused (nothing is accepted, exit 75) and files added since are left in the session.\n" +
+			"Everything (or a directory) never takes what the policy holds or a scanner flagged; name those paths,\n" +
+			"or add --include-flagged. What is left is named on stderr with its reason (exit 1)."
+		example += "\n  airlock accept 3f2a config.yaml --take agent\n  airlock diff 3f2a --json > r.json && airlock accept 3f2a --reviewed r.json"
+	}
 	cmd := &cobra.Command{
-		Use:   verb + " ID [PATH...]",
-		Short: short,
-		Long: short + ".\n\nWith no PATH and no --hunk, everything. Hunk and conflict ids come from `airlock diff ID` (shown as #id) or --json.\n" +
-			"--lines ID:2-4,7 takes only those lines (counted from 1 within the hunk).\n" +
-			"Conflicts (the host changed the same lines since the session started) need --take agent or --take host;\n" +
-			"--take markers writes git-style conflict markers instead, only when you ask for it.",
-		Example: "  airlock " + verb + " 3f2a src/ README.md\n  airlock " + verb + " 3f2a --hunk 9c1d2e3f4a --lines 0a1b2c3d4e:2-3\n  airlock accept 3f2a config.yaml --take agent",
+		Use:     verb + " ID [PATH...]",
+		Short:   short,
+		Long:    long,
+		Example: example,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel := api.Selection{Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch}
+			sel := api.Selection{Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch, IncludeFlagged: includeFlagged}
 			for _, p := range args[1:] {
 				if utf8.ValidString(p) {
 					sel.Paths = append(sel.Paths, p)
@@ -83,6 +94,26 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 				}
 				sel.Patch = string(data)
 			}
+			if reviewed != "" {
+				n, err := pinReviewed(&sel, reviewed)
+				if err != nil {
+					return err
+				}
+				if n == 0 {
+					fmt.Fprintln(os.Stderr, "nothing to accept: the reviewed diff has no changes")
+					return nil
+				}
+			}
+			for _, d := range digests {
+				key, digest, ok := strings.Cut(d, "=")
+				if !ok || key == "" || !strings.HasPrefix(digest, "sha256:") {
+					return usageErr("--digest %q: write it as ID=sha256:HEX (a file's id or path, or a hunk id, with the digest `airlock diff ID --json` gave it)", d)
+				}
+				if sel.Digests == nil {
+					sel.Digests = map[string]string{}
+				}
+				sel.Digests[key] = digest
+			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
 			if err != nil {
@@ -108,11 +139,18 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 						if o.Partial {
 							part = " (part)"
 						}
+						if o.Digest != "" {
+							part += "  " + shortDigest(o.Digest)
+						}
 						fmt.Printf("%s %-8s %s%s\n", done, o.Kind, o.Path, part)
 					}
 					continue
 				}
 				failed++
+				if o.Left != "" {
+					fmt.Fprintf(os.Stderr, "airlock: left in the session: %s: %s\n", o.Path, o.Reason)
+					continue
+				}
 				fmt.Fprintf(os.Stderr, "airlock: not %s: %s: %s\n", done, o.Path, o.Error)
 			}
 			if len(res.Outcomes) == 0 && !asJSON && !commits {
@@ -134,6 +172,49 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		cmd.Flags().BoolVar(&commits, "commits", false, "import the session's git commits into the project's repository as a branch (working tree untouched)")
 		cmd.Flags().StringVar(&branch, "branch", "", "branch name for --commits (default airlock/ID)")
 		cmd.Flags().BoolVar(&auto, "auto", false, "accept only what the project's policy auto-accepts (.airlock/policy.yaml on the host)")
+		cmd.Flags().StringVar(&reviewed, "reviewed", "", "accept only what this saved `airlock diff ID --json` shows, by its digests (a file, or - for stdin)")
+		cmd.Flags().StringArrayVar(&digests, "digest", nil, "ID=sha256:HEX: accept this file (id or path) or hunk only as that digest (repeatable)")
+		cmd.Flags().BoolVar(&includeFlagged, "include-flagged", false, "let everything (or a directory) take changes the policy holds or a scanner flagged")
 	}
 	return cmd
+}
+
+// pinReviewed pins sel to the digests of a saved `airlock diff --json`: its
+// files, and its hunks when hunks are selected. It returns how many files
+// the diff has.
+func pinReviewed(sel *api.Selection, file string) (int, error) {
+	var data []byte
+	var err error
+	if file == "-" {
+		data, err = io.ReadAll(os.Stdin)
+	} else {
+		data, err = os.ReadFile(file)
+	}
+	if err != nil {
+		return 0, usageErr("--reviewed: %v", err)
+	}
+	var d api.Diff
+	if err := json.Unmarshal(data, &d); err != nil {
+		return 0, usageErr("--reviewed %s: not the output of `airlock diff ID --json`: %v", file, err)
+	}
+	if sel.Digests == nil {
+		sel.Digests = map[string]string{}
+	}
+	for _, f := range d.Files {
+		sel.Digests[f.ID] = f.Digest
+		if len(sel.Hunks) > 0 || len(sel.Lines) > 0 {
+			for _, h := range f.Hunks {
+				sel.Digests[h.ID] = h.Digest
+			}
+		}
+	}
+	return len(d.Files), nil
+}
+
+// shortDigest abbreviates a digest for a line of output.
+func shortDigest(d string) string {
+	if len(d) > len("sha256:")+12 {
+		return d[:len("sha256:")+12]
+	}
+	return d
 }

@@ -730,3 +730,81 @@ func TestInstallService(t *testing.T) {
 		t.Errorf("an unknown socket group: exit %d %q", code, errs)
 	}
 }
+
+// TestAcceptTakesWhatWasReviewed: the CLI accepts by the digests of a saved
+// diff. A file swapped since is refused with nothing written, a file added
+// since is left, and everything never takes what the scanners flagged or
+// the policy holds unless named or --include-flagged.
+func TestAcceptTakesWhatWasReviewed(t *testing.T) {
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	p := sampleProject(t)
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c",
+		"echo reviewed > main.txt; ln -s /root root-link; ln -s /etc/hostname host-link; echo x > suid; chmod 4755 suid; "+
+			"echo 'stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF' > keys.txt; echo '{}' > package-lock.json; truncate -s 42949672960 disk.img")
+	m := sessionLine.FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("no session: %s", errs)
+	}
+	id := m[1]
+	reviewed := filepath.Join(t.TempDir(), "reviewed.json")
+	save := func() {
+		must(t, os.WriteFile(reviewed, []byte(c.ok("diff", id, "--json")), 0o600))
+	}
+
+	// Swapped after the review: refused, the project unchanged.
+	save()
+	c.ok("exec", id, "--", "sh", "-c", "echo swapped > main.txt")
+	code, _, errs := c.run("accept", id, "--reviewed", reviewed)
+	if code != 75 || !strings.Contains(errs, "main.txt changed since you reviewed it") {
+		t.Errorf("accept of a swapped file: exit %d, %q", code, errs)
+	}
+	if entries, _ := os.ReadDir(p); len(entries) != 2 {
+		t.Fatalf("a refused accept wrote the project: %v", entries)
+	}
+
+	// Reviewed again; then the agent adds a file. Everything reviewed is
+	// taken but the flagged and held changes and the new file.
+	save()
+	c.ok("exec", id, "--", "sh", "-c", "echo later > later.txt")
+	code, out, errs := c.run("accept", id, "--reviewed", reviewed)
+	if code != 1 || !regexp.MustCompile(`accepted added\s+main.txt\s+sha256:[0-9a-f]{12}`).MatchString(out) {
+		t.Errorf("accept: exit %d\n%s%s", code, out, errs)
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "main.txt")); string(b) != "swapped\n" {
+		t.Errorf("main.txt = %q", b)
+	}
+	for path, why := range map[string]string{
+		"root-link": "flagged by symlink_escape", "host-link": "flagged by symlink_escape", "suid": "setuid",
+		"keys.txt": "flagged by secrets", "package-lock.json": "held by policy", "disk.img": "flagged by large_binary",
+		"later.txt": "not in the diff you reviewed",
+	} {
+		if !regexp.MustCompile(`left in the session: ` + regexp.QuoteMeta(path) + `: .*` + regexp.QuoteMeta(why)).MatchString(errs) {
+			t.Errorf("%s is not reported as left (%s):\n%s", path, why, errs)
+		}
+		if _, err := os.Lstat(filepath.Join(p, path)); err == nil {
+			t.Errorf("%s reached the project", path)
+		}
+	}
+
+	// Named, the symlink is taken, as a symlink; --include-flagged takes the rest.
+	c.ok("accept", id, "root-link")
+	if target, err := os.Readlink(filepath.Join(p, "root-link")); err != nil || target != "/root" {
+		t.Errorf("root-link on the host: %q %v", target, err)
+	}
+	c.ok("accept", id, "--include-flagged")
+	var st syscall.Stat_t
+	must(t, syscall.Stat(filepath.Join(p, "disk.img"), &st))
+	if st.Size != 40<<30 || st.Blocks*512 > 1<<20 {
+		t.Errorf("disk.img on the host: %d bytes, %d allocated (want 40 GiB, sparse)", st.Size, st.Blocks*512)
+	}
+	if fi, err := os.Lstat(filepath.Join(p, "host-link")); err != nil || fi.Mode()&os.ModeSymlink == 0 {
+		t.Errorf("host-link on the host is not a symlink: %v", err)
+	}
+	if fi, err := os.Stat(filepath.Join(p, "suid")); err != nil || fi.Mode()&os.ModeSetuid != 0 {
+		t.Errorf("suid on the host: %v %v", fi.Mode(), err)
+	}
+	// Now, without a listing: telling the two 40 GiB files equal reads
+	// both whole (review/changes.go's sameContent).
+	c.ok("rm", id)
+}

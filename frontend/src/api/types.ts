@@ -57,6 +57,9 @@ export interface Hunk {
   new_start: number;
   new_lines: number;
   lines: string[];
+  // What accepting the hunk writes (path, place, lines), for an accept
+  // pinned to what was shown; the id is only a short name.
+  digest?: string;
 }
 
 export interface Conflict {
@@ -98,6 +101,9 @@ export interface FileDiff {
   held?: string;
   auto_accept?: boolean;
   findings?: Finding[];
+  // The session's version as shown (type, mode, content): an accept that
+  // sends it takes that version or nothing.
+  digest?: string;
 }
 
 export interface Diff {
@@ -111,6 +117,10 @@ export interface Selection {
   paths?: string[];
   hunks?: string[];
   take?: "agent" | "host" | "markers";
+  // File id or hunk id -> the digest shown; with no paths or hunks, the
+  // pinned changes are the selection.
+  digests?: Record<string, string>;
+  include_flagged?: boolean;
 }
 
 export interface Outcome {
@@ -119,6 +129,10 @@ export interface Outcome {
   applied: boolean;
   partial?: boolean;
   error?: string;
+  // Set when the accept left the change in the session on purpose.
+  left?: "held" | "flagged" | "unreviewed" | string;
+  reason?: string;
+  digest?: string;
 }
 
 export interface Usage {

@@ -3,8 +3,9 @@ import { Diff2HtmlUI } from "diff2html/lib-esm/ui/js/diff2html-ui-slim.js";
 import { ColorSchemeType } from "diff2html/lib-esm/types";
 import "diff2html/bundles/css/diff2html.min.css";
 import type { Client } from "../api/client";
-import type { Conflict, Diff, FileDiff, Selection } from "../api/types";
+import type { Conflict, Diff, FileDiff, Outcome, Selection } from "../api/types";
 import { badges, hunkPatch, tree } from "../lib/patch";
+import { acceptConflict, acceptFile, acceptHunk, acceptShown } from "../lib/select";
 import { bytes } from "../lib/format";
 import { useShortcuts } from "../lib/keys";
 import { NetSummary } from "./Network";
@@ -86,6 +87,8 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   const [busy, setBusy] = useState(false);
   const [help, setHelp] = useState(false);
   const [notice, setNotice] = useState("");
+  // What the last accept left in the session on purpose, and why.
+  const [left, setLeft] = useState<Outcome[]>([]);
 
   const load = useCallback(async () => {
     try {
@@ -121,13 +124,17 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
       setBusy(true);
       try {
         const out = verb === "accept" ? await client.accept(session, s) : await client.discard(session, s);
-        const failed = out.outcomes.filter((o) => !o.applied);
+        const failed = out.outcomes.filter((o) => !o.applied && !o.left);
+        setLeft(out.outcomes.filter((o) => o.left));
         if (failed.length) onError(new Error(failed.map((o) => `${o.path}: ${o.error}`).join("\n")));
         else setNotice(`${verb === "accept" ? "Accepted" : "Discarded"} ${what}`);
         await load();
         onChanged?.();
       } catch (e) {
+        // A change since it was shown refuses the whole accept: show the
+        // session as it is now.
         onError(e);
+        await load();
       } finally {
         setBusy(false);
       }
@@ -136,16 +143,16 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   );
 
   const fileAction = (verb: "accept" | "discard", f: FileDiff, take?: "agent" | "host") =>
-    act(verb, { paths: [f.path], take }, f.path + (take ? ` (took ${take})` : ""));
+    act(verb, verb === "accept" ? acceptFile(f, take) : { paths: [f.path] }, f.path + (take ? ` (took ${take})` : ""));
   const partAction = (verb: "accept" | "discard") => {
     if (!file) return;
     if (file.conflicts?.length) {
       const c = file.conflicts[hunk];
-      if (c) act("accept", { hunks: [c.id], take: verb === "accept" ? "agent" : "host" }, `conflict #${c.id}`);
+      if (c) act("accept", acceptConflict(file, c, verb === "accept" ? "agent" : "host"), `conflict #${c.id}`);
       return;
     }
     const h = file.hunks?.[hunk];
-    if (h) act(verb, { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
+    if (h) act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
     else fileAction(verb, file);
   };
 
@@ -196,7 +203,12 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     <div className="review">
       <aside className="filetree">
         <div className="tree-actions">
-          <button className="primary" disabled={busy} onClick={() => act("accept", {}, "everything")} title="Accept every change (conflicts need a choice)">
+          <button
+            className="primary"
+            disabled={busy}
+            onClick={() => act("accept", acceptShown(files), "everything shown")}
+            title="Accept every change shown here, as shown (conflicts need a choice; held and flagged changes stay until you accept them one by one)"
+          >
             Accept all
           </button>
           <button className="danger" disabled={busy} onClick={() => confirm("Discard every change of this session?") && act("discard", {}, "everything")}>
@@ -206,6 +218,21 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
             ↻
           </button>
         </div>
+        {left.length > 0 && (
+          <div className="callout warn left" role="status">
+            Left in the session:
+            <ul>
+              {left.map((o) => (
+                <li key={o.path} data-left={o.path}>
+                  <a href="#" onClick={(e) => (e.preventDefault(), setSel(o.path))}>
+                    {o.path}
+                  </a>
+                  : {o.reason}
+                </li>
+              ))}
+            </ul>
+          </div>
+        )}
         <div className="muted small">
           {files.length} changed · workspace {bytes(diff.workspace.used)} of {bytes(diff.workspace.size)}
         </div>
@@ -308,7 +335,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
             {file.conflicts?.length
               ? file.conflicts.map((c, i) => (
                   <div key={c.id} data-part={i} onClick={() => setHunk(i)}>
-                    <ConflictView c={c} focused={i === hunk} onTake={(take) => act("accept", { hunks: [c.id], take }, `conflict #${c.id} (${take})`)} />
+                    <ConflictView c={c} focused={i === hunk} onTake={(take) => act("accept", acceptConflict(file, c, take), `conflict #${c.id} (${take})`)} />
                   </div>
                 ))
               : null}
@@ -323,7 +350,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                       <button className="danger" disabled={busy} onClick={() => act("discard", { hunks: [h.id] }, `hunk #${h.id}`)}>
                         Discard hunk
                       </button>
-                      <button className="primary" disabled={busy} onClick={() => act("accept", { hunks: [h.id] }, `hunk #${h.id}`)}>
+                      <button className="primary" disabled={busy} onClick={() => act("accept", acceptHunk(h), `hunk #${h.id}`)}>
                         Accept hunk
                       </button>
                     </div>
