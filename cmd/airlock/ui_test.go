@@ -279,7 +279,9 @@ func TestBrowserReview(t *testing.T) {
 		// with text would reach xterm twice).
 		input.InsertText("echo term-$((40+2)); head -2 f.txt"),
 		chromedp.KeyEvent(kb.Enter),
-		chromedp.Poll(`document.querySelector(".xterm-rows").innerText.includes("term-42")`, nil),
+		// Wait for the file's line, not only the echo: the two arrive in
+		// separate writes and the screen may be read between them.
+		chromedp.Poll(`document.querySelector(".xterm-rows").innerText.includes("agent two")`, nil, chromedp.WithPollingTimeout(20*time.Second)),
 		chromedp.Text(`.xterm-rows`, &screen),
 		shoot("terminal"),
 	)
