@@ -122,7 +122,7 @@ func TestApplyRefusesAttacks(t *testing.T) {
 	for name, mk := range cases {
 		t.Run(name, func(t *testing.T) {
 			s := newSandbox(t)
-			_, err := ApplyLayer(bytes.NewReader(craft(t, mk(s)...)), Target{Dir: s.target})
+			_, err := applyTo(t, craft(t, mk(s)...), s.target)
 			if !errors.Is(err, ErrUnsafe) {
 				t.Errorf("applied with %v; want ErrUnsafe", err)
 			}
@@ -138,7 +138,7 @@ func TestApplyStripsSetID(t *testing.T) {
 	s := newSandbox(t)
 	data := craft(t, ent{name: "sh", typ: tar.TypeReg, mode: 0o4755, data: "#!"}, ent{name: "d/", typ: tar.TypeDir, mode: 0o2775},
 		ent{name: "tmp/", typ: tar.TypeDir, mode: 0o1777})
-	if _, err := ApplyLayer(bytes.NewReader(data), Target{Dir: s.target}); err != nil {
+	if _, err := applyTo(t, data, s.target); err != nil {
 		t.Fatal(err)
 	}
 	for name, want := range map[string]os.FileMode{"sh": 0o755, "d": os.ModeDir | 0o775, "tmp": os.ModeDir | os.ModeSticky | 0o777} {
@@ -160,11 +160,7 @@ func TestWhiteoutNamedFilesRoundTrip(t *testing.T) {
 	os.Mkdir(filepath.Join(src, ".wh.dir"), 0o755)
 	os.WriteFile(filepath.Join(src, ".wh.dir", "inner"), []byte("inner"), 0o644)
 	unix.Mknod(filepath.Join(src, ".wh.gone"), unix.S_IFCHR, 0) // a deletion of a file named .wh.gone
-	var buf bytes.Buffer
-	if _, err := WriteLayer(&buf, Source{Dir: src}); err != nil {
-		t.Fatal(err)
-	}
-	if _, err := ApplyLayer(&buf, Target{Dir: dst}); err != nil {
+	if _, err := applyTo(t, writeFrom(t, src), dst); err != nil {
 		t.Fatal(err)
 	}
 	if want, got := describe(t, src), describe(t, dst); !equalLines(want, got) {
@@ -200,7 +196,7 @@ func TestSparseFilesStaySparse(t *testing.T) {
 	f.Truncate(4 << 30)
 	f.Close()
 	var n countWriter
-	if _, err := WriteLayer(&n, Source{Dir: src}); err != nil {
+	if _, err := WriteLayer(&n, Source{Root: root(t, src)}); err != nil {
 		t.Fatal(err)
 	}
 	if n.n > 1<<20 {
