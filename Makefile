@@ -45,6 +45,7 @@ fuzz:
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./harness
 	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./confined
+	$(GO) test -run '^$$' -fuzz '^FuzzApplyLayer$$' -fuzztime $(FUZZTIME) ./snapshot
 
 test-short:
 	$(GO) test -short ./...

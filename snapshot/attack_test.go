@@ -7,6 +7,8 @@ import (
 	"io"
 	"os"
 	"path/filepath"
+	"strconv"
+	"strings"
 	"testing"
 
 	"golang.org/x/sys/unix"
@@ -22,7 +24,7 @@ type ent struct {
 	major      int64
 }
 
-func craft(t *testing.T, entries ...ent) []byte {
+func craft(t testing.TB, entries ...ent) []byte {
 	t.Helper()
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
@@ -154,11 +156,13 @@ func TestApplyStripsSetID(t *testing.T) {
 func TestWhiteoutNamedFilesRoundTrip(t *testing.T) {
 	needRoot(t)
 	src, dst := t.TempDir(), t.TempDir()
-	for _, n := range []string{".wh.keep", ".wh..wh..opq", ".airlock-wh.x", "ok"} {
+	for _, n := range []string{".wh.keep", ".wh..wh..opq", ".airlock-wh.x", "ok", ".wh.q", ".airlock-wh..wh.q", ".airlock-wh..airlock-wh..wh.q"} {
 		os.WriteFile(filepath.Join(src, n), []byte(n), 0o644)
 	}
 	os.Mkdir(filepath.Join(src, ".wh.dir"), 0o755)
 	os.WriteFile(filepath.Join(src, ".wh.dir", "inner"), []byte("inner"), 0o644)
+	os.Mkdir(filepath.Join(src, ".wh.dir", ".airlock-wh.sub"), 0o700)
+	os.WriteFile(filepath.Join(src, ".wh.dir", ".airlock-wh.sub", ".wh.deep"), []byte("deep"), 0o600)
 	unix.Mknod(filepath.Join(src, ".wh.gone"), unix.S_IFCHR, 0) // a deletion of a file named .wh.gone
 	if _, err := applyTo(t, writeFrom(t, src), dst); err != nil {
 		t.Fatal(err)
@@ -202,4 +206,73 @@ func TestSparseFilesStaySparse(t *testing.T) {
 	if n.n > 1<<20 {
 		t.Errorf("a 4 GiB sparse file with 10 bytes of data takes %d bytes in the layer", n.n)
 	}
+}
+
+// TestEscapedNamesUnderOverlay: under a real overlay, an applied layer
+// deletes exactly what the session deleted, files named .wh.* included,
+// and shows the session's own .wh.* files.
+func TestEscapedNamesUnderOverlay(t *testing.T) {
+	needRoot(t)
+	lower := t.TempDir()
+	os.WriteFile(filepath.Join(lower, ".wh.lower"), []byte("lower"), 0o644)
+	os.WriteFile(filepath.Join(lower, "kept"), []byte("kept"), 0o644)
+	src, dst := t.TempDir(), t.TempDir()
+	must(t, unix.Mknod(filepath.Join(src, ".wh.lower"), unix.S_IFCHR, 0))
+	os.WriteFile(filepath.Join(src, ".wh.kept"), []byte("mine"), 0o644)
+	if _, err := applyTo(t, writeFrom(t, src), dst); err != nil {
+		t.Fatal(err)
+	}
+	base := t.TempDir()
+	work, mnt := filepath.Join(base, "work"), filepath.Join(base, "mnt")
+	os.Mkdir(work, 0o700)
+	os.Mkdir(mnt, 0o700)
+	if err := unix.Mount("overlay", mnt, "overlay", 0, "lowerdir="+lower+",upperdir="+dst+",workdir="+work); err != nil {
+		t.Skipf("overlay mount: %v", err)
+	}
+	defer unix.Unmount(mnt, 0)
+	ents, _ := os.ReadDir(mnt)
+	var names []string
+	for _, e := range ents {
+		names = append(names, e.Name())
+	}
+	if strings.Join(names, " ") != ".wh.kept kept" {
+		t.Errorf("merged view: %v, want .wh.kept and kept", names)
+	}
+}
+
+// TestApplyLimitsAndRouting: entry counts are bounded; a hard link may not
+// point into a part of the layer applied elsewhere; CheckLayer's visitor
+// may refuse.
+func TestApplyLimitsAndRouting(t *testing.T) {
+	needRoot(t)
+	var entries []ent
+	for i := range 20 {
+		entries = append(entries, ent{name: "f" + strconv.Itoa(i), typ: tar.TypeReg})
+	}
+	s := newSandbox(t)
+	if _, err := ApplyLayer(opener(craft(t, entries...)), Target{Root: root(t, s.target)}, Limits{Entries: 10}); !errors.Is(err, ErrLimit) {
+		t.Errorf("20 entries, 10 allowed: %v", err)
+	}
+	if _, err := CheckLayer(bytes.NewReader(craft(t, entries...)), Limits{Entries: 10}, nil); !errors.Is(err, ErrLimit) {
+		t.Errorf("CheckLayer, 20 entries, 10 allowed: %v", err)
+	}
+	link := craft(t, ent{name: "home/airlock/", typ: tar.TypeDir, mode: 0o755}, ent{name: "home/airlock/key", typ: tar.TypeReg, data: "k"},
+		ent{name: "etc/", typ: tar.TypeDir, mode: 0o755}, ent{name: "etc/key", typ: tar.TypeLink, link: "home/airlock/key"})
+	homeOnly := func(rel string) bool { return rel == "home/airlock" || strings.HasPrefix(rel, "home/airlock/") }
+	if _, err := ApplyLayer(opener(link), Target{Root: root(t, s.target), Skip: homeOnly}, Limits{}); !errors.Is(err, ErrUnsafe) {
+		t.Errorf("a hard link into a skipped part: %v", err)
+	}
+	if _, err := ApplyLayer(opener(link), Target{Root: root(t, t.TempDir()), Prefix: "etc/"}, Limits{}); !errors.Is(err, ErrUnsafe) {
+		t.Errorf("a hard link out of its prefix: %v", err)
+	}
+	no := errors.New("not here")
+	if _, err := CheckLayer(bytes.NewReader(link), Limits{}, func(name string, typ byte) error {
+		if name == "etc/key" {
+			return no
+		}
+		return nil
+	}); !errors.Is(err, no) {
+		t.Errorf("visit: %v", err)
+	}
+	s.untouched(t)
 }

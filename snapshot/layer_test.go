@@ -95,7 +95,7 @@ func lxattrs(t *testing.T, p string) map[string]string {
 
 // upperFixture writes what an overlay upper directory holds after a
 // session: new and changed files, a deletion, an opaque directory, links.
-func upperFixture(t *testing.T, dir string) {
+func upperFixture(t testing.TB, dir string) {
 	t.Helper()
 	must := func(err error) {
 		t.Helper()

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"maps"
 	"path"
 	"slices"
 	"strconv"
@@ -87,27 +88,23 @@ func writeSparse(w io.Writer, h sparseHeader, fd int, buf []byte) (int64, error)
 		data += r.len
 		m = append(m, strconv.FormatInt(r.off, 10), strconv.FormatInt(r.len, 10))
 	}
-	rec := map[string]string{
-		"path":          h.name,
-		"mtime":         paxTime(h.mtime),
-		"uid":           strconv.Itoa(h.uid),
-		"gid":           strconv.Itoa(h.gid),
-		"size":          strconv.FormatInt(data, 10),
-		sparseMap:       strings.Join(m, ","),
-		sparseNumBlocks: strconv.Itoa(len(h.regions)),
-		sparseSize:      strconv.FormatInt(h.size, 10),
+	// In this order: GNU tar reads the records in turn, and needs the
+	// number of regions before the map.
+	rec := [][2]string{
+		{"path", h.name},
+		{"mtime", paxTime(h.mtime)},
+		{"uid", strconv.Itoa(h.uid)},
+		{"gid", strconv.Itoa(h.gid)},
+		{"size", strconv.FormatInt(data, 10)},
 	}
-	for k, v := range h.xattrs {
-		rec[xattrPAX+k] = v
+	for _, k := range slices.Sorted(maps.Keys(h.xattrs)) {
+		rec = append(rec, [2]string{xattrPAX + k, h.xattrs[k]})
 	}
+	rec = append(rec, [2]string{sparseSize, strconv.FormatInt(h.size, 10)}, [2]string{sparseNumBlocks, strconv.Itoa(len(h.regions))},
+		[2]string{sparseMap, strings.Join(m, ",")})
 	var pax bytes.Buffer
-	keys := make([]string, 0, len(rec))
-	for k := range rec {
-		keys = append(keys, k)
-	}
-	slices.Sort(keys)
-	for _, k := range keys {
-		pax.WriteString(paxRecord(k, rec[k]))
+	for _, r := range rec {
+		pax.WriteString(paxRecord(r[0], r[1]))
 	}
 	dir, file := path.Split(h.name)
 	paxHdr := ustar(path.Join(dir, "PaxHeaders.0", file), 'x', 0o644, 0, 0, int64(pax.Len()), h.mtime)
