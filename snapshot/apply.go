@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"os"
 	"path"
 	"slices"
 	"strings"
@@ -102,17 +103,23 @@ func (a *applier) first(open func() (io.ReadCloser, error)) (result, error) {
 		return result{}, err
 	}
 	defer src.Close()
-	pr, pw := io.Pipe()
+	// An OS pipe: the child reads it as its standard input, with no copy
+	// in between; a large one, for fewer switches between the two.
+	pr, pw, err := os.Pipe()
+	if err != nil {
+		return result{}, err
+	}
+	unix.FcntlInt(pw.Fd(), unix.F_SETPIPE_SZ, 1<<20)
 	var res result
 	filtered := make(chan error, 1)
 	go func() {
 		var err error
 		res, err = a.filter(src, pw)
-		pw.CloseWithError(err)
+		pw.Close() // the child sees the end (cut short after a refusal)
 		filtered <- err
 	}()
 	uerr := a.untar(pr, fmt.Sprintf("/proc/self/fd/%d", a.t.Root.Fd()))
-	pr.CloseWithError(errors.New("the layer's application stopped"))
+	pr.Close() // a child that stopped early: the filter's writes fail
 	if ferr := <-filtered; ferr != nil {
 		return res, ferr
 	}
