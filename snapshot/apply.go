@@ -120,8 +120,8 @@ func (a *applier) first(open func() (io.ReadCloser, error)) (result, error) {
 	}()
 	uerr := a.untar(pr, fmt.Sprintf("/proc/self/fd/%d", a.t.Root.Fd()))
 	pr.Close() // a child that stopped early: the filter's writes fail
-	if ferr := <-filtered; ferr != nil {
-		return res, ferr
+	if ferr := <-filtered; ferr != nil && (uerr == nil || !errors.Is(ferr, unix.EPIPE)) {
+		return res, ferr // a refusal, or the layer's own read error
 	}
 	if uerr != nil {
 		if errors.Is(uerr, unix.ENOSPC) {

@@ -208,3 +208,18 @@ func peakRSS(t *testing.T) int64 {
 	t.Fatal("no VmHWM")
 	return 0
 }
+
+// TestApplyFull: a target without room says so (ENOSPC), which the engine
+// turns into "restore it with a larger --workspace-size".
+func TestApplyFull(t *testing.T) {
+	needRoot(t)
+	src, dst := t.TempDir(), t.TempDir()
+	must(t, os.WriteFile(filepath.Join(src, "big"), bytes.Repeat([]byte("x"), 3<<20), 0o644))
+	if err := unix.Mount("tmpfs", dst, "tmpfs", 0, "size=1m"); err != nil {
+		t.Skipf("tmpfs: %v", err)
+	}
+	t.Cleanup(func() { unix.Unmount(dst, 0) }) // after the root is closed
+	if _, err := applyTo(t, writeFrom(t, src), dst); !errors.Is(err, unix.ENOSPC) {
+		t.Errorf("a layer larger than its target: %v, want ENOSPC", err)
+	}
+}

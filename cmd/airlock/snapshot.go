@@ -104,7 +104,7 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 				for _, l := range s.Layers {
 					sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes)+"B")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), shortID(s.Session), s.Project,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), dash(shortID(s.Session)), dash(s.Project),
 					sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
 			}
 			return tw.Flush()
