@@ -6,6 +6,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"path"
 	"path/filepath"
 	"strconv"
 	"strings"
@@ -13,6 +14,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
@@ -48,6 +50,39 @@ func containerSkip(rel string) bool {
 }
 
 func homeOnly(rel string) bool { return rel == "home/airlock" || strings.HasPrefix(rel, homePrefix) }
+
+// notContainers is what a restore leaves out of the container layer: the
+// home (applied after start, inside the container) and whatever
+// containerSkip keeps out of a snapshot, with everything beneath.
+func notContainers(rel string) bool {
+	for p := rel; ; p = path.Dir(p) {
+		if containerSkip(p) {
+			return true
+		}
+		if !strings.Contains(p, "/") {
+			return homeOnly(rel)
+		}
+	}
+}
+
+// openHome opens the agent's home inside a session's container. The
+// container's root, /proc/PID/root (the kernel's link to it), is the
+// trusted start; home/airlock is reached beneath it confined. Resolved as
+// a path instead, an absolute symlink at /home (put there by the image, or
+// by a snapshot's container layer) would resolve against the host's root,
+// and the engine would read or write a host directory.
+func openHome(pid int) (*confined.Root, error) {
+	proc, err := confined.OpenRoot(fmt.Sprintf("/proc/%d/root", pid))
+	if err != nil {
+		return nil, fmt.Errorf("open the session's root: %w", err)
+	}
+	defer proc.Close()
+	home, err := proc.OpenDir(strings.TrimPrefix(homePath, "/"))
+	if err != nil {
+		return nil, errdefs.Conflictf("the session's %s is not a plain directory (%v): /home or %s is a symlink (the image's, or the snapshot's), and the engine reads and writes the agent's home only where it mounted it; use an image whose /home is a directory", homePath, err, homePath)
+	}
+	return home, nil
+}
 
 // Snapshot captures a session: the container's own changes and the
 // workspace's, each an OCI layer in the snapshot store. A running session
@@ -128,18 +163,35 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 		}
 		defer thaw()
 	}
+	// The session's directories are opened frozen, and read confined:
+	// beneath each, nothing is reached through a symlink.
 	var sources []snapshot.Source
 	if upperDir != "" {
-		sources = append(sources, snapshot.Source{Dir: upperDir, Skip: containerSkip})
+		r, err := confined.OpenRoot(upperDir)
+		if err != nil {
+			return api.Snapshot{}, fmt.Errorf("open the container's layer: %w", err)
+		}
+		defer r.Close()
+		sources = append(sources, snapshot.Source{Root: r, Skip: containerSkip})
 	}
 	if pid > 0 {
-		sources = append(sources, snapshot.Source{Dir: fmt.Sprintf("/proc/%d/root%s", pid, homePath), Prefix: homePrefix})
+		home, err := openHome(pid)
+		if err != nil {
+			return api.Snapshot{}, err
+		}
+		defer home.Close()
+		sources = append(sources, snapshot.Source{Root: home, Prefix: homePrefix})
 	}
+	ws, err := confined.OpenRoot(l.ws.Upper())
+	if err != nil {
+		return api.Snapshot{}, fmt.Errorf("open the workspace: %w", err)
+	}
+	defer ws.Close()
 	cst, err := snapshot.WriteLayer(blobs[0], sources...)
 	if err != nil {
 		return api.Snapshot{}, fmt.Errorf("write the container layer: %w", err)
 	}
-	wst, err := snapshot.WriteLayer(blobs[1], snapshot.Source{Dir: l.ws.Upper(), Prefix: workspacePrefix})
+	wst, err := snapshot.WriteLayer(blobs[1], snapshot.Source{Root: ws, Prefix: workspacePrefix})
 	if err != nil {
 		return api.Snapshot{}, fmt.Errorf("write the workspace layer: %w", err)
 	}
@@ -229,8 +281,12 @@ func (e *Engine) RemoveSnapshot(ctx context.Context, ref string) error {
 			return nil
 		}
 	}
-	if _, ok := e.snaps.Get(baseEntryPrefix + shortImageID(snap.ImageID)); ok {
-		return e.snaps.Remove(baseEntryPrefix + shortImageID(snap.ImageID))
+	for _, name := range []string{baseEntry(snap.ImageID), baseEntryPrefix + shortImageID(snap.ImageID)} {
+		if _, ok := e.snaps.Get(name); ok {
+			if err := e.snaps.Remove(name); err != nil {
+				return err
+			}
+		}
 	}
 	return nil
 }
@@ -296,45 +352,55 @@ func (e *Engine) damaged(snap api.Snapshot, err error) error {
 	return errdefs.Invalidf("snapshot %s is damaged and cannot be restored (%v): remove it with `airlock snapshot rm %s`; a copy exported earlier can be imported again", snap.ID, err, snap.ID)
 }
 
-// apply extracts layer h onto the targets, checking the layer against its
+// apply extracts layer h onto the target, checking the layer against its
 // digest to the last byte.
-func (s *restoreSource) apply(h v1.Hash, targets ...snapshot.Target) error {
-	r, err := s.e.snaps.Open(h)
-	if err != nil {
-		return s.e.damaged(s.snap, err)
-	}
-	defer r.Close()
-	_, aerr := snapshot.ApplyLayer(r, targets...)
-	if _, err := io.Copy(io.Discard, r); errors.Is(err, snapshot.ErrCorrupt) {
-		return s.e.damaged(s.snap, err)
-	}
+func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
+	open := func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
+	_, err := snapshot.ApplyLayer(open, t, snapshot.Limits{})
 	switch {
-	case aerr == nil:
+	case err == nil:
 		return nil
-	case errors.Is(aerr, syscall.ENOSPC):
-		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, aerr, humanBytes(workspaceBytes(s.snap)))
-	case errors.Is(aerr, snapshot.ErrUnsafe):
-		return s.e.damaged(s.snap, aerr)
+	case errors.Is(err, snapshot.ErrCorrupt):
+		return s.e.damaged(s.snap, err)
+	case errors.Is(err, syscall.ENOSPC):
+		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
+	case errors.Is(err, snapshot.ErrUnsafe), errors.Is(err, snapshot.ErrLimit):
+		return errdefs.Invalidf("snapshot %s holds a layer Airlock refuses to apply (%v): it was not written by Airlock; remove it with `airlock snapshot rm %s`", s.snap.ID, err, s.snap.ID)
 	}
-	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, aerr)
+	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
 }
 
 func (s *restoreSource) fillWorkspace(upper string) error {
-	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Dir: upper})
+	r, err := confined.OpenRoot(upper)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Root: r})
 }
 
 func (s *restoreSource) fillContainer(upperDir string) error {
 	if s.container.Hex == "" {
 		return nil
 	}
-	return s.apply(s.container, snapshot.Target{Dir: upperDir, Skip: homeOnly})
+	r, err := confined.OpenRoot(upperDir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return s.apply(s.container, snapshot.Target{Root: r, Skip: notContainers})
 }
 
 func (s *restoreSource) fillHome(pid int) error {
 	if s.container.Hex == "" || pid <= 0 {
 		return nil
 	}
-	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Dir: fmt.Sprintf("/proc/%d/root%s", pid, homePath)})
+	home, err := openHome(pid)
+	if err != nil {
+		return err
+	}
+	defer home.Close()
+	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Root: home})
 }
 
 func humanBytes(n int64) string {
@@ -366,12 +432,12 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	if err != nil {
 		return api.Restored{}, err
 	}
-	spec := snap.Spec
-	if req.Project != "" {
-		spec.Project = req.Project
+	spec, err := restoreSpec(snap, req)
+	if err != nil {
+		return api.Restored{}, err
 	}
 	var out api.Restored
-	spec.Image, out.Warnings, err = e.restoreImage(ctx, snap)
+	spec.Image, out.Warnings, err = e.restoreImage(ctx, snap, req.Image)
 	if err != nil {
 		return api.Restored{}, err
 	}
@@ -410,9 +476,48 @@ func firstErr(errs []error) error {
 	return nil
 }
 
-// restoreImage picks the image a restore runs on: the snapshot's own (by
-// id) when Docker still has it, else the image of that name now.
-func (e *Engine) restoreImage(ctx context.Context, snap api.Snapshot) (string, []string, error) {
+// imported says whether a snapshot came from an archive. It then has no
+// settings of its own: an archive's are never used, and its Spec is empty
+// (a session always has a project).
+func imported(s api.Snapshot) bool { return s.Spec.Project == "" }
+
+// restoreSpec is what the restored sessions are created with: a local
+// snapshot's settings with what the request overrides; for an imported
+// one, the request's alone, over the engine's defaults.
+func restoreSpec(snap api.Snapshot, req api.RestoreRequest) (api.CreateRequest, error) {
+	if imported(snap) {
+		if req.Project == "" {
+			return api.CreateRequest{}, errdefs.Invalidf("snapshot %s was imported, and an archive's settings are never used: say which project the restored session works on with --project DIR (the user, image, limits and network policy are yours as well: --user, --image, or the engine's defaults)", snap.ID)
+		}
+		return api.CreateRequest{Project: req.Project, User: req.User}, nil
+	}
+	spec := snap.Spec
+	if req.Project != "" {
+		spec.Project = req.Project
+	}
+	if req.User != "" {
+		spec.User = req.User
+	}
+	return spec, nil
+}
+
+// restoreImage picks the image a restore runs on: the one asked for; for
+// an imported snapshot, the image its archive carried (loaded into Docker
+// by content at import); else the snapshot's own (by id) when Docker still
+// has it, else the image of that name now.
+func (e *Engine) restoreImage(ctx context.Context, snap api.Snapshot, asked string) (string, []string, error) {
+	if asked != "" {
+		return asked, nil, nil
+	}
+	if imported(snap) {
+		if snap.ImageID == "" {
+			return "", nil, errdefs.Invalidf("snapshot %s was imported from an archive without the image it was taken on: say which image to run it on with --image NAME", snap.ID)
+		}
+		if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err != nil {
+			return "", nil, errdefs.NotFoundf("the image snapshot %s's archive carried (%s) is no longer in Docker: import the archive again, or say which image to run it on with --image NAME", snap.ID, shortImageID(snap.ImageID))
+		}
+		return snap.ImageID, nil, nil
+	}
 	byName, nameErr := e.docker.ImageInspect(ctx, snap.Image)
 	if nameErr == nil && (snap.ImageID == "" || byName.ID == snap.ImageID) {
 		return snap.Image, nil, nil
@@ -426,6 +531,12 @@ func (e *Engine) restoreImage(ctx context.Context, snap api.Snapshot) (string, [
 		return snap.Image, []string{fmt.Sprintf("the image the snapshot was taken on (%s) is gone; its container changes are applied to today's %s, where installed packages may not fit", shortImageID(snap.ImageID), snap.Image)}, nil
 	}
 	return "", nil, errdefs.NotFoundf("snapshot %s needs image %s, which is not here: build it (`airlock image build`) or import the snapshot from an export that includes its image", snap.ID, snap.Image)
+}
+
+// baseEntry is the store entry of a base image, by its full id (a short
+// one could be made to collide).
+func baseEntry(imageID string) string {
+	return baseEntryPrefix + strings.TrimPrefix(imageID, "sha256:")
 }
 
 func shortImageID(id string) string {

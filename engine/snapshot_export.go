@@ -4,18 +4,22 @@ import (
 	"archive/tar"
 	"bufio"
 	"context"
+	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
 	"path"
 	"strings"
+	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	"github.com/docker/docker/client"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
+	"github.com/google/go-containerregistry/pkg/v1/types"
 )
 
 // Export is a snapshot ready to be written as an image tar.
@@ -60,7 +64,7 @@ func (e *Engine) PrepareExport(ctx context.Context, ref string, withBase bool) (
 		// base into Docker under its original id.
 		ann[annotationBase] = base.Manifest.Config.Digest.String()
 	}
-	man, cfg, err := snapshot.Compose(baseCfg, baseLayers, img.Layers(), map[string]string{labelSnapshot: img.Config.Config.Labels[labelSnapshot]}, snap.Created, ann)
+	man, cfg, err := snapshot.Compose(baseCfg, baseLayers, img.Layers(), map[string]string{labelSnapshot: exportLabel(snap)}, snap.Created, ann)
 	if err != nil {
 		return nil, err
 	}
@@ -74,6 +78,16 @@ func (x *Export) Write(w io.Writer) error {
 		ref = snapshotRefName + ":" + x.snap.Name
 	}
 	return x.e.snaps.WriteTar(w, x.manifest, x.config, ref, x.extra...)
+}
+
+// exportLabel is the snapshot as an archive carries it: what it is, never
+// how it ran. The settings hold environment values, the CA bundle's path,
+// network rules naming stored secrets and the project's path; an import
+// would not use them anyway.
+func exportLabel(s api.Snapshot) string {
+	s.Spec, s.Project, s.Digest = api.CreateRequest{}, "", ""
+	b, _ := json.Marshal(s)
+	return string(b)
 }
 
 func validTag(s string) bool {
@@ -94,9 +108,11 @@ func (e *Engine) baseImage(ctx context.Context, snap api.Snapshot) (*snapshot.Im
 	if snap.ImageID == "" {
 		return nil, errdefs.NotFoundf("snapshot %s does not record its image's id: export it with --no-base", snap.ID)
 	}
-	entry := baseEntryPrefix + shortImageID(snap.ImageID)
-	if img, err := e.snaps.Image(entry); err == nil {
-		return img, nil
+	entry := baseEntry(snap.ImageID)
+	for _, name := range []string{entry, baseEntryPrefix + shortImageID(snap.ImageID)} {
+		if img, err := e.snaps.Image(name); err == nil {
+			return img, nil
+		}
 	}
 	if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err != nil {
 		if client.IsErrNotFound(err) {
@@ -184,97 +200,217 @@ func (e *Engine) baseImage(ctx context.Context, snap api.Snapshot) (*snapshot.Im
 	return e.snaps.Image(entry)
 }
 
-// Import reads an image tar written by Export (or by any tool, if it
-// carries an Airlock snapshot's label) into a snapshot. When the tar holds
-// the base image and Docker lacks it, the base is loaded into Docker.
+// Import reads an image tar written by Export into a snapshot. The archive
+// is untrusted, whoever made it: only its snapshot layers are kept, each
+// checked entry by entry by the rules restore applies them with, and of its
+// label only the layers' roles and the name. Ids, project, settings and
+// image names are never taken from it (a restore asks for them). When the
+// tar carries the base image and Docker lacks it, the base is loaded into
+// Docker by content, under no name.
 func (e *Engine) Import(ctx context.Context, r io.Reader) (api.Snapshot, []string, error) {
 	end := e.snaps.Begin()
+	defer func() {
+		end()
+		e.snaps.GC() // the tar's full image is not kept, only its layers
+	}()
 	img, err := e.snaps.ReadTar(r)
 	if err != nil {
-		end()
-		e.snaps.GC()
-		if errors.Is(err, snapshot.ErrCorrupt) {
+		switch {
+		case errors.Is(err, snapshot.ErrCorrupt):
 			return api.Snapshot{}, nil, errdefs.Invalidf("the archive is damaged (%v): export the snapshot again", err)
-		}
-		if strings.Contains(err.Error(), "not an OCI image layout") {
-			return api.Snapshot{}, nil, errdefs.Invalidf("%v", err)
+		case errors.Is(err, snapshot.ErrArchive):
+			return api.Snapshot{}, nil, errdefs.Invalidf("%v: only archives written by `airlock snapshot export` import; export the snapshot again", err)
+		case errors.Is(err, syscall.ENOSPC):
+			return api.Snapshot{}, nil, errdefs.Unavailablef("no room for the archive in the engine's state directory (%v): free some disk space", err)
 		}
 		return api.Snapshot{}, nil, errdefs.Invalidf("the archive cannot be read (%v): it is not a tar written by `airlock snapshot export`, or it was cut short; export it again", err)
 	}
-	snap, warnings, err := e.importImage(ctx, img)
-	end()
-	e.snaps.GC() // the tar's full image is not kept, only its layers
-	return snap, warnings, err
+	return e.importImage(ctx, img)
 }
+
+// importLayers are the media types of layers an import takes: uncompressed
+// tars, as Export writes them.
+var importLayers = map[types.MediaType]bool{types.OCIUncompressedLayer: true, types.DockerUncompressedLayer: true}
 
 func (e *Engine) importImage(ctx context.Context, img *snapshot.Image) (api.Snapshot, []string, error) {
 	label := img.Config.Config.Labels[labelSnapshot]
 	if label == "" {
 		return api.Snapshot{}, nil, errdefs.Invalidf("the archive is an image but not an Airlock snapshot (no %s label): only `airlock snapshot export` archives import", labelSnapshot)
 	}
-	var snap api.Snapshot
-	if err := json.Unmarshal([]byte(label), &snap); err != nil || len(snap.Layers) == 0 {
+	var claim api.Snapshot
+	if err := json.Unmarshal([]byte(label), &claim); err != nil {
 		return api.Snapshot{}, nil, errdefs.Invalidf("the archive's snapshot label is not readable (%v): export the snapshot again", err)
 	}
+	if err := checkClaim(claim); err != nil {
+		return api.Snapshot{}, nil, errdefs.Invalidf("the archive's snapshot label is not one Airlock writes (%v): export the snapshot again", err)
+	}
+	if claim.Session != "" {
+		if _, err := e.store.Session(ctx, claim.Session); err == nil {
+			return api.Snapshot{}, nil, errdefs.Conflictf("the archive claims to be a snapshot of session %s, which is a session of this engine: take a snapshot of it with `airlock snapshot %s` instead; an archive that really comes from elsewhere was altered, so ask its author for a new export", claim.Session, claim.Session)
+		}
+	}
 	all := img.Layers()
-	k := len(snap.Layers)
+	k := len(claim.Layers)
 	if len(all) < k {
-		return api.Snapshot{}, nil, errdefs.Invalidf("the archive has %d layers, fewer than its snapshot's %d", len(all), k)
+		return api.Snapshot{}, nil, errdefs.Invalidf("the archive has %d layers, fewer than its snapshot's %d: export the snapshot again", len(all), k)
 	}
 	ours, base := all[len(all)-k:], all[:len(all)-k]
+	snap := api.Snapshot{ID: newID(), Created: time.Now()}
 	for i, l := range ours {
-		if l.Digest.String() != snap.Layers[i].Digest {
-			return api.Snapshot{}, nil, errdefs.Invalidf("the archive's layer %d is %s, not the snapshot's %s", i, l.Digest, snap.Layers[i].Digest)
+		what := claim.Layers[i].What
+		if l.Digest.String() != claim.Layers[i].Digest {
+			return api.Snapshot{}, nil, errdefs.Invalidf("the archive's layer %d is %s, not the snapshot's %s: export the snapshot again", i, l.Digest, claim.Layers[i].Digest)
 		}
+		if mt := img.Manifest.Layers[len(base)+i].MediaType; !importLayers[mt] {
+			return api.Snapshot{}, nil, errdefs.Invalidf("the archive's %s layer is a %s, not the uncompressed tar `airlock snapshot export` writes: export the snapshot again", what, mt)
+		}
+		st, err := e.checkLayer(l.Digest, what)
+		if err != nil {
+			if errors.Is(err, snapshot.ErrCorrupt) {
+				return api.Snapshot{}, nil, errdefs.Invalidf("the archive is damaged (%v): export the snapshot again", err)
+			}
+			return api.Snapshot{}, nil, errdefs.Invalidf("the archive's %s layer is refused (%v): Airlock imports only what `airlock snapshot export` writes, so this one was made or altered by hand; ask for a new export", what, err)
+		}
+		ours[i].CreatedBy = fmt.Sprintf("airlock snapshot (imported): %s", what)
+		snap.Layers = append(snap.Layers, api.SnapshotLayer{What: what, Digest: l.Digest.String(), Size: l.Size, Files: st.Files, Bytes: st.Bytes, Delete: st.Whiteouts})
 	}
 	var warnings []string
-	if cfg := img.Manifest.Annotations[annotationBase]; len(base) > 0 && cfg != "" && snap.ImageID == cfg {
-		// Kept as the base entry, so that exporting again needs no save.
-		if ch, err := v1.NewHash(cfg); err == nil {
-			if config, err := e.snaps.ReadBytes(ch); err == nil {
-				e.snaps.PutImage(baseEntryPrefix+shortImageID(cfg), snapshot.Manifest(config, base, nil), config, map[string]string{snapshot.AnnotationRefName: snap.Image})
-			}
+	if claim.Name != "" {
+		if _, err := e.store.Snapshot(ctx, claim.Name); err == nil || !validTag(claim.Name) {
+			warnings = append(warnings, fmt.Sprintf("the archive's name %q is taken here (or not a valid name): the snapshot is imported without a name", claim.Name))
+		} else {
+			snap.Name = claim.Name
 		}
 	}
-	if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err != nil {
-		switch cfg := img.Manifest.Annotations[annotationBase]; {
-		case len(base) > 0 && cfg != "":
-			if err := e.loadBase(ctx, snap, cfg, base); err != nil {
-				return api.Snapshot{}, nil, err
-			}
-			warnings = append(warnings, fmt.Sprintf("loaded the snapshot's image into Docker (%s)", shortImageID(snap.ImageID)))
-		default:
-			if _, err := e.docker.ImageInspect(ctx, snap.Image); err != nil {
-				warnings = append(warnings, fmt.Sprintf("image %s is not here and the archive does not carry it: build it before restoring (`airlock image build`)", snap.Image))
-			} else {
-				warnings = append(warnings, fmt.Sprintf("the archive does not carry the image it was taken on; restores use today's %s", snap.Image))
-			}
-		}
+	id, w, err := e.importBase(ctx, img, base)
+	if err != nil {
+		return api.Snapshot{}, nil, err
 	}
-	if _, err := e.store.Snapshot(ctx, snap.ID); err == nil {
-		snap.ID = newID() // imported twice: a second snapshot
+	snap.ImageID, warnings = id, append(warnings, w...)
+	if id == "" {
+		warnings = append(warnings, fmt.Sprintf("the archive does not carry the image it was taken on (it names %q): restore it with --image NAME", claim.Image))
 	}
-	snap.Digest = ""
 	if err := e.putSnapshot(ctx, &snap, ours); err != nil {
 		return api.Snapshot{}, nil, err
 	}
-	// putSnapshot wrote the label with the new id; the layer history
-	// keeps the original session's.
 	e.log.Info("snapshot imported", "snapshot", snap.ID)
 	return snap, warnings, nil
 }
 
-// loadBase loads the base image from the store into Docker as a
-// docker-archive stream: its original config (so its id is the one the
-// snapshot names) and layers.
-func (e *Engine) loadBase(ctx context.Context, snap api.Snapshot, cfgDigest string, layers []snapshot.Layer) error {
-	ch, err := v1.NewHash(cfgDigest)
+// checkClaim checks the shape of an archive's label: the layers Export
+// writes (a workspace layer last, a container layer before it) and ids
+// such as the engine makes.
+func checkClaim(c api.Snapshot) error {
+	switch {
+	case len(c.Layers) == 1 && c.Layers[0].What == whatWorkspace:
+	case len(c.Layers) == 2 && c.Layers[0].What == whatContainer && c.Layers[1].What == whatWorkspace:
+	default:
+		return errors.New("its layers are not a container layer and a workspace layer")
+	}
+	for _, id := range []string{c.ID, c.Session} {
+		if id != "" && !validID(id) {
+			return fmt.Errorf("%q is not an id Airlock makes", id)
+		}
+	}
+	return nil
+}
+
+func validID(id string) bool {
+	if len(id) != 12 {
+		return false
+	}
+	_, err := hex.DecodeString(id)
+	return err == nil && strings.ToLower(id) == id
+}
+
+// checkLayer reads a stored layer whole, checking every entry (and the
+// blob's digest). On top of the rules of any layer: a workspace layer
+// holds the workspace only; a container layer never holds what the
+// engine mounts into a session, and its home, if any, is a directory.
+func (e *Engine) checkLayer(h v1.Hash, what string) (snapshot.LayerStats, error) {
+	r, err := e.snaps.Open(h)
+	if err != nil {
+		return snapshot.LayerStats{}, err
+	}
+	defer r.Close()
+	refuse := func(name, why string) error {
+		return &snapshot.EntryError{Name: name, Reason: why, Err: snapshot.ErrUnsafe}
+	}
+	visit := func(name string, typ byte) error {
+		ws := strings.TrimSuffix(workspacePrefix, "/")
+		inWorkspace := name == ws || strings.HasPrefix(name, workspacePrefix)
+		switch {
+		case what == whatWorkspace && !inWorkspace:
+			return refuse(name, "a workspace layer holds the workspace only")
+		case what == whatWorkspace:
+		case inWorkspace:
+			return refuse(name, "a container layer never holds the workspace")
+		case (name == "home" || name == "home/airlock") && typ != tar.TypeDir:
+			return refuse(name, "the agent's home must be a directory")
+		case !homeOnly(name) && notContainers(name):
+			return refuse(name, "a path the engine mounts into every session")
+		}
+		return nil
+	}
+	st, err := snapshot.CheckLayer(r, snapshot.Limits{}, visit)
+	if err == nil {
+		_, err = io.Copy(io.Discard, r) // the digest, to the last byte
+	}
+	return st, err
+}
+
+// importBase makes the base image an archive carries available: it is
+// checked (its config names the base layers, all in the archive), kept as
+// the base entry (a later export needs no save), and loaded into Docker
+// unless Docker has it; never under a name, which could take one of the
+// user's. It returns the image's id, "" when the archive carries none.
+func (e *Engine) importBase(ctx context.Context, img *snapshot.Image, base []snapshot.Layer) (string, []string, error) {
+	cfg := img.Manifest.Annotations[annotationBase]
+	if cfg == "" || len(base) == 0 {
+		return "", nil, nil
+	}
+	bad := func(why string) error {
+		return errdefs.Invalidf("the archive's base image %s: %s; export the snapshot again", cfg, why)
+	}
+	ch, err := v1.NewHash(cfg)
 	if err != nil || !e.snaps.Has(ch) {
-		return errdefs.Invalidf("the archive names a base image config it lacks (%s): export the snapshot again", cfgDigest)
+		return "", nil, bad("the archive lacks its config")
 	}
-	if snap.ImageID != "" && ch.String() != snap.ImageID {
-		return errdefs.Invalidf("the archive's base image is %s, not the %s the snapshot was taken on", ch, snap.ImageID)
+	if size, err := e.snaps.BlobSize(ch); err != nil || size > snapshot.MaxJSON {
+		return "", nil, bad(fmt.Sprintf("its config is more than %d MiB", snapshot.MaxJSON>>20))
 	}
+	config, err := e.snaps.ReadBytes(ch)
+	if err != nil {
+		return "", nil, bad(err.Error())
+	}
+	var c v1.ConfigFile
+	if err := json.Unmarshal(config, &c); err != nil {
+		return "", nil, bad("its config is not an image config")
+	}
+	if len(c.RootFS.DiffIDs) != len(base) {
+		return "", nil, bad("its config does not list the archive's base layers")
+	}
+	for i, d := range c.RootFS.DiffIDs {
+		if base[i].Digest != d {
+			return "", nil, bad("its config does not list the archive's base layers")
+		}
+	}
+	if _, err := e.snaps.PutImage(baseEntry(ch.String()), snapshot.Manifest(config, base, nil), config, map[string]string{snapshot.AnnotationRefName: ch.String()}); err != nil {
+		return "", nil, err
+	}
+	if _, err := e.docker.ImageInspect(ctx, ch.String()); err == nil {
+		return ch.String(), nil, nil
+	}
+	if err := e.loadBase(ctx, ch, base); err != nil {
+		return "", nil, err
+	}
+	return ch.String(), []string{fmt.Sprintf("loaded the snapshot's image into Docker (%s, under no name)", shortImageID(ch.String()))}, nil
+}
+
+// loadBase loads the base image from the store into Docker as a
+// docker-archive stream: its original config (so its id is the config's
+// digest) and layers, with no repository tag.
+func (e *Engine) loadBase(ctx context.Context, ch v1.Hash, layers []snapshot.Layer) error {
 	pr, pw := io.Pipe()
 	go func() {
 		tw := tar.NewWriter(pw)
@@ -283,11 +419,7 @@ func (e *Engine) loadBase(ctx context.Context, snap api.Snapshot, cfgDigest stri
 			for _, l := range layers {
 				names = append(names, l.Digest.Hex+"/layer.tar")
 			}
-			var tags []string
-			if _, err := e.docker.ImageInspect(ctx, snap.Image); err != nil && strings.Contains(snap.Image, ":") {
-				tags = []string{snap.Image} // the name is free: give it back
-			}
-			dm, _ := json.Marshal([]map[string]any{{"Config": ch.Hex + ".json", "RepoTags": tags, "Layers": names}})
+			dm, _ := json.Marshal([]map[string]any{{"Config": ch.Hex + ".json", "RepoTags": []string{}, "Layers": names}})
 			if err := tw.WriteHeader(&tar.Header{Name: "manifest.json", Mode: 0o644, Size: int64(len(dm))}); err != nil {
 				return err
 			}
@@ -335,11 +467,11 @@ func (e *Engine) loadBase(ctx context.Context, snap api.Snapshot, cfgDigest stri
 			break
 		}
 		if m.Error != "" {
-			return fmt.Errorf("Docker could not load the snapshot's image: %s", m.Error)
+			return errdefs.Invalidf("Docker could not load the snapshot's image (%s): export the snapshot again", m.Error)
 		}
 	}
-	if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err != nil {
-		return fmt.Errorf("Docker loaded the snapshot's image but does not list %s", snap.ImageID)
+	if _, err := e.docker.ImageInspect(ctx, ch.String()); err != nil {
+		return fmt.Errorf("Docker loaded the snapshot's image but does not list %s", ch)
 	}
 	return nil
 }

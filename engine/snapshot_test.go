@@ -1,8 +1,11 @@
 package engine_test
 
 import (
+	"archive/tar"
 	"bytes"
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -18,12 +21,22 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/snapshot"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 	"github.com/google/go-containerregistry/pkg/v1/tarball"
 )
+
+// TestMain lets the test binary be the layer applier a restore starts
+// (snapshot.ApplyLayer re-executes the binary, chrooted).
+func TestMain(m *testing.M) {
+	if snapshot.Init() {
+		return
+	}
+	os.Exit(m.Run())
+}
 
 // diffSummary is a session's changes as "kind path" lines.
 func diffSummary(t *testing.T, e *enginetest.Engine, id string) string {
@@ -303,10 +316,15 @@ func TestSnapshotExportImport(t *testing.T) {
 	if imp.Name != "exported" || len(warnings) != 1 || !strings.Contains(warnings[0], "loaded") {
 		t.Errorf("import: %+v %v", imp, warnings)
 	}
-	if _, err := d.ImageInspect(ctx, tag); err != nil {
-		t.Errorf("the import did not give the image its name back: %v", err)
+	// Loaded by content, under no name: an archive's names could take one
+	// of the user's (say airlock/base, which every new session runs on).
+	if _, err := d.ImageInspect(ctx, tag); err == nil {
+		t.Errorf("the import gave the loaded image the archive's name %s", tag)
 	}
-	r, err := e.Restore(ctx, imp.ID, api.RestoreRequest{})
+	if imp.ImageID != committed.ID || imp.Spec.Project != "" {
+		t.Errorf("imported: image %s (want %s), spec %+v", imp.ImageID, committed.ID, imp.Spec)
+	}
+	r, err := e.Restore(ctx, imp.ID, api.RestoreRequest{Project: p})
 	must(t, err)
 	carried(t, e, r.Sessions[0].ID)
 	if code, out := run(t, e, r.Sessions[0].ID, "cat", "/base-marker"); code != 0 || out != "base\n" {
@@ -331,6 +349,9 @@ func TestSnapshotExportImport(t *testing.T) {
 	json.Unmarshal([]byte(cfg.Config.Labels["dev.airlock.snapshot"]), &meta)
 	if meta["id"] != snap.ID {
 		t.Errorf("the label names snapshot %v", meta["id"])
+	}
+	if spec, _ := json.Marshal(meta["spec"]); meta["project"] != "" || strings.Contains(string(spec), p) {
+		t.Errorf("the exported label carries the session's settings: %s", cfg.Config.Labels["dev.airlock.snapshot"])
 	}
 }
 
@@ -360,4 +381,424 @@ func dockerRun(t *testing.T, d *client.Client, ref string, argv ...string) strin
 	var out bytes.Buffer
 	stdcopy.StdCopy(&out, &out, logs)
 	return out.String()
+}
+
+// lent is one entry of a crafted layer.
+type lent struct {
+	name, link string
+	typ        byte
+	mode       int64
+	data       string
+	pax        map[string]string
+	major      int64
+}
+
+func layerTar(t *testing.T, entries ...lent) []byte {
+	t.Helper()
+	var buf bytes.Buffer
+	tw := tar.NewWriter(&buf)
+	for _, e := range entries {
+		mode := e.mode
+		if mode == 0 {
+			mode = 0o644
+		}
+		h := &tar.Header{Name: e.name, Linkname: e.link, Typeflag: e.typ, Mode: mode, Size: int64(len(e.data)), PAXRecords: e.pax, Devmajor: e.major, Format: tar.FormatPAX}
+		if e.typ != tar.TypeReg {
+			h.Size = 0
+		}
+		must(t, tw.WriteHeader(h))
+		io.WriteString(tw, e.data)
+	}
+	must(t, tw.Close())
+	return buf.Bytes()
+}
+
+// blob is one file of a crafted archive: its bytes, or a generator for
+// those too large to hold.
+type blob struct {
+	data []byte
+	gen  func(w io.Writer) error
+	sum  *[2]string // digest and size of a generated blob, once computed
+}
+
+func (b blob) digest(t *testing.T) (string, int64) {
+	if b.gen != nil && b.sum != nil && b.sum[0] != "" {
+		n, _ := strconv.ParseInt(b.sum[1], 10, 64)
+		return b.sum[0], n
+	}
+	h := sha256.New()
+	n, err := b.copyTo(h)
+	must(t, err)
+	d := "sha256:" + hex.EncodeToString(h.Sum(nil))
+	if b.sum != nil {
+		*b.sum = [2]string{d, strconv.FormatInt(n, 10)}
+	}
+	return d, n
+}
+
+func (b blob) copyTo(w io.Writer) (int64, error) {
+	if b.gen == nil {
+		n, err := w.Write(b.data)
+		return int64(n), err
+	}
+	cw := &counting{w: w}
+	err := b.gen(cw)
+	return cw.n, err
+}
+
+type counting struct {
+	w io.Writer
+	n int64
+}
+
+func (c *counting) Write(p []byte) (int, error) {
+	n, err := c.w.Write(p)
+	c.n += int64(n)
+	return n, err
+}
+
+// crafted is an OCI image layout tar made by hand, as someone handing a
+// user a snapshot archive could make it.
+type crafted struct {
+	label                map[string]any
+	container, workspace blob
+	// edits, applied in this order before the archive is written
+	config   func(cfg map[string]any)
+	manifest func(m map[string]any, blobs map[string]blob)
+	index    func(idx map[string]any)
+	extra    map[string]blob // more files in the archive
+}
+
+func newCrafted(t *testing.T) *crafted {
+	return &crafted{
+		label: map[string]any{"id": "0123456789ab", "session": "fedcba987654", "name": "crafted", "image": enginetest.Image,
+			"spec": map[string]any{"project": "/", "user": "0:0"}},
+		container: blob{data: layerTar(t, lent{name: "opt/", typ: tar.TypeDir, mode: 0o755}, lent{name: "opt/tool", typ: tar.TypeReg, data: "tool\n"},
+			lent{name: "home/", typ: tar.TypeDir, mode: 0o755}, lent{name: "home/airlock/", typ: tar.TypeDir, mode: 0o1777},
+			lent{name: "home/airlock/.state", typ: tar.TypeReg, data: "state\n"})},
+		workspace: blob{data: layerTar(t, lent{name: "workspace/", typ: tar.TypeDir, mode: 0o755}, lent{name: "workspace/new.txt", typ: tar.TypeReg, data: "new\n"})},
+	}
+}
+
+func (c *crafted) reader(t *testing.T) io.Reader {
+	t.Helper()
+	blobs := map[string]blob{}
+	var layers []any
+	var snapLayers []any
+	for i, l := range []blob{c.container, c.workspace} {
+		d, n := l.digest(t)
+		blobs[d] = l
+		layers = append(layers, map[string]any{"mediaType": "application/vnd.oci.image.layer.v1.tar", "digest": d, "size": n})
+		snapLayers = append(snapLayers, map[string]any{"what": []string{"container", "workspace"}[i], "digest": d, "size": n})
+	}
+	label := map[string]any{"layers": snapLayers}
+	for k, v := range c.label {
+		label[k] = v
+	}
+	lj, _ := json.Marshal(label)
+	cfg := map[string]any{"architecture": "amd64", "os": "linux", "config": map[string]any{"Labels": map[string]string{"dev.airlock.snapshot": string(lj)}},
+		"rootfs": map[string]any{"type": "layers", "diff_ids": []string{layers[0].(map[string]any)["digest"].(string), layers[1].(map[string]any)["digest"].(string)}}}
+	if c.config != nil {
+		c.config(cfg)
+	}
+	cj, _ := json.Marshal(cfg)
+	cd, cn := blob{data: cj}.digest(t)
+	blobs[cd] = blob{data: cj}
+	man := map[string]any{"schemaVersion": 2, "mediaType": "application/vnd.oci.image.manifest.v1+json",
+		"config": map[string]any{"mediaType": "application/vnd.oci.image.config.v1+json", "digest": cd, "size": cn}, "layers": layers}
+	if c.manifest != nil {
+		c.manifest(man, blobs)
+	}
+	mj, _ := json.Marshal(man)
+	md, mn := blob{data: mj}.digest(t)
+	blobs[md] = blob{data: mj}
+	idx := map[string]any{"schemaVersion": 2, "manifests": []any{map[string]any{"mediaType": "application/vnd.oci.image.manifest.v1+json", "digest": md, "size": mn,
+		"annotations": map[string]string{"dev.airlock.snapshot.id": "0123456789ab"}}}}
+	if c.index != nil {
+		c.index(idx)
+	}
+	ij, _ := json.Marshal(idx)
+	files := []struct {
+		name string
+		b    blob
+	}{{"oci-layout", blob{data: []byte(`{"imageLayoutVersion":"1.0.0"}`)}}, {"index.json", blob{data: ij}}}
+	for d, b := range blobs {
+		files = append(files, struct {
+			name string
+			b    blob
+		}{"blobs/sha256/" + strings.TrimPrefix(d, "sha256:"), b})
+	}
+	for n, b := range c.extra {
+		files = append(files, struct {
+			name string
+			b    blob
+		}{n, b})
+	}
+	pr, pw := io.Pipe()
+	go func() {
+		tw := tar.NewWriter(pw)
+		for _, f := range files {
+			_, n := f.b.digest(t)
+			if err := tw.WriteHeader(&tar.Header{Name: f.name, Typeflag: tar.TypeReg, Mode: 0o644, Size: n}); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+			if _, err := f.b.copyTo(tw); err != nil {
+				pw.CloseWithError(err)
+				return
+			}
+		}
+		pw.CloseWithError(tw.Close())
+	}()
+	return pr
+}
+
+// bombLayer is a workspace layer of n empty files.
+func bombLayer(n int) blob {
+	return blob{sum: new([2]string), gen: func(w io.Writer) error {
+		tw := tar.NewWriter(w)
+		if err := tw.WriteHeader(&tar.Header{Name: "workspace/", Typeflag: tar.TypeDir, Mode: 0o755}); err != nil {
+			return err
+		}
+		for i := range n {
+			if err := tw.WriteHeader(&tar.Header{Name: "workspace/" + strconv.Itoa(i), Typeflag: tar.TypeReg, Mode: 0o644, Format: tar.FormatUSTAR}); err != nil {
+				return err
+			}
+		}
+		return tw.Close()
+	}}
+}
+
+func storeBlobs(t *testing.T, e *enginetest.Engine) int {
+	ents, _ := os.ReadDir(filepath.Join(e.StateDir, "snapshots", "blobs", "sha256"))
+	return len(ents)
+}
+
+// TestSnapshotImportRefusesCraftedArchives imports archives made to hurt
+// the host or the engine: each is refused with a classed error that says
+// what to do, and leaves nothing behind.
+func TestSnapshotImportRefusesCraftedArchives(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	outside := t.TempDir()
+	big := strings.Repeat("x", 5<<20)
+	cases := []struct {
+		name  string
+		edit  func(c *crafted)
+		class errdefs.Class
+		says  string
+	}{
+		{"writes through a symlink it made", func(c *crafted) {
+			c.workspace = blob{data: layerTar(t, lent{name: "workspace/", typ: tar.TypeDir, mode: 0o755}, lent{name: "workspace/d/", typ: tar.TypeDir, mode: 0o755},
+				lent{name: "workspace/d", typ: tar.TypeSymlink, link: outside}, lent{name: "workspace/d/pwned", typ: tar.TypeReg, data: "x"})}
+		}, errdefs.Invalid, "symlink"},
+		{"a device node", func(c *crafted) {
+			c.container = blob{data: layerTar(t, lent{name: "opt/", typ: tar.TypeDir, mode: 0o755}, lent{name: "opt/sda", typ: tar.TypeBlock, major: 8})}
+		}, errdefs.Invalid, "device"},
+		{"a whiteout of ..", func(c *crafted) {
+			c.workspace = blob{data: layerTar(t, lent{name: "workspace/", typ: tar.TypeDir, mode: 0o755}, lent{name: "workspace/.wh...", typ: tar.TypeReg})}
+		}, errdefs.Invalid, "whiteout"},
+		{"a trusted xattr", func(c *crafted) {
+			c.container = blob{data: layerTar(t, lent{name: "f", typ: tar.TypeReg, data: "x", pax: map[string]string{"SCHILY.xattr.trusted.overlay.redirect": "/etc"}})}
+		}, errdefs.Invalid, "extended attribute"},
+		{"an absolute name", func(c *crafted) {
+			c.container = blob{data: layerTar(t, lent{name: "/etc/cron.d/x", typ: tar.TypeReg, data: "x"})}
+		}, errdefs.Invalid, "absolute"},
+		{"a tar bomb of tiny files", func(c *crafted) { c.workspace = bombLayer(1_000_001) }, errdefs.Invalid, "entries"},
+		{"a blob that is not what its name says", func(c *crafted) {
+			c.manifest = func(m map[string]any, blobs map[string]blob) {
+				d := m["layers"].([]any)[1].(map[string]any)["digest"].(string)
+				blobs[d] = blob{data: append(append([]byte{}, blobs[d].data...), 0)}
+			}
+		}, errdefs.Invalid, "export"},
+		{"a manifest naming a layer the archive lacks", func(c *crafted) {
+			c.manifest = func(m map[string]any, blobs map[string]blob) {
+				m["layers"].([]any)[0].(map[string]any)["digest"] = "sha256:" + strings.Repeat("ab", 32)
+			}
+		}, errdefs.Invalid, "export"},
+		{"a descriptor whose size lies", func(c *crafted) {
+			c.manifest = func(m map[string]any, _ map[string]blob) { m["layers"].([]any)[1].(map[string]any)["size"] = 1 }
+		}, errdefs.Invalid, "export"},
+		{"a digest that is not sha256", func(c *crafted) {
+			c.index = func(idx map[string]any) {
+				idx["manifests"].([]any)[0].(map[string]any)["digest"] = "sha256:../../../etc/passwd"
+			}
+		}, errdefs.Invalid, "export"},
+		{"a huge config", func(c *crafted) {
+			c.config = func(cfg map[string]any) { cfg["pad"] = big }
+		}, errdefs.Invalid, "MiB"},
+		{"a huge index", func(c *crafted) {
+			c.index = func(idx map[string]any) { idx["pad"] = big }
+		}, errdefs.Invalid, "MiB"},
+		{"thousands of blobs", func(c *crafted) {
+			c.extra = map[string]blob{}
+			for i := range 3000 {
+				b := []byte(strconv.Itoa(i))
+				sum := sha256.Sum256(b)
+				c.extra["blobs/sha256/"+hex.EncodeToString(sum[:])] = blob{data: b}
+			}
+		}, errdefs.Invalid, "blobs"},
+		{"a label that is not a snapshot", func(c *crafted) {
+			c.config = func(cfg map[string]any) {
+				cfg["config"].(map[string]any)["Labels"] = map[string]string{"dev.airlock.snapshot": `{"layers":"no"}`}
+			}
+		}, errdefs.Invalid, "export"},
+		{"layers other than the label's", func(c *crafted) {
+			c.label["layers"] = []any{map[string]any{"what": "workspace", "digest": "sha256:" + strings.Repeat("cd", 32)}}
+		}, errdefs.Invalid, "export"},
+		{"a config claiming another session's id", func(c *crafted) { c.label["session"] = s.ID }, errdefs.Conflict, s.ID},
+	}
+	before, _ := e.Snapshots(ctx)
+	blobsBefore := storeBlobs(t, e)
+	for _, tc := range cases {
+		t.Run(tc.name, func(t *testing.T) {
+			c := newCrafted(t)
+			tc.edit(c)
+			t0 := time.Now()
+			snap, _, err := e.Import(ctx, c.reader(t))
+			if errdefs.ClassOf(err) != tc.class || !strings.Contains(err.Error(), tc.says) {
+				t.Errorf("import: %v (class %s), want class %s saying %q", err, errdefs.ClassOf(err), tc.class, tc.says)
+			}
+			if err == nil {
+				// What a restore of it would do.
+				if r, err := e.Restore(ctx, snap.ID, api.RestoreRequest{Project: project(t), Image: enginetest.Image}); err == nil {
+					for _, x := range r.Sessions {
+						e.Remove(ctx, x.ID)
+					}
+				}
+				e.RemoveSnapshot(ctx, snap.ID)
+			}
+			if ents, _ := os.ReadDir(outside); len(ents) != 0 {
+				t.Errorf("something was written outside: %v", ents)
+			}
+			if after, _ := e.Snapshots(ctx); len(after) != len(before) {
+				t.Errorf("%d snapshots after a refused import, %d before", len(after), len(before))
+			}
+			if n := storeBlobs(t, e); n != blobsBefore {
+				t.Errorf("%d blobs in the store after a refused import, %d before", n, blobsBefore)
+			}
+			t.Logf("refused in %v", time.Since(t0))
+		})
+	}
+}
+
+// TestSnapshotImportedSettingsNotTrusted: an archive's settings (project,
+// user, CA bundle, egress with a stored secret injected to someone else's
+// host) are never used; restore takes them from the user.
+func TestSnapshotImportedSettingsNotTrusted(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	must(t, e.SetSecret(ctx, "MY_KEY", "sk-very-secret"))
+	hostFile := filepath.Join(t.TempDir(), "server.pem")
+	must(t, os.WriteFile(hostFile, []byte("-----BEGIN CERTIFICATE-----\nAAAA\n-----END CERTIFICATE-----\nPRIVATE-KEY-MATERIAL\n"), 0o600))
+	victim := project(t)
+	c := newCrafted(t)
+	c.label["spec"] = map[string]any{"project": victim, "user": "0:0", "ca_bundle": hostFile, "env": []string{"LD_PRELOAD=/tmp/evil.so"},
+		"egress": map[string]any{"mode": "custom", "allow": []string{"evil.example.com"}, "inject": []string{"evil.example.com:authorization=Bearer secret:MY_KEY"}},
+		"limits": map[string]any{"memory": 1 << 40}, "idle_timeout": -1}
+	c.label["project"] = victim
+	snap, _, err := e.Import(ctx, c.reader(t))
+	must(t, err)
+	if snap.Project != "" || snap.Spec.Project != "" || snap.Spec.Egress != nil || snap.Spec.CABundle != "" || len(snap.Spec.Env) != 0 || snap.Spec.User != "" {
+		t.Errorf("the imported snapshot keeps the archive's settings: %+v", snap)
+	}
+	if snap.ID == "0123456789ab" || snap.Session == "fedcba987654" {
+		t.Errorf("the imported snapshot keeps the archive's ids: %s of %s", snap.ID, snap.Session)
+	}
+	if _, err := e.Restore(ctx, snap.ID, api.RestoreRequest{}); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--project") {
+		t.Fatalf("restore of an imported snapshot without a project: %v", err)
+	}
+	mine := project(t)
+	if _, err := e.Restore(ctx, snap.ID, api.RestoreRequest{Project: mine}); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "--image") {
+		t.Fatalf("restore of an imported snapshot whose archive carries no image, without one: %v", err)
+	}
+	r, err := e.Restore(ctx, snap.ID, api.RestoreRequest{Project: mine, Image: enginetest.Image})
+	must(t, err)
+	got := r.Sessions[0]
+	if got.Project != mine || got.User == "0:0" && os.Getuid() != 0 {
+		t.Errorf("restored over %s as %s", got.Project, got.User)
+	}
+	if got.Egress != nil && (len(got.Egress.Inject) != 0 || strings.Contains(strings.Join(got.Egress.Allow, ","), "evil")) {
+		t.Errorf("the restored session took the archive's egress policy: %+v", got.Egress)
+	}
+	if got.Limits.Memory == 1<<40 || got.IdleTimeout < 0 {
+		t.Errorf("the restored session took the archive's limits: %+v idle %v", got.Limits, got.IdleTimeout)
+	}
+	if code, out := run(t, e, got.ID, "sh", "-c", "cat /etc/airlock/ca-bundle.pem; env"); code != 0 || strings.Contains(out, "PRIVATE-KEY-MATERIAL") || strings.Contains(out, "LD_PRELOAD") {
+		t.Errorf("the restored session holds what the archive pointed at: exit %d", code)
+	}
+	if code, out := run(t, e, got.ID, "cat", "new.txt", "/opt/tool", "/home/airlock/.state"); code != 0 || out != "new\ntool\nstate\n" {
+		t.Errorf("the restored session lacks the archive's files: %d %q", code, out)
+	}
+}
+
+// TestSnapshotImportedHomeSymlink: a container layer that turns /home into
+// a symlink to a host path cannot make the restore write the agent's home
+// there (the engine writes the home from the host side).
+func TestSnapshotImportedHomeSymlink(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	// The host directory must hold an "airlock" directory for the write to
+	// land: /var/lib is one (the engine's own state).
+	hostDir := t.TempDir()
+	must(t, os.Mkdir(filepath.Join(hostDir, "airlock"), 0o755))
+	c := newCrafted(t)
+	c.container = blob{data: layerTar(t, lent{name: "home", typ: tar.TypeSymlink, link: hostDir},
+		lent{name: "home/airlock/", typ: tar.TypeDir, mode: 0o755}, lent{name: "home/airlock/pwned", typ: tar.TypeReg, data: "pwned"})}
+	snap, _, err := e.Import(ctx, c.reader(t))
+	if err == nil {
+		_, err = e.Restore(ctx, snap.ID, api.RestoreRequest{Project: project(t), Image: enginetest.Image})
+	}
+	if err == nil {
+		t.Errorf("an archive whose /home is a symlink to %s was imported and restored", hostDir)
+	}
+	if ents, _ := os.ReadDir(filepath.Join(hostDir, "airlock")); len(ents) != 0 {
+		t.Errorf("the restore wrote to the host: %v", ents)
+	}
+}
+
+// TestSnapshotHomeNotReadThroughSymlink: a session whose image makes /home
+// an absolute symlink must not make the snapshot read the host's directory
+// of that name (/proc/PID/root/home resolves it against the host's root).
+func TestSnapshotHomeNotReadThroughSymlink(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	d := e.Docker
+	hostDir := t.TempDir()
+	must(t, os.MkdirAll(filepath.Join(hostDir, "airlock"), 0o755))
+	must(t, os.WriteFile(filepath.Join(hostDir, "airlock", "host-secret"), []byte("HOST-SECRET\n"), 0o600))
+	cr, err := d.ContainerCreate(ctx, &container.Config{Image: enginetest.Image, Cmd: []string{"sh", "-c", "rm -rf /home && ln -s " + hostDir + " /home"}}, nil, nil, nil, "")
+	must(t, err)
+	must(t, d.ContainerStart(ctx, cr.ID, container.StartOptions{}))
+	wait, errc := d.ContainerWait(ctx, cr.ID, container.WaitConditionNotRunning)
+	select {
+	case <-wait:
+	case err := <-errc:
+		t.Fatal(err)
+	}
+	tag := "airlock-test/homelink:" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	_, err = d.ContainerCommit(ctx, cr.ID, container.CommitOptions{Reference: tag})
+	must(t, err)
+	d.ContainerRemove(ctx, cr.ID, container.RemoveOptions{})
+	t.Cleanup(func() {
+		enginetest.RemoveAll(t, e)
+		d.ImageRemove(ctx, tag, image.RemoveOptions{Force: true})
+	})
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Image: tag})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo agent > $HOME/.state")
+	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
+	if err == nil {
+		for _, l := range snap.Layers {
+			data, _ := os.ReadFile(filepath.Join(e.StateDir, "snapshots", "blobs", "sha256", strings.TrimPrefix(l.Digest, "sha256:")))
+			if bytes.Contains(data, []byte("HOST-SECRET")) {
+				t.Errorf("the %s layer holds a file of the host's %s", l.What, hostDir)
+			}
+		}
+	} else if errdefs.ClassOf(err) == errdefs.Internal {
+		t.Errorf("snapshot: %v (want a classed error or a snapshot without the host's files)", err)
+	}
+	fmt.Fprint(io.Discard, snap)
 }

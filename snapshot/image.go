@@ -130,9 +130,10 @@ func (s *Store) Image(id string) (*Image, error) {
 	return s.ImageAt(desc.Digest)
 }
 
-// ImageAt reads the image whose manifest has digest h.
+// ImageAt reads the image whose manifest has digest h: manifest and
+// config of at most MaxJSON bytes each.
 func (s *Store) ImageAt(h v1.Hash) (*Image, error) {
-	data, err := s.ReadBytes(h)
+	data, err := s.readJSON(h, "manifest")
 	if err != nil {
 		return nil, err
 	}
@@ -140,13 +141,25 @@ func (s *Store) ImageAt(h v1.Hash) (*Image, error) {
 	if err := json.Unmarshal(data, &img.Manifest); err != nil {
 		return nil, fmt.Errorf("%w: manifest %s: %v", ErrCorrupt, h, err)
 	}
-	if img.ConfigRaw, err = s.ReadBytes(img.Manifest.Config.Digest); err != nil {
+	if img.ConfigRaw, err = s.readJSON(img.Manifest.Config.Digest, "config"); err != nil {
 		return nil, err
 	}
 	if err := json.Unmarshal(img.ConfigRaw, &img.Config); err != nil {
 		return nil, fmt.Errorf("%w: config %s: %v", ErrCorrupt, img.Manifest.Config.Digest, err)
 	}
 	return img, nil
+}
+
+// MaxJSON is the size of the largest index, manifest or config the store
+// reads (Docker's and containerd's own limit for manifests).
+const MaxJSON = 4 << 20
+
+// readJSON reads a small blob whole, refusing one larger than MaxJSON.
+func (s *Store) readJSON(h v1.Hash, what string) ([]byte, error) {
+	if size, err := s.BlobSize(h); err == nil && size > MaxJSON {
+		return nil, fmt.Errorf("%w: the image's %s is %d bytes, more than the %d MiB Airlock reads", ErrArchive, what, size, MaxJSON>>20)
+	}
+	return s.ReadBytes(h)
 }
 
 // WriteTar writes an image as an OCI image layout in a tar (oci-layout,
@@ -228,15 +241,28 @@ func (s *Store) copyBlob(tw *tar.Writer, h v1.Hash, now time.Time) error {
 	return err
 }
 
+// MaxArchiveBlobs is the number of blobs an archive may hold: a snapshot's
+// two layers, its config and manifest, and a base image's (Docker allows
+// 127 layers).
+const MaxArchiveBlobs = 256
+
+// ErrArchive is wrapped by ReadTar's errors about an archive that is not
+// an OCI image layout Airlock reads (too large, malformed, inconsistent).
+var ErrArchive = errors.New("not a snapshot archive Airlock reads")
+
 // ReadTar reads an OCI image layout tar into the store: every blob,
 // checked against its name, and the image index.json lists (the one
-// annotated with an Airlock snapshot id, else the first). The image is
-// not listed in the store; the caller lists what it keeps, holding Begin
-// from before ReadTar until then.
+// annotated with an Airlock snapshot id, else the first), whose
+// descriptors must name blobs of the archive with their true sizes. The
+// archive is untrusted: index, manifest and config are bounded by MaxJSON,
+// the blobs by MaxArchiveBlobs, and blobs are named by their content
+// only. The image is not listed in the store; the caller lists what it
+// keeps, holding Begin from before ReadTar until then.
 func (s *Store) ReadTar(r io.Reader) (*Image, error) {
 	tr := tar.NewReader(r)
 	var index *v1.IndexManifest
 	layout := false
+	blobs := 0
 	for {
 		hdr, err := tr.Next()
 		if err == io.EOF {
@@ -247,15 +273,29 @@ func (s *Store) ReadTar(r io.Reader) (*Image, error) {
 		}
 		name := path.Clean(strings.TrimPrefix(hdr.Name, "./"))
 		switch {
+		case hdr.Typeflag != tar.TypeReg && hdr.Typeflag != tar.TypeRegA:
 		case name == "oci-layout":
 			layout = true
 		case name == "index.json":
-			index = &v1.IndexManifest{}
-			if err := json.NewDecoder(io.LimitReader(tr, 16<<20)).Decode(index); err != nil {
-				return nil, fmt.Errorf("the archive's index.json is not an OCI index: %v", err)
+			data, err := io.ReadAll(io.LimitReader(tr, MaxJSON+1))
+			if err != nil {
+				return nil, fmt.Errorf("read the archive: %w", err)
 			}
-		case strings.HasPrefix(name, "blobs/sha256/") && hdr.Typeflag == tar.TypeReg:
+			if len(data) > MaxJSON {
+				return nil, fmt.Errorf("%w: its index.json is more than %d MiB", ErrArchive, MaxJSON>>20)
+			}
+			index = &v1.IndexManifest{}
+			if err := json.Unmarshal(data, index); err != nil {
+				return nil, fmt.Errorf("%w: its index.json is not an OCI index: %v", ErrArchive, err)
+			}
+		case strings.HasPrefix(name, "blobs/sha256/"):
 			want := strings.TrimPrefix(name, "blobs/sha256/")
+			if _, err := v1.NewHash("sha256:" + want); err != nil {
+				return nil, fmt.Errorf("%w: %s is not named by a sha256 digest", ErrArchive, name)
+			}
+			if blobs++; blobs > MaxArchiveBlobs {
+				return nil, fmt.Errorf("%w: it holds more than %d blobs", ErrArchive, MaxArchiveBlobs)
+			}
 			b, err := s.NewBlob()
 			if err != nil {
 				return nil, err
@@ -274,7 +314,7 @@ func (s *Store) ReadTar(r io.Reader) (*Image, error) {
 		}
 	}
 	if !layout || index == nil || len(index.Manifests) == 0 {
-		return nil, errors.New("the archive is not an OCI image layout (no oci-layout or index.json with an image): export it with `airlock snapshot export`")
+		return nil, fmt.Errorf("%w: it is not an OCI image layout (no oci-layout, or no index.json with an image)", ErrArchive)
 	}
 	desc := index.Manifests[0]
 	for _, m := range index.Manifests {
@@ -283,14 +323,33 @@ func (s *Store) ReadTar(r io.Reader) (*Image, error) {
 			break
 		}
 	}
+	if err := s.checkDescriptor(desc, "manifest"); err != nil {
+		return nil, err
+	}
 	img, err := s.ImageAt(desc.Digest)
 	if err != nil {
 		return nil, err
 	}
+	if err := s.checkDescriptor(img.Manifest.Config, "config"); err != nil {
+		return nil, err
+	}
 	for _, l := range img.Manifest.Layers {
-		if !s.Has(l.Digest) {
-			return nil, fmt.Errorf("%w: the archive lacks layer %s", ErrCorrupt, l.Digest)
+		if err := s.checkDescriptor(l, "layer"); err != nil {
+			return nil, err
 		}
 	}
 	return img, nil
+}
+
+// checkDescriptor checks that the blob a descriptor names is in the store
+// with the size the descriptor gives.
+func (s *Store) checkDescriptor(d v1.Descriptor, what string) error {
+	size, err := s.BlobSize(d.Digest)
+	if err != nil {
+		return fmt.Errorf("%w: the archive lacks %s %s", ErrCorrupt, what, d.Digest)
+	}
+	if size != d.Size {
+		return fmt.Errorf("%w: the archive's %s %s is %d bytes, not the %d its descriptor says", ErrArchive, what, d.Digest, size, d.Size)
+	}
+	return nil
 }

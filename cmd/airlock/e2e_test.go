@@ -582,7 +582,7 @@ func TestSnapshotWalkthrough(t *testing.T) {
 	tarPath := filepath.Join(t.TempDir(), "snap.tar")
 	c.ok("snapshot", "export", "setup", "--no-base", "-o", tarPath)
 	imported := strings.TrimSpace(c.ok("snapshot", "import", tarPath))
-	restored := strings.TrimSpace(c.ok("restore", imported))
+	restored := strings.TrimSpace(c.ok("restore", imported, "--project", p, "--image", enginetest.Image))
 	if out := c.ok("exec", restored, "--", "cat", "agent.txt"); out != "agent\n" {
 		t.Errorf("restore of the imported snapshot: %q", out)
 	}

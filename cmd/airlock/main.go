@@ -13,6 +13,7 @@ import (
 	"syscall"
 
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/snapshot"
 	"github.com/spf13/cobra"
 )
 
@@ -30,6 +31,9 @@ type globals struct {
 }
 
 func main() {
+	if snapshot.Init() { // the engine's layer applier, re-executed chrooted
+		return
+	}
 	ctx, stop := signal.NotifyContext(context.Background(), syscall.SIGTERM)
 	defer stop()
 	os.Exit(run(ctx, os.Args[1:]))

@@ -104,7 +104,7 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 				for _, l := range s.Layers {
 					sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes)+"B")
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), shortID(s.Session), s.Project,
+				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), dash(shortID(s.Session)), dash(s.Project),
 					sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
 			}
 			return tw.Flush()
@@ -151,14 +151,19 @@ func forkCmd(g *globals) *cobra.Command {
 
 func forkish(g *globals, use, short string, fork bool) *cobra.Command {
 	var n int
-	var project string
+	var project, image, user string
 	var asJSON bool
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: short,
 		Long: short + `. Each starts with the snapshot's installed packages, agent
 home and workspace changes, over the project as it is now (the diff is
-against the project now). Prints the new session ids.`,
+against the project now). Prints the new session ids.
+
+A snapshot imported from an archive has no settings of its own (an
+archive's are never used): give --project, and --image when the archive
+did not carry its image; user, limits and network policy are then yours
+(--user, or the engine's defaults).`,
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.connect(cmd.Context())
@@ -170,7 +175,7 @@ against the project now). Prints the new session ids.`,
 					return err
 				}
 			}
-			out, err := c.Restore(cmd.Context(), args[0], api.RestoreRequest{N: n, Project: project})
+			out, err := c.Restore(cmd.Context(), args[0], api.RestoreRequest{N: n, Project: project, Image: image, User: user})
 			if err != nil {
 				return err
 			}
@@ -194,7 +199,9 @@ against the project now). Prints the new session ids.`,
 	} else {
 		n = 1
 	}
-	cmd.Flags().StringVar(&project, "project", "", "the project to put the workspace over (default: the snapshot's)")
+	cmd.Flags().StringVar(&project, "project", "", "the project to put the workspace over (default: the snapshot's; required for an imported one)")
+	cmd.Flags().StringVar(&image, "image", "", "the image to run (default: the snapshot's, or the one its archive carried)")
+	cmd.Flags().StringVarP(&user, "user", "u", "", "uid:gid or name to run as (default: the snapshot's, or the project owner)")
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print the sessions as JSON")
 	return cmd
 }
@@ -290,8 +297,8 @@ func snapshotImportCmd(g *globals) *cobra.Command {
 				return json.NewEncoder(os.Stdout).Encode(out.Snapshot)
 			}
 			fmt.Println(out.Snapshot.ID)
-			fmt.Fprintf(os.Stderr, "airlock: imported snapshot %s of session %s (%s): restore it with `airlock restore %s`\n",
-				snapshotLabel(out.Snapshot), shortID(out.Snapshot.Session), out.Snapshot.Project, shortID(out.Snapshot.ID))
+			fmt.Fprintf(os.Stderr, "airlock: imported snapshot %s: restore it with `airlock restore %s --project DIR` (an archive's settings are never used)\n",
+				snapshotLabel(out.Snapshot), shortID(out.Snapshot.ID))
 			return nil
 		},
 	}

@@ -401,7 +401,9 @@ type Snapshot struct {
 	// whole snapshot.
 	Frozen time.Duration `json:"frozen"`
 	Took   time.Duration `json:"took"`
-	// Spec is what a restore creates the new session with.
+	// Spec is what a restore creates the new session with. It is empty for
+	// a snapshot imported from an archive: an archive's settings are never
+	// used, a restore takes them from its request.
 	Spec CreateRequest `json:"spec"`
 }
 
@@ -424,9 +426,14 @@ type SnapshotRequest struct {
 type RestoreRequest struct {
 	// N sessions (1 when 0), made in parallel.
 	N int `json:"n,omitempty"`
-	// Project replaces the snapshot's project (e.g. after an import on
-	// another machine).
+	// Project replaces the snapshot's project. An imported snapshot needs
+	// it: it has no settings of its own.
 	Project string `json:"project,omitempty"`
+	// Image and User replace the snapshot's; for an imported snapshot the
+	// image defaults to the one its archive carried, the user to the
+	// project's owner.
+	Image string `json:"image,omitempty"`
+	User  string `json:"user,omitempty"`
 }
 
 // Restored is what a restore made.
