@@ -134,10 +134,8 @@ func discardOne(t *tree, l Layers, c Change) error {
 	switch {
 	case c.Kind == Added:
 		return removeAll(pfd, name)
-	case c.Kind == Mode && c.Type == Dir:
-		return unix.Fchmodat(pfd, name, unixMode(c.OldMode), 0)
 	case c.Kind == Mode:
-		return chmodFile(pfd, name, c.OldMode)
+		return chmodAt(pfd, name, unixMode(c.OldMode))
 	}
 	if err := removeAll(pfd, name); err != nil {
 		return err
