@@ -46,6 +46,23 @@ func splitLines(s string) []string {
 // as go-diff's line mode does, breaks past 1.1 million distinct lines).
 func lineOps(a, b string) []op {
 	la, lb := splitLines(a), splitLines(b)
+	if len(la) == 0 || len(lb) == 0 || a == b {
+		// All added, all deleted or none changed: nothing to search.
+		ops := make([]op, 0, len(la)+len(lb))
+		k := byte('-')
+		if a == b {
+			k = ' '
+		}
+		for _, l := range la {
+			ops = append(ops, op{k, l})
+		}
+		if a != b {
+			for _, l := range lb {
+				ops = append(ops, op{'+', l})
+			}
+		}
+		return ops
+	}
 	ids := make(map[string]int32, len(la)/2)
 	idsOf := func(lines []string) []int32 {
 		out := make([]int32, len(lines))
@@ -317,6 +334,9 @@ func (d *myers) split(alo, ahi, blo, bhi int) (x, y int, ok bool) {
 
 // Hunks is the unified diff of a to b with Context lines of context.
 func Hunks(a, b string) []Hunk {
+	if a == b {
+		return nil
+	}
 	ops := lineOps(a, b)
 	var hunks []Hunk
 	oldLine, newLine := 1, 1 // line numbers of ops[i] in a and b
