@@ -67,7 +67,7 @@ func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Ou
 	}
 	defer t.close()
 	mkMode := func(rel string) fs.FileMode {
-		if fi, err := os.Lstat(filepath.Join(l.Upper, filepath.FromSlash(rel))); err == nil && fi.IsDir() {
+		if fi, err := upperLstat(l, rel); err == nil && fi.IsDir() {
 			return fi.Mode()
 		}
 		return 0o755
@@ -324,7 +324,6 @@ func chmodFile(pfd int, name string, mode fs.FileMode) error {
 func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int, err error) {
 	fd = -1
 	c := it.d.Change
-	src := filepath.Join(l.Upper, filepath.FromSlash(c.Path))
 	mode := c.Mode
 	if it.keepMode || c.Type == None {
 		if fi, err := os.Lstat(filepath.Join(l.Project, filepath.FromSlash(c.Path))); err == nil {
@@ -334,7 +333,7 @@ func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int,
 		}
 	}
 	if it.content == nil && c.Type == Symlink {
-		target, err := os.Readlink(src)
+		target, err := upperReadlink(l, c.Path)
 		if err != nil {
 			return "", -1, err
 		}
@@ -376,7 +375,7 @@ func stage(t *tree, sfd int, tmp string, l Layers, it item) (sum string, fd int,
 		}
 		return sum, fd, nil
 	}
-	in, err := os.OpenFile(src, os.O_RDONLY|unix.O_NOFOLLOW, 0)
+	in, err := upperOpen(l, c.Path)
 	if err != nil {
 		return "", -1, err
 	}
