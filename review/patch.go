@@ -120,11 +120,21 @@ func PatchContext(ctx context.Context, w io.Writer, l Layers, changes []Change, 
 		if err := ctx.Err(); err != nil {
 			return err
 		}
-		if err := p.one(c); err != nil {
+		if err := p.safely(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// safely is one turning a panic into an error.
+func (p *patcher) safely(c Change) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicked(c.Path, v)
+		}
+	}()
+	return p.one(c)
 }
 
 // patcher writes one patch.
