@@ -665,17 +665,23 @@ func (m manifest) at(i int) (string, statEntry, bool) {
 	return string(p), e, err == nil && ferr == nil
 }
 
-func (m manifest) pathAt(i int) string {
+// pathAt is entry i's path, in the mapped bytes (no copy).
+func (m manifest) pathAt(i int) []byte {
 	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
+	if off >= len(m.data) {
+		return nil
+	}
 	n, k := binary.Uvarint(m.data[off:])
 	if k <= 0 || off+k+int(n) > len(m.data) {
-		return ""
+		return nil
 	}
-	return string(m.data[off+k : off+k+int(n)])
+	return m.data[off+k : off+k+int(n)]
 }
 
 func (m manifest) lookup(p string) (statEntry, bool) {
-	i := sort.Search(m.n, func(i int) bool { return m.pathAt(i) >= p })
+	// string(b) in a comparison does not allocate: a lookup costs a
+	// binary search over mapped bytes and nothing else.
+	i := sort.Search(m.n, func(i int) bool { return string(m.pathAt(i)) >= p })
 	if i >= m.n {
 		return statEntry{}, false
 	}

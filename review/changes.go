@@ -561,8 +561,15 @@ func (w *walker) sameFile(d *confined.Root, name string, c *Change, usize, hsize
 }
 
 func (c *Change) setID() {
-	sum := sha256.Sum256([]byte("file\x00" + c.Path))
-	c.ID = "f" + hex.EncodeToString(sum[:])[:9]
+	var in [512]byte // most paths: hashed without an allocation
+	b := append(append(in[:0], "file\x00"...), c.Path...)
+	sum := sha256.Sum256(b)
+	var id [10]byte
+	id[0] = 'f'
+	var hx [10]byte
+	hex.Encode(hx[:], sum[:5])
+	copy(id[1:], hx[:9])
+	c.ID = string(id[:])
 	if !utf8.ValidString(c.Path) {
 		c.RawPath = []byte(c.Path)
 	}

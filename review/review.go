@@ -207,7 +207,10 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, li
 		if err := sum(ctx, r, &fd); err != nil {
 			return unreadable(ctx, fd, err)
 		}
-		if l.Cache != nil && c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed && !over && (hunks || fd.Binary) {
+		// Cached when it saves reading or diffing: small text files cost
+		// less to review again than to keep.
+		worth := fd.Binary || c.Size+c.OldSize >= 4<<10
+		if worth && l.Cache != nil && c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed && !over && (hunks || fd.Binary) {
 			keep := fd
 			keep.Change.data, keep.Change.hostInfo, keep.Change.cached = nil, nil, nil
 			l.Cache.store(c.Path, cacheEntry{upper: c.upperKey, host: keyOf(hfi), diff: &keep})
