@@ -64,11 +64,11 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	if err != nil {
 		return api.Diff{}, err
 	}
-	done, err := e.heavy(ctx, sid, l)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return api.Diff{}, err
 	}
-	defer done()
+	defer h.done()
 	t0 := time.Now()
 	files, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true, Paths: paths})
 	if err != nil {
@@ -93,11 +93,11 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	if err != nil {
 		return err
 	}
-	done, err := e.heavy(ctx, sid, l)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return err
 	}
-	defer done()
+	defer h.done()
 	// The patch reads each file again as it writes it: the review needs
 	// no hunks.
 	files, err := e.reviewWith(ctx, sid, layers, review.Options{Paths: paths})
@@ -109,8 +109,34 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 		changes[i] = f.Change
 	}
 	files = nil
-	err = review.PatchContext(ctx, w, layers, changes, review.PatchOptions{Limits: e.reviewLimits(), Session: sid})
+	// The review slot is given back while the client is written to: a
+	// slow reader holds up its own session, never the others'.
+	err = review.PatchContext(ctx, &slotWriter{ctx: ctx, w: w, h: h}, layers, changes, review.PatchOptions{Limits: e.reviewLimits(), Session: sid})
 	return e.reviewErr(sid, err)
+}
+
+// slotWriter gives its request's review slot back around each write.
+type slotWriter struct {
+	ctx context.Context
+	w   io.Writer
+	h   *hold
+}
+
+func (s *slotWriter) Write(b []byte) (int, error) {
+	if !s.h.slot {
+		return 0, s.ctx.Err()
+	}
+	s.h.e.reviewers.Release()
+	s.h.slot = false
+	n, err := s.w.Write(b)
+	if aerr := s.h.e.reviewers.Acquire(s.ctx); aerr != nil {
+		if err == nil {
+			err = aerr
+		}
+		return n, err
+	}
+	s.h.slot = true
+	return n, err
 }
 
 // Accept writes the selected changes into the project, all or nothing, and
@@ -174,11 +200,11 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 	if err != nil {
 		return nil, err
 	}
-	done, err := e.heavy(ctx, sid, l)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return nil, err
 	}
-	defer done()
+	defer h.done()
 	all, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true})
 	if err != nil {
 		return nil, err
@@ -250,8 +276,8 @@ func reviewSlots() int { return max(1, runtime.NumCPU()/2) }
 // heavy waits for the session's review lock and a review slot, or for ctx
 // to end. One session's diffs, patches and discards run one at a time (an
 // accept takes the same lock); the slot bounds all sessions' review work
-// together. done releases both.
-func (e *Engine) heavy(ctx context.Context, sid string, l *live) (done func(), err error) {
+// together. The hold's done releases both.
+func (e *Engine) heavy(ctx context.Context, sid string, l *live) (*hold, error) {
 	if err := lockCtx(ctx, &l.mu); err != nil {
 		return nil, errdefs.Unavailablef("another review of session %s is running and the request ended first: %v", sid, err)
 	}
@@ -259,10 +285,21 @@ func (e *Engine) heavy(ctx context.Context, sid string, l *live) (done func(), e
 		l.mu.Unlock()
 		return nil, errdefs.Unavailablef("the engine is busy reviewing other sessions and the request ended first: %v", err)
 	}
-	return func() {
-		e.reviewers.Release()
-		l.mu.Unlock()
-	}, nil
+	return &hold{e: e, l: l, slot: true}, nil
+}
+
+// hold is a request's session lock and, while slot is set, review slot.
+type hold struct {
+	e    *Engine
+	l    *live
+	slot bool
+}
+
+func (h *hold) done() {
+	if h.slot {
+		h.e.reviewers.Release()
+	}
+	h.l.mu.Unlock()
 }
 
 // lockCtx locks mu, or gives up when ctx ends first. A lock given up on is

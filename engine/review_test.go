@@ -152,3 +152,30 @@ func TestReviewHonoursContext(t *testing.T) {
 		t.Errorf("diff after a cancelled one: %+v", d.Stats)
 	}
 }
+
+// A client that stops reading one session's patch holds up that session
+// only: another session's diff runs meanwhile, though review work shares
+// a few slots engine-wide.
+func TestStalledPatchStarvesNoOtherSession(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	a, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	b, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, a.ID, "sh", "-c", "echo a > a.txt")
+	run(t, e, b.ID, "sh", "-c", "echo b > b.txt")
+	w := &blockingWriter{started: make(chan struct{}), release: make(chan struct{})}
+	patched := make(chan error, 1)
+	go func() { patched <- e.Patch(ctx, a.ID, nil, w) }()
+	<-w.started
+	dctx, cancel := context.WithTimeout(ctx, 20*time.Second)
+	defer cancel()
+	t0 := time.Now()
+	d, err := e.Diff(dctx, b.ID, nil)
+	if err != nil || len(d.Files) != 1 {
+		t.Errorf("session b's diff while a's patch is stalled: %v (%v)", err, time.Since(t0))
+	}
+	close(w.release)
+	must(t, <-patched)
+}
