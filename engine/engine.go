@@ -48,6 +48,9 @@ type Defaults struct {
 	IdleTimeout time.Duration
 	// CostPerCoreHour prices active CPU (default 0.10).
 	CostPerCoreHour float64
+	// Review bounds what a review reads and renders of a session (zero
+	// fields: review.DefaultMaxText and the other defaults).
+	Review api.ReviewLimits
 }
 
 // Built-in defaults.
@@ -111,6 +114,9 @@ type Engine struct {
 	policy   string                   // Options.PolicyFile
 	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
+	// reviewers bounds the goroutines doing review work (diff, patch,
+	// discard) across all sessions (see review.go).
+	reviewers *review.Workers
 
 	mu       sync.Mutex
 	sessions map[string]*live // adopted or created sessions, by id
@@ -171,6 +177,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		sessions:    map[string]*live{},
 		spareTarget: opts.SpareNetworks,
 		policy:      opts.PolicyFile,
+		reviewers:   review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults
 	if err := loadSettings(opts.StateDir, &defs); err != nil {

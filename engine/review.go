@@ -3,8 +3,11 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path/filepath"
+	"runtime"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -55,20 +58,19 @@ func selectErr(err error) error {
 }
 
 // Diff returns the session's changes at paths (all when empty) with hunks
-// and conflicts.
+// and conflicts. It gives up when ctx ends (the client went away).
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	t0 := time.Now()
-	all, err := e.review(layers)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return api.Diff{}, err
 	}
-	files, err := review.SelectFiles(all, paths)
+	defer h.done()
+	t0 := time.Now()
+	files, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true, Paths: paths})
 	if err != nil {
 		return api.Diff{}, selectErr(err)
 	}
@@ -81,19 +83,24 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 	return api.Diff{Session: sid, Files: files, Stats: review.Stats(files), Workspace: e.usage(l), Commits: commits}, nil
 }
 
-// Patch writes the session's changes at paths as a git-apply patch.
+// Patch writes the session's changes at paths as a git-apply patch,
+// streamed file by file; files over the review limits are named in a
+// comment instead. Nothing is written to w before the review is done, so a
+// failure to start is an error with nothing written; a failure after the
+// first byte leaves the patch incomplete (the caller must say so).
 func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writer) error {
-	_, l, layers, err := e.reviewable(ctx, id)
+	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	all, err := review.Review(layers)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return err
 	}
-	files, err := review.SelectFiles(all, paths)
+	defer h.done()
+	// The patch reads each file again as it writes it: the review needs
+	// no hunks.
+	files, err := e.reviewWith(ctx, sid, layers, review.Options{Paths: paths})
 	if err != nil {
 		return selectErr(err)
 	}
@@ -101,7 +108,35 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	for i, f := range files {
 		changes[i] = f.Change
 	}
-	return review.Patch(w, layers, changes)
+	files = nil
+	// The review slot is given back while the client is written to: a
+	// slow reader holds up its own session, never the others'.
+	err = review.PatchContext(ctx, &slotWriter{ctx: ctx, w: w, h: h}, layers, changes, review.PatchOptions{Limits: e.reviewLimits(), Session: sid})
+	return e.reviewErr(sid, err)
+}
+
+// slotWriter gives its request's review slot back around each write.
+type slotWriter struct {
+	ctx context.Context
+	w   io.Writer
+	h   *hold
+}
+
+func (s *slotWriter) Write(b []byte) (int, error) {
+	if !s.h.slot {
+		return 0, s.ctx.Err()
+	}
+	s.h.e.reviewers.Release()
+	s.h.slot = false
+	n, err := s.w.Write(b)
+	if aerr := s.h.e.reviewers.Acquire(s.ctx); aerr != nil {
+		if err == nil {
+			err = aerr
+		}
+		return n, err
+	}
+	s.h.slot = true
+	return n, err
 }
 
 // Accept writes the selected changes into the project, all or nothing, and
@@ -159,7 +194,8 @@ func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Select
 }
 
 // Discard drops the selected changes from the session, through the
-// session's own view of the workspace.
+// session's own view of the workspace. It stops between files when ctx
+// ends; what was discarded by then is reported.
 func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error) {
 	out, err := e.discard(ctx, id, sel)
 	return api.Outcomes{Outcomes: out}, err
@@ -170,24 +206,34 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 	if err != nil {
 		return nil, err
 	}
-	l.mu.Lock()
-	defer l.mu.Unlock()
-	all, err := review.Review(layers)
+	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return nil, err
 	}
-	out, err := review.Discard(layers, l.ws.Merged(), all, sel)
+	defer h.done()
+	all, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true})
+	if err != nil {
+		return nil, err
+	}
+	out, err := review.DiscardContext(ctx, layers, l.ws.Merged(), all, sel)
 	e.log.Info("discard", "session", sid, "selected", len(out), "err", err)
-	return out, selectErr(err)
+	return out, selectErr(e.reviewErr(sid, err))
 }
 
 // review lists the session's changes and applies the project's accept
 // policy, read from the host's copy of the project (never the session's).
 func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
+	return e.reviewWith(context.Background(), "", layers, review.Options{Hunks: true})
+}
+
+// reviewWith is review with options, under the engine's review limits and
+// its shared workers, abandoned when ctx ends.
+func (e *Engine) reviewWith(ctx context.Context, sid string, layers review.Layers, opts review.Options) ([]review.FileDiff, error) {
 	t0 := time.Now()
-	all, err := review.Review(layers)
+	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
+	all, err := review.ReviewContext(ctx, layers, opts)
 	if err != nil {
-		return nil, err
+		return nil, e.reviewErr(sid, err)
 	}
 	defer func() { e.log.Debug("review", "files", len(all), "changes+hunks", time.Since(t0)) }()
 	file, optional := filepath.Join(layers.Project, review.PolicyFile), true
@@ -202,6 +248,89 @@ func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
 		return nil, err
 	}
 	return all, nil
+}
+
+// reviewLimits are the review limits of the engine's settings.
+func (e *Engine) reviewLimits() review.Limits {
+	r := e.defs().Review
+	return review.Limits{MaxText: r.MaxText, MaxLine: r.MaxLine, MaxTotalText: r.MaxTotalText}
+}
+
+// reviewErr classes a review's failure: a panic (a bug) is logged with its
+// stack and reported as an internal error of this request only; a request
+// abandoned by its client is unavailable.
+func (e *Engine) reviewErr(sid string, err error) error {
+	var pe *review.PanicError
+	switch {
+	case err == nil:
+		return nil
+	case errors.As(err, &pe):
+		e.log.Error("review panicked", "session", sid, "what", pe.What, "panic", fmt.Sprint(pe.Value), "stack", string(pe.Stack))
+		return errdefs.New(errdefs.Internal, "%w", err)
+	case errors.Is(err, context.Canceled) || errors.Is(err, context.DeadlineExceeded):
+		return errdefs.Unavailablef("the review of session %s was abandoned: %w", sid, err)
+	}
+	return err
+}
+
+// reviewSlots is how many goroutines may do review work at once, across
+// all sessions: half the cores (at least one), so that however many
+// sessions are reviewed, and whatever they hold, the engine's other work
+// (and the sessions themselves) keep the other half.
+func reviewSlots() int { return max(1, runtime.NumCPU()/2) }
+
+// heavy waits for the session's review lock and a review slot, or for ctx
+// to end. One session's diffs, patches and discards run one at a time (an
+// accept takes the same lock); the slot bounds all sessions' review work
+// together. The hold's done releases both.
+func (e *Engine) heavy(ctx context.Context, sid string, l *live) (*hold, error) {
+	if err := lockCtx(ctx, &l.mu); err != nil {
+		return nil, errdefs.Unavailablef("another review of session %s is running and the request ended first: %v", sid, err)
+	}
+	if err := e.reviewers.Acquire(ctx); err != nil {
+		l.mu.Unlock()
+		return nil, errdefs.Unavailablef("the engine is busy reviewing other sessions and the request ended first: %v", err)
+	}
+	return &hold{e: e, l: l, slot: true}, nil
+}
+
+// hold is a request's session lock and, while slot is set, review slot.
+type hold struct {
+	e    *Engine
+	l    *live
+	slot bool
+}
+
+func (h *hold) done() {
+	if h.slot {
+		h.e.reviewers.Release()
+	}
+	h.l.mu.Unlock()
+}
+
+// lockCtx locks mu, or gives up when ctx ends first. A lock given up on is
+// released by its waiting goroutine as soon as it gets it.
+func lockCtx(ctx context.Context, mu *sync.Mutex) error {
+	if mu.TryLock() {
+		return nil
+	}
+	got := make(chan struct{})
+	abandoned := make(chan struct{})
+	go func() {
+		mu.Lock()
+		select {
+		case got <- struct{}{}:
+		case <-abandoned:
+			mu.Unlock()
+		}
+	}()
+	select {
+	case <-got:
+		return nil
+	case <-ctx.Done():
+		close(abandoned)
+		return ctx.Err()
+	}
 }
 
 func (e *Engine) journalPath(id string) string {

@@ -22,7 +22,7 @@ const settingsFile = "settings.json"
 func (e *Engine) Settings(ctx context.Context) api.Settings {
 	d := e.defs()
 	return api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
-		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress}
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review}
 }
 
 // SetSettings changes the defaults of new sessions (running ones keep
@@ -36,6 +36,9 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 	}
 	if s.CostPerCoreHour < 0 {
 		return api.Settings{}, errdefs.Invalidf("cost per core-hour must be 0 or more")
+	}
+	if err := checkReviewLimits(s.Review); err != nil {
+		return api.Settings{}, err
 	}
 	if s.CABundle != "" {
 		if _, err := os.Stat(s.CABundle); err != nil {
@@ -92,15 +95,39 @@ func apply(d *Defaults, s api.Settings) {
 	if s.Egress.Mode != "" {
 		d.Egress = s.Egress
 	}
+	if s.Review.MaxText > 0 {
+		d.Review.MaxText = s.Review.MaxText
+	}
+	if s.Review.MaxLine > 0 {
+		d.Review.MaxLine = s.Review.MaxLine
+	}
+	if s.Review.MaxTotalText > 0 {
+		d.Review.MaxTotalText = s.Review.MaxTotalText
+	}
+}
+
+// checkReviewLimits refuses review limits that would defeat their purpose:
+// a text limit so large that one file's diff could take the engine's
+// memory, or so small that nothing is diffed.
+func checkReviewLimits(r api.ReviewLimits) error {
+	switch {
+	case r.MaxText < 0 || r.MaxText > 0 && (r.MaxText < 64<<10 || r.MaxText > 256<<20):
+		return errdefs.Invalidf("review max_text must be between 64 KiB and 256 MiB (default 8 MiB)")
+	case r.MaxLine < 0 || r.MaxLine > 0 && (r.MaxLine < 1<<10 || r.MaxLine > 16<<20):
+		return errdefs.Invalidf("review max_line must be between 1 KiB and 16 MiB (default 64 KiB)")
+	case r.MaxTotalText < 0 || r.MaxTotalText > 0 && (r.MaxTotalText < 1<<20 || r.MaxTotalText > 4<<30):
+		return errdefs.Invalidf("review max_total_text must be between 1 MiB and 4 GiB (default 64 MiB)")
+	}
+	return nil
 }
 
 // merge is apply for the saved settings.
 func merge(saved *api.Settings, s api.Settings) {
 	d := Defaults{Image: saved.Image, IdleTimeout: saved.IdleTimeout, CostPerCoreHour: saved.CostPerCoreHour,
-		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress}
+		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress, Review: saved.Review}
 	apply(&d, s)
 	*saved = api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
-		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress}
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review}
 }
 
 // loadSettings applies the saved settings over d.

@@ -345,19 +345,6 @@ func randHex() string {
 	return hex.EncodeToString(b[:])
 }
 
-// chmodFile changes a regular file's mode without following a symlink.
-func chmodFile(pfd int, name string, mode fs.FileMode) error {
-	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0)
-	if err != nil {
-		if errors.Is(err, unix.ELOOP) {
-			return &refusal{"the project has a symlink there now: refusing to change its target's mode"}
-		}
-		return err
-	}
-	defer unix.Close(fd)
-	return unix.Fchmod(fd, unixMode(mode))
-}
-
 // stage writes an item's new content (given, or the session's file or
 // symlink) as tmp in the staging directory sfd.
 // The returned fd (or -1) is the staged file, its writeback started; the

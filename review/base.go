@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/airlock/airlock/confined"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"golang.org/x/sys/unix"
 )
@@ -302,10 +303,11 @@ func (b *Base) start(p string) (statEntry, bool) {
 	return b.manifest.lookup(p)
 }
 
-// Content returns the base content of p (see start), if it is known. upper
-// is the session's upper directory, where an accepted file's content may
-// still be. ok is false when the base of p is unknown.
-func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
+// Content returns the base content of p (see start), if it is known and
+// at most limit bytes. upper is the session's upper layer, where an
+// accepted file's content may still be (read confined). ok is false when
+// the base of p is unknown or too large.
+func (b *Base) Content(p string, upper *confined.Root, limit int64) (data []byte, ok bool, err error) {
 	if b == nil {
 		return nil, false, nil
 	}
@@ -320,10 +322,14 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 		case o.Gone:
 			return nil, true, nil
 		case o.Object != "":
-			data, err := os.ReadFile(filepath.Join(b.dir, objectsDir, o.Object))
+			obj := filepath.Join(b.dir, objectsDir, o.Object)
+			if fi, err := os.Stat(obj); err == nil && fi.Size() > limit {
+				return nil, false, nil
+			}
+			data, err := os.ReadFile(obj)
 			return data, err == nil, err
 		case o.Session != "":
-			data, err := os.ReadFile(filepath.Join(upper, filepath.FromSlash(p)))
+			data, err := upper.ReadFile(p, limit)
 			if err == nil && sha256hex(data) == o.Session {
 				return data, true, nil
 			}
@@ -341,6 +347,9 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 	b.mu.Lock()
 	loc, captured := b.packed[p]
 	b.mu.Unlock()
+	if captured && loc[1] > limit {
+		return nil, false, nil
+	}
 	if captured {
 		f, err := os.Open(filepath.Join(b.dir, packName))
 		if err != nil {
@@ -354,7 +363,7 @@ func (b *Base) Content(p, upper string) (data []byte, ok bool, err error) {
 		return data, true, nil
 	}
 	if ie := b.index()[p]; ie != nil {
-		if cleanInIndex(ie, e) {
+		if cleanInIndex(ie, e) && int64(ie.Size) <= limit && e.Size <= limit {
 			out, err := exec.Command("git", "-C", b.project, "cat-file", "blob", ie.Hash.String()).Output()
 			if err == nil {
 				return out, true, nil
@@ -447,6 +456,16 @@ func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error 
 // set, an entry the session has already written there (or that lies under
 // a directory the session replaced) is marked Uncertain.
 func walkStats(root, upper string) (map[string]statEntry, error) {
+	// The session's side is read confined: the session may be writing it
+	// (and swapping directories for symlinks) while the walk runs.
+	var ur *confined.Root
+	if upper != "" {
+		var err error
+		if ur, err = confined.OpenRoot(upper); err != nil {
+			return nil, fmt.Errorf("open the session's layer: %w", err)
+		}
+		defer ur.Close()
+	}
 	out := map[string]statEntry{}
 	var mu sync.Mutex
 	var firstErr error
@@ -469,10 +488,11 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 		}
 		// The session's side of this directory, if it has one yet.
 		ufd := -1
-		if upper != "" && !hidden {
-			if fd, err := unix.Open(filepath.Join(upper, filepath.FromSlash(rel)), unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0); err == nil {
-				ufd = fd
-				if isOpaque(filepath.Join(upper, filepath.FromSlash(rel))) && rel != "" {
+		if ur != nil && !hidden {
+			if d, err := ur.OpenDir(rel); err == nil {
+				ufd = d.Fd()
+				defer d.Close()
+				if rel != "" && isOpaqueFd(ufd) {
 					hidden = true
 				}
 			}
@@ -509,9 +529,6 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 			}
 		}
 		f.Close()
-		if ufd >= 0 {
-			unix.Close(ufd)
-		}
 		<-sem
 		mu.Lock()
 		for k, v := range local {
@@ -648,17 +665,23 @@ func (m manifest) at(i int) (string, statEntry, bool) {
 	return string(p), e, err == nil && ferr == nil
 }
 
-func (m manifest) pathAt(i int) string {
+// pathAt is entry i's path, in the mapped bytes (no copy).
+func (m manifest) pathAt(i int) []byte {
 	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
+	if off >= len(m.data) {
+		return nil
+	}
 	n, k := binary.Uvarint(m.data[off:])
 	if k <= 0 || off+k+int(n) > len(m.data) {
-		return ""
+		return nil
 	}
-	return string(m.data[off+k : off+k+int(n)])
+	return m.data[off+k : off+k+int(n)]
 }
 
 func (m manifest) lookup(p string) (statEntry, bool) {
-	i := sort.Search(m.n, func(i int) bool { return m.pathAt(i) >= p })
+	// string(b) in a comparison does not allocate: a lookup costs a
+	// binary search over mapped bytes and nothing else.
+	i := sort.Search(m.n, func(i int) bool { return string(m.pathAt(i)) >= p })
 	if i >= m.n {
 		return statEntry{}, false
 	}

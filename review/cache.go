@@ -5,6 +5,8 @@ import (
 	"sync"
 	"syscall"
 	"time"
+
+	"golang.org/x/sys/unix"
 )
 
 // Cache remembers, per path, what a review found for a file whose session
@@ -16,10 +18,15 @@ import (
 type Cache struct {
 	mu      sync.Mutex
 	entries map[string]cacheEntry
+	bytes   int64 // hunk text held
 }
 
-// cacheMax bounds the entries kept per session.
-const cacheMax = 50000
+// cacheMax bounds the entries kept per session, and cacheMaxBytes the
+// hunk text they hold.
+const (
+	cacheMax      = 50000
+	cacheMaxBytes = 32 << 20
+)
 
 type statKey struct {
 	present            bool
@@ -43,6 +50,23 @@ func keyOf(fi fs.FileInfo) statKey {
 	}
 	st := fi.Sys().(*syscall.Stat_t)
 	return statKey{present: true, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, mode: st.Mode}
+}
+
+func keyOfStat(st *unix.Stat_t) statKey {
+	return statKey{present: true, size: st.Size, mtime: st.Mtim.Nano(), ctime: st.Ctim.Nano(), ino: st.Ino, mode: st.Mode}
+}
+
+// size is roughly what an entry holds in memory.
+func (e cacheEntry) size() int64 {
+	n := int64(200)
+	if e.diff != nil {
+		for _, h := range e.diff.Hunks {
+			for _, l := range h.Lines {
+				n += int64(len(l)) + 16
+			}
+		}
+	}
+	return n
 }
 
 // settled reports whether a version's stat data can identify it.
@@ -71,10 +95,18 @@ func (c *Cache) store(p string, e cacheEntry) {
 	if !e.upper.settled(now) || !e.host.settled(now) {
 		return
 	}
+	n := e.size()
+	if n > cacheMaxBytes/8 {
+		return // one file's hunks may not take the cache
+	}
 	c.mu.Lock()
 	defer c.mu.Unlock()
-	if len(c.entries) >= cacheMax {
-		c.entries = map[string]cacheEntry{}
+	if len(c.entries) >= cacheMax || c.bytes+n > cacheMaxBytes {
+		c.entries, c.bytes = map[string]cacheEntry{}, 0
+	}
+	if old, ok := c.entries[p]; ok {
+		c.bytes -= old.size()
 	}
 	c.entries[p] = e
+	c.bytes += n
 }

@@ -9,24 +9,24 @@ package review
 
 import (
 	"bytes"
+	"context"
 	"crypto/sha256"
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"io"
 	"io/fs"
 	"net/http"
-	"os"
 	"path"
-	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
 	"strings"
 	"sync"
+	"sync/atomic"
 	"syscall"
 	"time"
 	"unicode/utf8"
 
+	"github.com/airlock/airlock/confined"
 	"golang.org/x/sys/unix"
 )
 
@@ -71,11 +71,19 @@ type Change struct {
 	OldMode fs.FileMode `json:"old_mode,omitempty"`
 	Size    int64       `json:"size"`
 	OldSize int64       `json:"old_size"`
-	// Binary is set when either side is not text; no text diff is made.
+	// Binary is set when either side is not text, or too large for a text
+	// diff (TooLarge says why); no text diff is made.
 	Binary      bool   `json:"binary,omitempty"`
 	ContentType string `json:"content_type,omitempty"`
-	Link        string `json:"link,omitempty"`     // symlink target in the session
-	OldLink     string `json:"old_link,omitempty"` // symlink target in the project
+	// TooLarge says why a text file gets no text diff (its size, a line's
+	// length, or the review's text budget) and is shown like a binary.
+	TooLarge string `json:"too_large,omitempty"`
+	// ContentSum digests the session's file when it gets no text diff
+	// (see Sum), so that a file shown only by its size is still named
+	// exactly.
+	ContentSum string `json:"content_sum,omitempty"`
+	Link       string `json:"link,omitempty"`     // symlink target in the session
+	OldLink    string `json:"old_link,omitempty"` // symlink target in the project
 	// Note explains why a change cannot be accepted, when it cannot.
 	Note string `json:"note,omitempty"`
 	// HostChanged is set when the project's version of the path changed
@@ -105,33 +113,17 @@ type contents struct {
 	hasOld, hasNew bool
 }
 
-// cacheLimit is the largest file a review keeps in memory.
-const cacheLimit = 1 << 20
+// noContent is an empty new file's (shared: never written to).
+var noContent = &contents{new: []byte{}, hasNew: true}
 
-// readSmall reads a regular file of at most cacheLimit bytes.
-func readSmallAt(dirfd int, name string, fi fs.FileInfo) ([]byte, bool) {
-	if fi == nil || !fi.Mode().IsRegular() || fi.Size() > cacheLimit {
-		return nil, false
-	}
-	// Raw open, read and close: the size is known from the stat, and
-	// os.ReadFile's extra fstat and EOF read double the syscalls here.
-	// (name may have directories in it; only its last part is never
-	// followed if it is a symlink.)
-	fd, err := unix.Openat(dirfd, name, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return nil, false
-	}
-	defer unix.Close(fd)
-	b := make([]byte, fi.Size())
-	for off := 0; off < len(b); {
-		n, err := unix.Pread(fd, b[off:], int64(off))
-		if err != nil || n == 0 {
-			return nil, false
-		}
-		off += n
-	}
-	return b, true
-}
+// cacheLimit is the largest file whose bytes a review keeps in memory, and
+// retainBudget the most it keeps over all files: past it, the steps after
+// the walk read again, so a review's memory never follows the session's
+// size.
+const (
+	cacheLimit   = 1 << 20
+	retainBudget = 32 << 20
+)
 
 // Layers is where a review reads from: the session's upper layer and the
 // current project.
@@ -148,27 +140,436 @@ type Layers struct {
 // Changes lists what the upper layer changes relative to the current project,
 // sorted by path. An upper entry equal to the project's is not a change.
 func Changes(l Layers) ([]Change, error) {
-	w := &walker{sem: make(chan struct{}, max(4, 2*runtime.NumCPU())), hostRoot: -1}
-	if fd, err := unix.Open(l.Project, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0); err == nil {
-		w.hostRoot = fd
-		defer unix.Close(fd)
-	}
-	var out []Change
-	if err := w.walk(l, "", false, true, &out); err != nil {
+	return ChangesContext(context.Background(), l)
+}
+
+// ChangesContext is Changes, abandoned with ctx's error when ctx ends.
+func ChangesContext(ctx context.Context, l Layers) ([]Change, error) {
+	r, err := openRoots(l)
+	if err != nil {
 		return nil, err
 	}
-	w.wg.Wait()
-	out = append(out, w.more...)
-	sort.Slice(out, func(i, j int) bool { return out[i].Path < out[j].Path })
-	for i := range out {
-		out[i].setID()
+	defer r.close()
+	diffs, err := changes(ctx, l, r, nil)
+	if err != nil {
+		return nil, err
+	}
+	out := make([]Change, len(diffs))
+	for i := range diffs {
+		out[i] = diffs[i].Change
 	}
 	return out, nil
 }
 
+// changes walks the upper layer. The walk is iterative (a stack of
+// directories shared by a few goroutines), so its depth costs neither stack
+// nor more than a few dozen descriptors: directories waiting their turn keep
+// a descriptor while fewer than maxHeld do, and are opened again by path
+// (confined, at most PATH_MAX long) otherwise.
+//
+// It returns the changes as FileDiffs to be filled in by the review, so
+// that the list exists once: a review of 200,000 files holds 200,000 of
+// these and little else.
+func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]FileDiff, error) {
+	w := &walker{ctx: ctx, l: l, r: r, hostRoot: r.hostFd()}
+	w.cond = sync.NewCond(&w.mu)
+	w.stack = []dirJob{{dir: r.upper, root: true, hostDir: true}}
+	extra := workers.tryAcquire(walkers - 1)
+	var wg sync.WaitGroup
+	for range extra {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer workers.release(1)
+			w.work()
+		}()
+	}
+	w.work()
+	wg.Wait()
+	for _, j := range w.stack { // left by an error
+		if j.dir != nil && !j.root {
+			j.dir.Close()
+		}
+	}
+	if w.err != nil {
+		return nil, w.err
+	}
+	// Sorted by path into one slice of the exact size.
+	type ref struct{ chunk, i int32 }
+	var refs []ref
+	for ci, ch := range w.out {
+		for i := range ch {
+			refs = append(refs, ref{int32(ci), int32(i)})
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int {
+		return strings.Compare(w.out[a.chunk][a.i].Path, w.out[b.chunk][b.i].Path)
+	})
+	out := make([]FileDiff, len(refs))
+	for k, r := range refs {
+		out[k].Change = w.out[r.chunk][r.i]
+		out[k].setID()
+	}
+	return out, nil
+}
+
+// walkers is how many goroutines walk at most (when the shared limit has
+// room): reading both sides of many small files is mostly syscalls.
+var walkers = max(2, runtime.NumCPU())
+
+// maxHeld is how many waiting directories keep their descriptor.
+const maxHeld = 64
+
+// walker is the state of one walk.
+type walker struct {
+	ctx      context.Context
+	l        Layers
+	r        *roots
+	hostRoot int // the project root, or -1
+
+	mu    sync.Mutex
+	cond  *sync.Cond
+	stack []dirJob
+	busy  int
+	err   error
+	out   [][]Change // one slice per directory
+
+	held     atomic.Int32 // descriptors held by waiting directories
+	retained atomic.Int64 // bytes kept in Change.data
+}
+
+// dirJob is a directory of the upper layer to visit.
+type dirJob struct {
+	rel  string
+	dir  *confined.Root // nil: open rel again when its turn comes
+	root bool           // the layer's root: not closed
+	// inherited: a directory above hides the project's (rm -rf then
+	// mkdir); hostDir: the project has this directory.
+	inherited, hostDir bool
+	// added is the change a new directory is, listed if it turns out empty
+	// (a non-empty one is implied by its entries).
+	added *Change
+}
+
+func (w *walker) fail(err error) {
+	w.mu.Lock()
+	if w.err == nil {
+		w.err = err
+	}
+	w.cond.Broadcast()
+	w.mu.Unlock()
+}
+
+func (w *walker) work() {
+	defer func() {
+		if v := recover(); v != nil {
+			w.fail(panicked("the walk of the session's layer", v))
+		}
+	}()
+	for {
+		w.mu.Lock()
+		for len(w.stack) == 0 && w.busy > 0 && w.err == nil {
+			w.cond.Wait()
+		}
+		if len(w.stack) == 0 || w.err != nil {
+			w.cond.Broadcast()
+			w.mu.Unlock()
+			return
+		}
+		j := w.stack[len(w.stack)-1]
+		w.stack = w.stack[:len(w.stack)-1]
+		w.busy++
+		w.mu.Unlock()
+		if j.dir != nil && !j.root {
+			w.held.Add(-1)
+		}
+		out, subs, err := w.dir(j)
+		w.mu.Lock()
+		w.busy--
+		if len(out) > 0 {
+			w.out = append(w.out, out)
+		}
+		w.stack = append(w.stack, subs...)
+		if err != nil && w.err == nil {
+			w.err = err
+		}
+		w.cond.Broadcast()
+		w.mu.Unlock()
+	}
+}
+
+// reserve counts n bytes against the review's retention budget.
+func (w *walker) reserve(n int64) bool {
+	if w.retained.Add(n) > retainBudget {
+		w.retained.Add(-n)
+		return false
+	}
+	return true
+}
+
+// dir lists one directory's changes and the subdirectories to visit.
+func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
+	if err := w.ctx.Err(); err != nil {
+		return nil, nil, err
+	}
+	d := j.dir
+	if d == nil {
+		if d, err = w.r.upper.OpenDir(j.rel); err != nil {
+			if isNotExist(err) {
+				return nil, nil, nil // removed while we looked
+			}
+			return []Change{unreviewable(j.rel+"/", err)}, nil, nil
+		}
+	}
+	if !j.root {
+		defer d.Close()
+	}
+	// opaque: this directory hides the project's (here or above), so
+	// project entries the session lacks are deletions.
+	opaque := j.hostDir && (j.inherited || isOpaqueFd(d.Fd()))
+	hostDir := j.hostDir && w.hostRoot >= 0
+	names, err := readNames(d.Fd())
+	if err != nil {
+		return []Change{unreviewable(j.rel+"/", err)}, nil, nil
+	}
+	if j.added != nil || !j.hostDir {
+		out = make([]Change, 0, len(names)) // a new directory: every entry is a change
+	}
+	if j.added != nil && len(names) == 0 {
+		out = append(out, *j.added)
+	}
+	var seen map[string]bool
+	if opaque {
+		seen = make(map[string]bool, len(names))
+	}
+	for i, name := range names {
+		if opaque {
+			seen[name] = true
+		}
+		if name == ".git" {
+			// Repository internals never reach the project as files; commits
+			// made in the session are offered separately (see Commits).
+			continue
+		}
+		if i%256 == 255 {
+			if err := w.ctx.Err(); err != nil {
+				return nil, nil, err
+			}
+		}
+		p := name
+		if j.rel != "" {
+			p = j.rel + "/" + name
+		}
+		if len(p) > maxPath {
+			out = append(out, unreviewable(p, fmt.Errorf("the path is longer than %d bytes", maxPath)))
+			continue
+		}
+		var ust, hst unix.Stat_t
+		if err := unix.Fstatat(d.Fd(), name, &ust, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if !errors.Is(err, unix.ENOENT) {
+				// One unreadable entry must not hide the others: list it,
+				// unacceptable, with why.
+				out = append(out, unreviewable(p, err))
+			}
+			continue
+		}
+		hasHost := false
+		if hostDir {
+			// The project's side is looked up relative to its root, which
+			// costs less than opening each of its directories.
+			if err := unix.Fstatat(w.hostRoot, p, &hst, unix.AT_SYMLINK_NOFOLLOW); err == nil {
+				hasHost = true
+			} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
+				out = append(out, unreviewable(p, err))
+				continue
+			}
+		}
+		if isWhiteoutStat(&ust) {
+			if hasHost {
+				out = append(out, w.deletion(p, &hst))
+			}
+			continue
+		}
+		c, sub, err := w.entry(d, name, p, opaque, &ust, hasHost, &hst)
+		switch {
+		case err != nil:
+			out = append(out, unreviewable(p, err))
+		case sub != nil:
+			if w.held.Load() < maxHeld {
+				if sd, err := d.OpenDir(name); err == nil {
+					w.held.Add(1)
+					sub.dir = sd
+				}
+			}
+			subs = append(subs, *sub)
+			if c != nil {
+				out = append(out, *c)
+			}
+		case c != nil:
+			out = append(out, *c)
+		}
+	}
+	if opaque {
+		out = w.hostOnly(j.rel, seen, out)
+	}
+	if cap(out) > len(out)+len(out)/4+8 {
+		out = slices.Clone(out) // kept until the walk ends: no spare room
+	}
+	return out, subs, nil
+}
+
+// entry is the change (if any) one upper entry makes, and the directory to
+// visit when it is one.
+func (w *walker) entry(d *confined.Root, name, p string, opaque bool, ust *unix.Stat_t, hasHost bool, hst *unix.Stat_t) (*Change, *dirJob, error) {
+	umode := modeOf(ust.Mode)
+	utype := typeOf(umode)
+	c := Change{Path: p, Type: utype, Mode: umode, Size: ust.Size, upperKey: keyOfStat(ust)}
+	if utype == Dir {
+		c.Size = 0
+	}
+	var hfi fs.FileInfo
+	if hasHost {
+		hfi = infoOf(name, hst)
+		c.hostInfo = hfi
+		c.OldType, c.OldMode, c.OldSize = typeOf(hfi.Mode()), hfi.Mode(), hst.Size
+		if c.OldType == Dir {
+			c.OldSize = 0
+		}
+	}
+	switch {
+	case utype == Dir:
+		sub := &dirJob{rel: p, inherited: opaque, hostDir: hasHost && hfi.IsDir()}
+		switch {
+		case !hasHost:
+			c.Kind = Added
+			sub.added = &c
+			return nil, sub, nil
+		case !hfi.IsDir():
+			c.Kind = Replaced
+		case hfi.Mode() != umode:
+			c.Kind = Mode
+		default:
+			return nil, sub, nil
+		}
+		return &c, sub, nil
+	case !hasHost:
+		c.Kind = Added
+		if utype == File {
+			if e, ok := w.l.Cache.lookup(p, c.upperKey, statKey{}); ok && e.diff != nil {
+				cc := e.diff.Change
+				cc.cached = e.diff
+				return &cc, nil, nil
+			}
+			if ust.Size == 0 {
+				c.data = noContent
+			} else if data, ok := w.readSmall(d, name, ust.Size); ok {
+				c.data = &contents{new: data, hasNew: true}
+			}
+		}
+		return &c, nil, w.describe(d, name, &c)
+	case typeOf(hfi.Mode()) != utype:
+		c.Kind = Replaced
+		return &c, nil, w.describe(d, name, &c)
+	}
+	uk, hk := c.upperKey, keyOfStat(hst)
+	if e, ok := w.l.Cache.lookup(p, uk, hk); ok {
+		if e.same {
+			return nil, nil, nil
+		}
+		if e.diff != nil {
+			cc := e.diff.Change
+			cc.hostInfo, cc.cached = hfi, e.diff
+			return &cc, nil, nil
+		}
+	}
+	var same bool
+	switch utype {
+	case File:
+		var err error
+		if same, err = w.sameFile(d, name, &c, ust.Size, hst.Size); err != nil {
+			return nil, nil, err
+		}
+	case Symlink:
+		ta, err := d.Readlink(name)
+		if err != nil {
+			return nil, nil, err
+		}
+		tb, err := readlinkAt(w.hostRoot, p)
+		same = err == nil && ta == tb
+	}
+	switch {
+	case !same:
+		c.Kind = Modified
+	case acceptable(umode) != acceptable(hfi.Mode()):
+		c.Kind = Mode
+	default:
+		w.l.Cache.store(p, cacheEntry{upper: uk, host: hk, same: true})
+		return nil, nil, nil
+	}
+	return &c, nil, w.describe(d, name, &c)
+}
+
+// readSmall reads a small regular file of the session whole, when the
+// review's retention budget allows, for the steps after the walk.
+func (w *walker) readSmall(d *confined.Root, name string, size int64) ([]byte, bool) {
+	if size == 0 {
+		return nil, true // nothing to read
+	}
+	if size > cacheLimit || !w.reserve(size) {
+		return nil, false
+	}
+	b, ok := readExactly(d, name, size)
+	if !ok {
+		w.retained.Add(-size)
+	}
+	return b, ok
+}
+
+// readExactly reads size bytes of the regular file rel, or fails if it is
+// no longer a regular file of that size.
+func readExactly(root *confined.Root, rel string, size int64) ([]byte, bool) {
+	fd, st, err := root.OpenFd(rel)
+	if err != nil {
+		return nil, false
+	}
+	defer unix.Close(fd)
+	if st.Size != size {
+		return nil, false
+	}
+	b := make([]byte, size)
+	n, err := preadFull(fd, b, 0)
+	return b, err == nil && int64(n) == size
+}
+
+// sameFile compares the session's file name (in d) with the project's:
+// small ones are read whole and kept for the steps after the walk, others
+// streamed.
+func (w *walker) sameFile(d *confined.Root, name string, c *Change, usize, hsize int64) (bool, error) {
+	if usize <= cacheLimit && hsize <= cacheLimit && w.reserve(usize+hsize) {
+		nb, okN := readExactly(d, name, usize)
+		ob, okO := readExactly(w.r.project, c.Path, hsize)
+		if okN && okO {
+			c.data = &contents{old: ob, new: nb, hasOld: true, hasNew: true}
+			return bytes.Equal(nb, ob), nil
+		}
+		w.retained.Add(-usize - hsize)
+	}
+	if usize != hsize {
+		return false, nil
+	}
+	return sameFile(w.ctx, d, w.r.project, name, c.Path)
+}
+
 func (c *Change) setID() {
-	sum := sha256.Sum256([]byte("file\x00" + c.Path))
-	c.ID = "f" + hex.EncodeToString(sum[:])[:9]
+	var in [512]byte // most paths: hashed without an allocation
+	b := append(append(in[:0], "file\x00"...), c.Path...)
+	sum := sha256.Sum256(b)
+	var id [10]byte
+	id[0] = 'f'
+	var hx [10]byte
+	hex.Encode(hx[:], sum[:5])
+	copy(id[1:], hx[:9])
+	c.ID = string(id[:])
 	if !utf8.ValidString(c.Path) {
 		c.RawPath = []byte(c.Path)
 	}
@@ -182,23 +583,17 @@ func isWhiteout(fi fs.FileInfo) bool {
 	return ok && st.Rdev == 0
 }
 
-// isOpaqueFd is isOpaque on an open directory. Airlock mounts its overlays
-// as root, so only the trusted namespace can hold the mark.
+func isWhiteoutStat(st *unix.Stat_t) bool {
+	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
+}
+
+// isOpaqueFd reports whether the open directory fd hides the project's.
+// Airlock mounts its overlays as root, so only the trusted namespace can
+// hold the mark.
 func isOpaqueFd(fd int) bool {
 	buf := make([]byte, 8)
 	n, err := unix.Fgetxattr(fd, "trusted.overlay.opaque", buf)
 	return err == nil && n > 0 && buf[0] == 'y'
-}
-
-func isOpaque(p string) bool {
-	buf := make([]byte, 8)
-	for _, name := range []string{"trusted.overlay.opaque", "user.overlay.opaque"} {
-		n, err := unix.Lgetxattr(p, name, buf)
-		if err == nil && n > 0 && buf[0] == 'y' {
-			return true
-		}
-	}
-	return false
 }
 
 func typeOf(m fs.FileMode) Type {
@@ -214,191 +609,6 @@ func typeOf(m fs.FileMode) Type {
 	}
 }
 
-// walk visits the upper directory rel. opaque is true when the session's
-// directory hides the project's (rm -rf then mkdir, at rel or above):
-// then project entries the session lacks are deletions.
-// walker walks subdirectories on a few goroutines: reading both sides of
-// many small files is mostly waiting on syscalls.
-type walker struct {
-	hostRoot int // the project root, open
-	sem      chan struct{}
-	wg       sync.WaitGroup
-	mu       sync.Mutex
-	more     []Change // changes found by subdirectory goroutines
-}
-
-func (w *walker) walk(l Layers, rel string, inherited, hostDir bool, out *[]Change) error {
-	udir := filepath.Join(l.Upper, filepath.FromSlash(rel))
-	// Entries are looked at relative to open directories: a stat or open by
-	// full path resolves every component again, for every file.
-	ufd, err := unix.Open(udir, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
-	if err != nil {
-		return &fs.PathError{Op: "open", Path: udir, Err: err}
-	}
-	defer unix.Close(ufd)
-	// opaque: this directory hides the project's (rm -rf then mkdir, here
-	// or above), so project entries the session lacks are deletions.
-	opaque := hostDir && (inherited || isOpaqueFd(ufd))
-	// The project's side is looked up relative to its root, which costs
-	// less than opening each of its directories.
-	hfd, herr := w.hostRoot, error(nil)
-	if !hostDir || hfd < 0 {
-		herr = unix.ENOENT
-	}
-	names, err := readNames(ufd)
-	if err != nil {
-		return err
-	}
-	for _, name := range names {
-		p := path.Join(rel, name)
-		if name == ".git" {
-			// Repository internals never reach the project as files; commits
-			// made in the session are offered separately (see Commits).
-			continue
-		}
-		up := filepath.Join(udir, name)
-		ufi, err := statAt(ufd, name)
-		if err != nil {
-			if errors.Is(err, unix.ENOENT) {
-				continue // removed while we looked
-			}
-			// One unreadable entry (a path too long for the kernel, say)
-			// must not hide the others: list it, unacceptable, with why.
-			*out = append(*out, unreviewable(p, err))
-			continue
-		}
-		hp := filepath.Join(l.Project, filepath.FromSlash(p))
-		var hfi fs.FileInfo
-		if herr == nil {
-			if hfi, err = statAt(hfd, p); err != nil {
-				if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-					*out = append(*out, unreviewable(p, err))
-					continue
-				}
-				hfi = nil
-			}
-		}
-		if isWhiteout(ufi) {
-			if hfi != nil {
-				*out = append(*out, deletion(p, hfi, hp))
-			}
-			continue
-		}
-		utype := typeOf(ufi.Mode())
-		c := Change{Path: p, Type: utype, Mode: ufi.Mode(), Size: ufi.Size(), hostInfo: hfi, upperKey: keyOf(ufi)}
-		if utype == Dir {
-			c.Size = 0
-		}
-		if hfi != nil {
-			c.OldType, c.OldMode, c.OldSize = typeOf(hfi.Mode()), hfi.Mode(), hfi.Size()
-			if c.OldType == Dir {
-				c.OldSize = 0
-			}
-		}
-		switch {
-		case utype == Dir:
-			childHost := hfi != nil && hfi.IsDir()
-			if hfi == nil {
-				n, err := os.ReadDir(up)
-				if err != nil {
-					return err
-				}
-				if len(n) == 0 { // a non-empty new dir is implied by its entries
-					c.Kind = Added
-					*out = append(*out, c)
-				}
-			} else if !hfi.IsDir() {
-				c.Kind = Replaced
-				*out = append(*out, c)
-			} else if hfi.Mode() != ufi.Mode() {
-				c.Kind = Mode
-				*out = append(*out, c)
-			}
-			select {
-			case w.sem <- struct{}{}:
-				w.wg.Add(1)
-				go func(p string, opaque, childHost bool) {
-					defer w.wg.Done()
-					var local []Change
-					if err := w.walk(l, p, opaque, childHost, &local); err != nil {
-						local = append(local, unreviewable(p+"/", err))
-					}
-					<-w.sem
-					w.mu.Lock()
-					w.more = append(w.more, local...)
-					w.mu.Unlock()
-				}(p, opaque, childHost)
-			default:
-				if err := w.walk(l, p, opaque, childHost, out); err != nil {
-					*out = append(*out, unreviewable(p+"/", err))
-				}
-			}
-		case hfi == nil:
-			c.Kind = Added
-			if utype == File {
-				if e, ok := l.Cache.lookup(p, c.upperKey, statKey{}); ok && e.diff != nil {
-					cc := e.diff.Change
-					cc.cached = e.diff
-					*out = append(*out, cc)
-					continue
-				}
-			}
-			if b, ok := readSmallAt(ufd, name, ufi); ok {
-				c.data = &contents{new: b, hasNew: true}
-			}
-			if err := describe(&c, up, "", ufi, nil); err != nil {
-				return err
-			}
-			*out = append(*out, c)
-		case typeOf(hfi.Mode()) != utype:
-			c.Kind = Replaced
-			if err := describe(&c, up, hp, ufi, hfi); err != nil {
-				return err
-			}
-			*out = append(*out, c)
-		default:
-			uk, hk := keyOf(ufi), keyOf(hfi)
-			if e, ok := l.Cache.lookup(p, uk, hk); ok {
-				if e.same {
-					continue
-				}
-				if e.diff != nil {
-					cc := e.diff.Change
-					cc.hostInfo, cc.cached = hfi, e.diff
-					*out = append(*out, cc)
-					continue
-				}
-			}
-			var same bool
-			nb, okN := readSmallAt(ufd, name, ufi)
-			ob, okO := readSmallAt(hfd, p, hfi)
-			if okN && okO {
-				same = bytes.Equal(nb, ob)
-				c.data = &contents{old: ob, new: nb, hasOld: true, hasNew: true}
-			} else if same, err = sameContent(up, hp, ufi, hfi); err != nil {
-				return err
-			}
-			switch {
-			case !same:
-				c.Kind = Modified
-			case acceptable(ufi.Mode()) != acceptable(hfi.Mode()):
-				c.Kind = Mode
-			default:
-				l.Cache.store(p, cacheEntry{upper: uk, host: hk, same: true})
-				continue
-			}
-			if err := describe(&c, up, hp, ufi, hfi); err != nil {
-				return err
-			}
-			*out = append(*out, c)
-		}
-	}
-	if opaque {
-		return hostOnly(l, rel, udir, out)
-	}
-	return nil
-}
-
 // statInfo is an fs.FileInfo from a stat relative to a directory.
 type statInfo struct {
 	name string
@@ -412,17 +622,34 @@ func (s *statInfo) ModTime() time.Time { return time.Unix(s.st.Mtim.Unix()) }
 func (s *statInfo) IsDir() bool        { return s.Mode().IsDir() }
 func (s *statInfo) Sys() any           { return &s.st }
 
+func infoOf(name string, st *unix.Stat_t) *statInfo {
+	return &statInfo{name: name, st: syscall.Stat_t{
+		Dev: st.Dev, Ino: st.Ino, Nlink: st.Nlink, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Rdev: st.Rdev,
+		Size: st.Size, Blksize: st.Blksize, Blocks: st.Blocks,
+		Atim: syscall.Timespec(st.Atim), Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim),
+	}}
+}
+
 // statAt lstats name in the directory dirfd.
 func statAt(dirfd int, name string) (fs.FileInfo, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(dirfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		return nil, err
 	}
-	return &statInfo{name: name, st: syscall.Stat_t{
-		Dev: st.Dev, Ino: st.Ino, Nlink: st.Nlink, Mode: st.Mode, Uid: st.Uid, Gid: st.Gid, Rdev: st.Rdev,
-		Size: st.Size, Blksize: st.Blksize, Blocks: st.Blocks,
-		Atim: syscall.Timespec(st.Atim), Mtim: syscall.Timespec(st.Mtim), Ctim: syscall.Timespec(st.Ctim),
-	}}, nil
+	return infoOf(name, &st), nil
+}
+
+// readlinkAt reads a symlink's target relative to dirfd.
+func readlinkAt(dirfd int, rel string) (string, error) {
+	if dirfd < 0 {
+		return "", errNoProject
+	}
+	buf := make([]byte, unix.PathMax)
+	n, err := unix.Readlinkat(dirfd, rel, buf)
+	if err != nil {
+		return "", err
+	}
+	return string(buf[:n]), nil
 }
 
 func unreviewable(p string, err error) Change {
@@ -433,50 +660,59 @@ func unreviewable(p string, err error) Change {
 // never reach the project, so a difference in them alone is no change.
 func acceptable(m fs.FileMode) fs.FileMode { return m &^ (fs.ModeSetuid | fs.ModeSetgid) }
 
-func deletion(p string, hfi fs.FileInfo, hp string) Change {
-	c := Change{Path: p, Kind: Deleted, OldType: typeOf(hfi.Mode()), OldMode: hfi.Mode(), OldSize: hfi.Size()}
-	if c.OldType == Dir {
+// deletion is the change of a project entry the session deleted.
+func (w *walker) deletion(p string, hst *unix.Stat_t) Change {
+	hfi := infoOf(path.Base(p), hst)
+	c := Change{Path: p, Kind: Deleted, OldType: typeOf(hfi.Mode()), OldMode: hfi.Mode(), OldSize: hst.Size}
+	switch c.OldType {
+	case Dir:
 		c.OldSize = 0
-	}
-	if c.OldType == Symlink {
-		c.OldLink, _ = os.Readlink(hp)
-	}
-	if c.OldType == File {
-		c.Binary, c.ContentType = sniff(hp)
+	case Symlink:
+		c.OldLink, _ = readlinkAt(w.hostRoot, p)
+	case File:
+		c.Binary, c.ContentType = sniffAt(w.r.project, p)
 	}
 	return c
 }
 
-// hostOnly lists, as deletions, the project's entries in directory p that an
-// opaque upper directory up does not have.
-func hostOnly(l Layers, p, up string, out *[]Change) error {
-	hdir := filepath.Join(l.Project, filepath.FromSlash(p))
-	entries, err := os.ReadDir(hdir)
+// hostOnly lists, as deletions, the project's entries in directory rel that
+// an opaque upper directory (whose names are seen) does not have.
+func (w *walker) hostOnly(rel string, seen map[string]bool, out []Change) []Change {
+	if w.r.project == nil {
+		return out
+	}
+	hd, err := w.r.project.OpenDir(rel)
 	if err != nil {
-		return nil // the project's side is gone: nothing to delete
+		return out // the project's side is gone: nothing to delete
 	}
-	for _, e := range entries {
-		if e.Name() == ".git" {
-			continue
-		}
-		if _, err := os.Lstat(filepath.Join(up, e.Name())); err == nil {
-			continue
-		}
-		hp := filepath.Join(hdir, e.Name())
-		hfi, err := os.Lstat(hp)
-		if err != nil {
-			continue
-		}
-		*out = append(*out, deletion(path.Join(p, e.Name()), hfi, hp))
+	defer hd.Close()
+	names, err := readNames(hd.Fd())
+	if err != nil {
+		return out
 	}
-	return nil
+	for _, name := range names {
+		if name == ".git" || seen[name] {
+			continue
+		}
+		var st unix.Stat_t
+		if unix.Fstatat(hd.Fd(), name, &st, unix.AT_SYMLINK_NOFOLLOW) != nil {
+			continue
+		}
+		p := name
+		if rel != "" {
+			p = rel + "/" + name
+		}
+		out = append(out, w.deletion(p, &st))
+	}
+	return out
 }
 
-// describe fills in link targets, binary detection and notes.
-func describe(c *Change, up, hp string, ufi, hfi fs.FileInfo) error {
+// describe fills in link targets, binary detection and notes; d is the
+// session's directory holding name.
+func (w *walker) describe(d *confined.Root, name string, c *Change) error {
 	switch c.Type {
 	case Symlink:
-		t, err := os.Readlink(up)
+		t, err := d.Readlink(name)
 		if err != nil {
 			return err
 		}
@@ -485,44 +721,30 @@ func describe(c *Change, up, hp string, ufi, hfi fs.FileInfo) error {
 		if c.data != nil && c.data.hasNew {
 			c.Binary, c.ContentType = sniffBytes(c.data.new)
 		} else {
-			c.Binary, c.ContentType = sniff(up)
+			c.Binary, c.ContentType = sniffAt(d, name)
 		}
 	case Special:
 		c.Note = "device files, FIFOs and sockets are never accepted into the project"
 	}
-	if hfi != nil {
-		switch typeOf(hfi.Mode()) {
-		case Symlink:
-			c.OldLink, _ = os.Readlink(hp)
-		case File:
-			var b bool
-			if c.data != nil && c.data.hasOld {
-				b, _ = sniffBytes(c.data.old)
-			} else {
-				b, _ = sniff(hp)
-			}
-			if b {
-				c.Binary = true
-			}
+	switch c.OldType {
+	case Symlink:
+		c.OldLink, _ = readlinkAt(w.hostRoot, c.Path)
+	case File:
+		var b bool
+		if c.data != nil && c.data.hasOld {
+			b, _ = sniffBytes(c.data.old)
+		} else {
+			b, _ = sniffAt(w.r.project, c.Path)
+		}
+		if b {
+			c.Binary = true
 		}
 	}
 	return nil
 }
 
-// sniff reports whether the file at p looks binary (a NUL byte or invalid
-// UTF-8 in its first 8 KiB) and its MIME type.
-func sniff(p string) (binary bool, contentType string) {
-	f, err := os.Open(p)
-	if err != nil {
-		return false, ""
-	}
-	defer f.Close()
-	buf := make([]byte, 8192)
-	n, _ := io.ReadFull(f, buf)
-	return sniffBytes(buf[:n])
-}
-
-// sniffBytes is sniff on a file's first bytes (up to 8 KiB are looked at).
+// sniffBytes reports whether a file's first bytes (up to 8 KiB are looked
+// at) look binary (a NUL byte or invalid UTF-8), and its MIME type.
 func sniffBytes(buf []byte) (binary bool, contentType string) {
 	if len(buf) > 8192 {
 		buf = buf[:8192]
@@ -536,45 +758,6 @@ func sniffBytes(buf []byte) (binary bool, contentType string) {
 		return false, "" // text; its type is only worth naming for binaries
 	}
 	return true, http.DetectContentType(buf)
-}
-
-// sameContent compares two regular files or two symlinks.
-func sameContent(a, b string, afi, bfi fs.FileInfo) (bool, error) {
-	if afi.Mode()&fs.ModeSymlink != 0 {
-		ta, err := os.Readlink(a)
-		if err != nil {
-			return false, err
-		}
-		tb, err := os.Readlink(b)
-		return err == nil && ta == tb, nil
-	}
-	if !afi.Mode().IsRegular() {
-		return false, nil
-	}
-	if afi.Size() != bfi.Size() {
-		return false, nil
-	}
-	fa, err := os.Open(a)
-	if err != nil {
-		return false, err
-	}
-	defer fa.Close()
-	fb, err := os.Open(b)
-	if err != nil {
-		return false, nil
-	}
-	defer fb.Close()
-	ba, bb := make([]byte, 64*1024), make([]byte, 64*1024)
-	for {
-		na, ea := io.ReadFull(fa, ba)
-		nb, eb := io.ReadFull(fb, bb)
-		if na != nb || !bytes.Equal(ba[:na], bb[:nb]) {
-			return false, nil
-		}
-		if ea != nil || eb != nil {
-			return (ea == io.EOF || ea == io.ErrUnexpectedEOF) && (eb == io.EOF || eb == io.ErrUnexpectedEOF), nil
-		}
-	}
 }
 
 // Select returns the changes at or under any of paths (all when paths is

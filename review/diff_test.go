@@ -1,9 +1,11 @@
 package review
 
 import (
+	"fmt"
 	"math/rand"
 	"strings"
 	"testing"
+	"time"
 )
 
 // apply rebuilds the new text from the old one and the hunks, as a patch
@@ -129,4 +131,121 @@ func TestHunksRebuildRandomEdits(t *testing.T) {
 			t.Fatalf("case %d: %q -> %q rebuilt as %q", i, a, b, got)
 		}
 	}
+}
+
+// lcs is the length of a longest common subsequence of a and b, by the
+// textbook table: the ground truth for the shortest edit script.
+func lcs(a, b []string) int {
+	prev, cur := make([]int, len(b)+1), make([]int, len(b)+1)
+	for i := range a {
+		for j := range b {
+			if a[i] == b[j] {
+				cur[j+1] = prev[j] + 1
+			} else {
+				cur[j+1] = max(prev[j+1], cur[j])
+			}
+		}
+		prev, cur = cur, prev
+	}
+	return prev[len(b)]
+}
+
+// The script is a shortest one (as many unchanged lines as the longest
+// common subsequence) and turns a into b.
+func TestLineOpsShortest(t *testing.T) {
+	rng := rand.New(rand.NewSource(2))
+	for i := 0; i < 2000; i++ {
+		n, m := rng.Intn(60), rng.Intn(60)
+		alpha := 1 + rng.Intn(12)
+		gen := func(n int) string {
+			var b strings.Builder
+			for k := 0; k < n; k++ {
+				b.WriteString(string(rune('a'+rng.Intn(alpha))) + "\n")
+			}
+			return b.String()
+		}
+		a, b := gen(n), gen(m)
+		ops := lineOps(a, b)
+		same := 0
+		var rebuilt strings.Builder
+		for _, o := range ops {
+			if o.kind == ' ' {
+				same++
+			}
+			if o.kind != '-' {
+				rebuilt.WriteString(o.line)
+			}
+		}
+		if want := lcs(splitLines(a), splitLines(b)); same != want {
+			t.Fatalf("case %d: %d unchanged lines, the longest common subsequence has %d\n%q\n%q", i, same, want, a, b)
+		}
+		if rebuilt.String() != b {
+			t.Fatalf("case %d: the script does not rebuild b", i)
+		}
+	}
+}
+
+// More distinct lines than there are runes (go-diff's line mode mapped
+// each line to a rune, and past about 1.1 million the diff came out
+// wrong without a word).
+func TestLineOpsManyDistinctLines(t *testing.T) {
+	if testing.Short() {
+		t.Skip("builds two 1.3-million-line texts")
+	}
+	const n = 1_300_000
+	var a, b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&a, "%x\n", i)
+		switch {
+		case i == 5 || i == n-7 || i == 1_200_000:
+			fmt.Fprintf(&b, "changed %x\n", i)
+		case i == 700_000:
+			// deleted
+		default:
+			fmt.Fprintf(&b, "%x\n", i)
+		}
+	}
+	hs := Hunks(a.String(), b.String())
+	if got := apply(t, a.String(), hs); got != b.String() {
+		t.Fatalf("the hunks do not rebuild the new text")
+	}
+	var minus, plus int
+	for _, h := range hs {
+		for _, l := range h.Lines {
+			switch l[0] {
+			case '-':
+				minus++
+			case '+':
+				plus++
+			}
+		}
+	}
+	if len(hs) != 4 || minus != 4 || plus != 3 {
+		t.Errorf("%d hunks, -%d +%d; want 4 hunks, -4 +3", len(hs), minus, plus)
+	}
+}
+
+// A text made to be slow to diff (every line moved) is diffed in bounded
+// time, correctly if not minimally, and the same way every time.
+func TestLineOpsBoundedWork(t *testing.T) {
+	const n = 200_000
+	var a, b strings.Builder
+	for i := 0; i < n; i++ {
+		fmt.Fprintf(&a, "%d\n", i)
+		fmt.Fprintf(&b, "%d\n", (i*7919)%n) // a permutation
+	}
+	t0 := time.Now()
+	hs := Hunks(a.String(), b.String())
+	took := time.Since(t0)
+	if got := apply(t, a.String(), hs); got != b.String() {
+		t.Fatalf("the hunks do not rebuild the new text")
+	}
+	if took > 20*time.Second {
+		t.Errorf("a 200,000-line permutation took %v to diff", took)
+	}
+	again := Hunks(a.String(), b.String())
+	if len(again) != len(hs) || len(hs) > 0 && again[0].Header() != hs[0].Header() {
+		t.Errorf("two diffs of the same texts differ")
+	}
+	t.Logf("%v, %d hunks", took, len(hs))
 }

@@ -1,6 +1,7 @@
 package review
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io"
@@ -21,6 +22,12 @@ import (
 // undefined. Added paths are removed; modified, deleted and replaced paths
 // get the project's content, type and mode back.
 func Discard(l Layers, merged string, diffs []FileDiff, sel Selection) ([]Outcome, error) {
+	return DiscardContext(context.Background(), l, merged, diffs, sel)
+}
+
+// DiscardContext is Discard, stopping between paths when ctx ends: the
+// paths not reached are reported as not applied.
+func DiscardContext(ctx context.Context, l Layers, merged string, diffs []FileDiff, sel Selection) (out []Outcome, err error) {
 	items, err := plan(l, diffs, sel, false)
 	if err != nil {
 		return nil, err
@@ -30,7 +37,12 @@ func Discard(l Layers, merged string, diffs []FileDiff, sel Selection) ([]Outcom
 		return nil, err
 	}
 	defer t.close()
-	out := make([]Outcome, len(items))
+	out = make([]Outcome, len(items))
+	defer func() {
+		if v := recover(); v != nil {
+			out, err = nil, panicked("the discard", v)
+		}
+	}()
 	// Deepest first, so removing an entry never races its parent's restore.
 	order := make([]int, len(items))
 	for i := range order {
@@ -43,6 +55,10 @@ func Discard(l Layers, merged string, diffs []FileDiff, sel Selection) ([]Outcom
 		out[i] = Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}
 		if it.err != nil {
 			out[i].Error = it.err.Error()
+			continue
+		}
+		if err := ctx.Err(); err != nil {
+			out[i].Error = fmt.Sprintf("not discarded: the request ended (%v)", err)
 			continue
 		}
 		if _, err := CleanPath(c.Path); err != nil || c.Path == "." {
@@ -134,10 +150,8 @@ func discardOne(t *tree, l Layers, c Change) error {
 	switch {
 	case c.Kind == Added:
 		return removeAll(pfd, name)
-	case c.Kind == Mode && c.Type == Dir:
-		return unix.Fchmodat(pfd, name, unixMode(c.OldMode), 0)
 	case c.Kind == Mode:
-		return chmodFile(pfd, name, c.OldMode)
+		return chmodAt(pfd, name, unixMode(c.OldMode))
 	}
 	if err := removeAll(pfd, name); err != nil {
 		return err

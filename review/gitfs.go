@@ -118,12 +118,12 @@ func (g *gitFS) Open(name string) (billy.File, error) {
 	limit := gitFileLimit(c)
 	if fi.Size() > limit {
 		f.Close()
-		return nil, g.fail("open", c, tooLarge(fi.Size(), limit))
+		return nil, g.fail("open", c, gitTooLarge(fi.Size(), limit))
 	}
 	return &gitFile{f: f, name: c, limit: limit, g: g}, nil
 }
 
-func tooLarge(size, limit int64) error {
+func gitTooLarge(size, limit int64) error {
 	return &sizeError{size, limit}
 }
 

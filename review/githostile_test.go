@@ -87,9 +87,9 @@ type result struct {
 	alloc   uint64 // bytes allocated while it ran
 }
 
-// within runs f, failing the test when it has not returned after a while
+// gitWithin runs f, failing the test when it has not returned after a while
 // (a FIFO in .git would block an unconfined reader forever).
-func within(t *testing.T, f func() ([]review.Commit, error)) result {
+func gitWithin(t *testing.T, f func() ([]review.Commit, error)) result {
 	t.Helper()
 	ch := make(chan result, 1)
 	go func() {
@@ -113,7 +113,7 @@ func within(t *testing.T, f func() ([]review.Commit, error)) result {
 // written into the project.
 func (f *gitFixture) hostile(t *testing.T, why string, is error) {
 	t.Helper()
-	r := within(t, func() ([]review.Commit, error) { return review.Commits(f.project, f.merged) })
+	r := gitWithin(t, func() ([]review.Commit, error) { return review.Commits(f.project, f.merged) })
 	for _, c := range r.commits {
 		if c.Hash == f.secretHead || c.Subject == "secret" {
 			t.Errorf("Commits returned the host repository's commit %s", c.Hash)
@@ -123,7 +123,7 @@ func (f *gitFixture) hostile(t *testing.T, why string, is error) {
 		t.Errorf("Commits offered %d commits from a refused repository", len(r.commits))
 	}
 	checkRefusal(t, "Commits", r, why, is)
-	r = within(t, func() ([]review.Commit, error) { return review.ImportCommits(f.project, f.merged, "airlock/s1") })
+	r = gitWithin(t, func() ([]review.Commit, error) { return review.ImportCommits(f.project, f.merged, "airlock/s1") })
 	checkRefusal(t, "ImportCommits", r, why, is)
 	if r.err != nil && !errdefs.IsInvalid(r.err) {
 		t.Errorf("ImportCommits error class %s, want invalid: %v", errdefs.ClassOf(r.err), r.err)
@@ -328,7 +328,7 @@ func TestGitImportRefusals(t *testing.T) {
 		t.Run(c.name, func(t *testing.T) {
 			f := newGitFixture(t)
 			c.setup(t, f)
-			r := within(t, func() ([]review.Commit, error) { return review.ImportCommits(f.project, f.merged, "airlock/s1") })
+			r := gitWithin(t, func() ([]review.Commit, error) { return review.ImportCommits(f.project, f.merged, "airlock/s1") })
 			checkRefusal(t, "ImportCommits", r, c.why, nil)
 			if r.err != nil && !errdefs.IsInvalid(r.err) {
 				t.Errorf("error class %s, want invalid: %v", errdefs.ClassOf(r.err), r.err)
@@ -385,7 +385,7 @@ func TestGitSwapRace(t *testing.T) {
 	deadline := time.Now().Add(3 * time.Second)
 	var ok, refused int
 	for i := 0; time.Now().Before(deadline); i++ {
-		r := within(t, func() ([]review.Commit, error) { return review.Commits(f.project, f.merged) })
+		r := gitWithin(t, func() ([]review.Commit, error) { return review.Commits(f.project, f.merged) })
 		for _, c := range r.commits {
 			if c.Hash == f.secretHead || c.Subject == "secret" {
 				t.Fatalf("round %d: Commits returned the host repository's commit", i)
@@ -400,7 +400,7 @@ func TestGitSwapRace(t *testing.T) {
 			ok++
 		}
 		if i%8 == 0 {
-			r := within(t, func() ([]review.Commit, error) {
+			r := gitWithin(t, func() ([]review.Commit, error) {
 				return review.ImportCommits(f.project, f.merged, fmt.Sprintf("airlock/s%d", i))
 			})
 			for _, c := range r.commits {

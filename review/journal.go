@@ -106,7 +106,7 @@ func (t *tree) do(op jop, staging string, mkMode func(string) fs.FileMode) error
 		var st unix.Stat_t
 		if err := unix.Fstatat(pfd, name, &st, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
-				return unix.Fchmodat(pfd, name, op.Mode, 0)
+				return chmodAt(pfd, name, op.Mode)
 			}
 			if err := removeAll(pfd, name); err != nil {
 				return err
@@ -170,10 +170,8 @@ func (t *tree) do(op jop, staging string, mkMode func(string) fs.FileMode) error
 		if err != nil {
 			return err
 		}
-		if op.IsDir {
-			return unix.Fchmodat(pfd, name, op.Mode, 0)
-		}
-		return chmodFile(pfd, name, fs.FileMode(op.Mode&0o777)|modeFromUnix(op.Mode))
+		// The mode without setuid and setgid, whatever the journal says.
+		return chmodAt(pfd, name, unixMode(fs.FileMode(op.Mode&0o777)|modeFromUnix(op.Mode)))
 	}
 	return fmt.Errorf("unknown journal operation %q", op.Op)
 }

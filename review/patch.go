@@ -3,16 +3,19 @@ package review
 import (
 	"bytes"
 	"compress/zlib"
+	"context"
 	"crypto/sha1"
 	"encoding/hex"
+	"errors"
 	"fmt"
 	"io"
 	"io/fs"
-	"os"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
+
+	"github.com/airlock/airlock/confined"
+	"golang.org/x/sys/unix"
 )
 
 // FileDiff is a change with its text hunks (none for binary files,
@@ -40,26 +43,31 @@ type FileDiff struct {
 	digested bool // Digest comes from the bytes the review read (or none could be given)
 }
 
-// sides returns the old and new text of a file or symlink change. A side of
-// another type is empty.
-func sides(l Layers, c Change) (string, string, error) {
-	readAt := func(root, rel string, t Type) (string, error) {
-		return readText(filepath.Join(root, filepath.FromSlash(rel)), t)
-	}
+// sides returns the old and new text of a file or symlink change (a side
+// of another type is empty), or why it gets no text diff (its size or a
+// line's length).
+func sides(r *roots, c Change, lim Limits) (old, new, why string, err error) {
 	if d := c.data; d != nil && (d.hasOld || c.OldType != File) && (d.hasNew || c.Type != File) && c.Kind != Renamed &&
 		c.OldType != Symlink && c.Type != Symlink {
-		return string(d.old), string(d.new), nil
+		for _, b := range [][]byte{d.old, d.new} {
+			if int64(len(b)) > lim.MaxText {
+				return "", "", tooLarge(int64(len(b)), lim), nil
+			}
+			if longestLine(b) > lim.MaxLine {
+				return "", "", fmt.Sprintf("a line is longer than %s", sizeStr(int64(lim.MaxLine))), nil
+			}
+		}
+		return string(d.old), string(d.new), "", nil
 	}
-	old := c
+	from := c.Path
 	if c.Kind == Renamed {
-		old.Path = c.From
+		from = c.From
 	}
-	a, err := readAt(l.Project, old.Path, c.OldType)
-	if err != nil {
-		return "", "", err
+	if old, why, err = readTextAt(r.project, from, c.OldType, lim); err != nil || why != "" {
+		return "", "", why, err
 	}
-	b, err := readAt(l.Upper, c.Path, c.Type)
-	return a, b, err
+	new, why, err = readTextAt(r.upper, c.Path, c.Type, lim)
+	return old, new, why, err
 }
 
 // gitMode is the mode git records for an object of type t with mode m.
@@ -81,18 +89,69 @@ func gitMode(t Type, m fs.FileMode) string {
 // patch format; directories appear only through the files under them (git
 // does not track empty directories); special files are left out.
 func Patch(w io.Writer, l Layers, changes []Change) error {
-	moved := map[string]bool{} // rename sources, not deletions
+	return PatchContext(context.Background(), w, l, changes, PatchOptions{})
+}
+
+// PatchOptions tune a patch.
+type PatchOptions struct {
+	// Limits.MaxText is the largest file (either side) a patch carries.
+	Limits Limits
+	// Session names the session in the notes on files left out.
+	Session string
+}
+
+// PatchContext is Patch, streamed: each file is read and written in turn,
+// so that the patch is never whole in memory, and the work stops when ctx
+// ends. A file larger than the limit (text or binary, either side) or one
+// that cannot be read as it was reviewed is left out, and a comment line
+// in its place (which git apply and patch skip) says so and how to take it:
+//
+//	# airlock: left out big.bin (added, 42949672960 bytes, sha256-sparse:…): larger than 8 MiB, the patch limit; take it with `airlock accept SESSION big.bin`
+func PatchContext(ctx context.Context, w io.Writer, l Layers, changes []Change, opts PatchOptions) error {
+	r, err := openRoots(l)
+	if err != nil {
+		return err
+	}
+	defer r.close()
+	p := &patcher{ctx: ctx, w: w, r: r, lim: opts.Limits.withDefaults(), session: opts.Session, moved: map[string]bool{}}
+	if p.session == "" {
+		p.session = "SESSION"
+	}
 	for _, c := range changes {
 		if c.Kind == Renamed {
-			moved[c.From] = true
+			p.moved[c.From] = true // rename sources, not deletions
 		}
 	}
 	for _, c := range changes {
-		if err := patchOne(w, l, c, moved); err != nil {
+		if err := ctx.Err(); err != nil {
+			return err
+		}
+		if err := p.safely(c); err != nil {
 			return err
 		}
 	}
 	return nil
+}
+
+// safely is one turning a panic into an error.
+func (p *patcher) safely(c Change) (err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicked(c.Path, v)
+		}
+	}()
+	return p.one(c)
+}
+
+// patcher writes one patch.
+type patcher struct {
+	ctx     context.Context
+	w       io.Writer
+	r       *roots
+	lim     Limits
+	session string
+	moved   map[string]bool
+	buf     bytes.Buffer // one section at a time
 }
 
 type side struct {
@@ -101,92 +160,169 @@ type side struct {
 	data []byte
 }
 
-func patchOne(w io.Writer, l Layers, c Change, moved map[string]bool) error {
+// leftOut is a file a patch does not carry, and why.
+type leftOut struct{ why string }
+
+func (e *leftOut) Error() string { return e.why }
+
+// flush writes the section in buf.
+func (p *patcher) flush() error {
+	_, err := p.w.Write(p.buf.Bytes())
+	p.buf.Reset()
+	if p.buf.Cap() > 1<<20 {
+		p.buf = bytes.Buffer{} // a large file's buffer goes with it
+	}
+	return err
+}
+
+// note writes the comment that stands for a file left out.
+func (p *patcher) note(c Change, why string) error {
+	desc := string(c.Kind)
+	if c.Type == File || c.Type == None && c.OldType == File {
+		size := c.Size
+		if c.Type == None {
+			size = c.OldSize
+		}
+		desc += fmt.Sprintf(", %d bytes", size)
+	}
+	if c.ContentSum != "" {
+		desc += ", " + c.ContentSum
+	}
+	p.buf.Reset()
+	fmt.Fprintf(&p.buf, "# airlock: left out %s (%s): %s; take it with `airlock accept %s %s`\n",
+		quote(c.Path), desc, strings.ReplaceAll(why, "\n", " "), p.session, shellQuote(c.Path))
+	return p.flush()
+}
+
+func (p *patcher) one(c Change) error {
 	if c.Type == Special {
 		return nil
 	}
 	if c.Kind == Renamed {
-		return renameSection(w, l, c)
-	}
-	load := func(root string, t Type, m fs.FileMode) (*side, error) {
-		p := filepath.Join(root, filepath.FromSlash(c.Path))
-		switch t {
-		case File:
-			b, err := os.ReadFile(p)
-			return &side{t, m, b}, err
-		case Symlink:
-			s, err := os.Readlink(p)
-			return &side{t, m, []byte(s)}, err
-		}
-		return nil, nil
+		return p.renamed(c)
 	}
 	// A deleted or replaced directory deletes every file under it; a new
 	// directory in place of a file adds nothing by itself.
 	if c.OldType == Dir && c.Type != Dir {
-		if err := deleteTree(w, l, c.Path, moved); err != nil {
+		if err := p.deleteTree(c.Path); err != nil {
 			return err
 		}
 	}
-	old, err := load(l.Project, c.OldType, c.OldMode)
-	if err != nil {
-		return err
+	if c.Kind == Mode && c.Type == File && c.OldType == File {
+		// Only the mode: nothing to read.
+		p.buf.Reset()
+		a, b := quote("a/"+c.Path), quote("b/"+c.Path)
+		fmt.Fprintf(&p.buf, "diff --git %s %s\nold mode %s\nnew mode %s\n", a, b, gitMode(File, c.OldMode), gitMode(File, c.Mode))
+		return p.flush()
 	}
-	nw, err := load(l.Upper, c.Type, c.Mode)
-	if err != nil {
-		return err
+	old, err := p.load(p.r.project, c.Path, c.OldType, c.OldMode)
+	if err == nil {
+		var nw *side
+		if nw, err = p.load(p.r.upper, c.Path, c.Type, c.Mode); err == nil {
+			return p.sections(c.Path, old, nw)
+		}
 	}
+	var lo *leftOut
+	if errors.As(err, &lo) {
+		return p.note(c, lo.why)
+	}
+	if p.ctx.Err() != nil {
+		return p.ctx.Err()
+	}
+	return p.note(c, fmt.Sprintf("it could not be read as it was reviewed (%v): look at the diff again", err))
+}
+
+func (p *patcher) sections(path string, old, nw *side) error {
 	if old != nil && nw != nil && gitMode(old.t, old.mode) != gitMode(nw.t, nw.mode) && old.t != nw.t {
 		// git records a type change as a deletion plus an addition.
-		if err := section(w, c.Path, old, nil); err != nil {
+		if err := p.section(path, old, nil); err != nil {
 			return err
 		}
-		return section(w, c.Path, nil, nw)
+		return p.section(path, nil, nw)
 	}
 	if old == nil && nw == nil {
 		return nil
 	}
-	return section(w, c.Path, old, nw)
+	return p.section(path, old, nw)
 }
 
-// renameSection writes a git rename, with the edits if any.
-func renameSection(w io.Writer, l Layers, c Change) error {
-	od, err := os.ReadFile(filepath.Join(l.Project, filepath.FromSlash(c.From)))
-	if err != nil {
-		return err
+// load reads one side of a change for a patch: nil for a type without
+// content, a *leftOut error for a file over the limit.
+func (p *patcher) load(root *confined.Root, rel string, t Type, m fs.FileMode) (*side, error) {
+	if root == nil && t != None && t != Dir {
+		return nil, errNoProject
 	}
-	nd, err := os.ReadFile(filepath.Join(l.Upper, filepath.FromSlash(c.Path)))
-	if err != nil {
-		return err
+	switch t {
+	case File:
+		fd, st, err := root.OpenFd(rel)
+		if err != nil {
+			return nil, err
+		}
+		defer unix.Close(fd)
+		if st.Size > p.lim.MaxText {
+			return nil, &leftOut{fmt.Sprintf("larger than %s, the patch limit", sizeStr(p.lim.MaxText))}
+		}
+		b, grew, err := preadAll(fd, st.Size, p.lim.MaxText)
+		if err != nil {
+			return nil, err
+		}
+		if grew {
+			return nil, &leftOut{fmt.Sprintf("it grew past %s, the patch limit, while it was read", sizeStr(p.lim.MaxText))}
+		}
+		return &side{t, m, b}, nil
+	case Symlink:
+		s, err := root.Readlink(rel)
+		return &side{t, m, []byte(s)}, err
 	}
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "diff --git %s %s\n", quote("a/"+c.From), quote("b/"+c.Path))
+	return nil, nil
+}
+
+// renamed writes a git rename, with the edits if any.
+func (p *patcher) renamed(c Change) error {
+	od, err := p.load(p.r.project, c.From, File, c.OldMode)
+	var nd *side
+	if err == nil {
+		nd, err = p.load(p.r.upper, c.Path, File, c.Mode)
+	}
+	if err != nil {
+		var lo *leftOut
+		if errors.As(err, &lo) {
+			return p.note(c, lo.why)
+		}
+		if p.ctx.Err() != nil {
+			return p.ctx.Err()
+		}
+		return p.note(c, fmt.Sprintf("it could not be read as it was reviewed (%v): look at the diff again", err))
+	}
+	buf := &p.buf
+	buf.Reset()
+	fmt.Fprintf(buf, "diff --git %s %s\n", quote("a/"+c.From), quote("b/"+c.Path))
 	om, nm := gitMode(File, c.OldMode), gitMode(File, c.Mode)
 	if om != nm {
-		fmt.Fprintf(&buf, "old mode %s\nnew mode %s\n", om, nm)
+		fmt.Fprintf(buf, "old mode %s\nnew mode %s\n", om, nm)
 	}
-	fmt.Fprintf(&buf, "similarity index %d%%\nrename from %s\nrename to %s\n", c.Similarity, quoteBare(c.From), quoteBare(c.Path))
-	if !bytes.Equal(od, nd) {
-		fmt.Fprintf(&buf, "index %s..%s\n", blobID(od), blobID(nd))
-		if isBinary(od) || isBinary(nd) {
+	fmt.Fprintf(buf, "similarity index %d%%\nrename from %s\nrename to %s\n", c.Similarity, quoteBare(c.From), quoteBare(c.Path))
+	if !bytes.Equal(od.data, nd.data) {
+		fmt.Fprintf(buf, "index %s..%s\n", blobID(od.data), blobID(nd.data))
+		if isBinary(od.data) || isBinary(nd.data) {
 			buf.WriteString("GIT binary patch\n")
-			if err := binaryLiteral(&buf, nd); err != nil {
+			if err := binaryLiteral(buf, nd.data); err != nil {
 				return err
 			}
-			if err := binaryLiteral(&buf, od); err != nil {
+			if err := binaryLiteral(buf, od.data); err != nil {
 				return err
 			}
 		} else {
 			from, to := quote("a/"+c.From), quote("b/"+c.Path)
-			fmt.Fprintf(&buf, "--- %s%s\n+++ %s%s\n", from, tabIfSpace(from), to, tabIfSpace(to))
-			for _, h := range Hunks(string(od), string(nd)) {
+			fmt.Fprintf(buf, "--- %s%s\n+++ %s%s\n", from, tabIfSpace(from), to, tabIfSpace(to))
+			for _, h := range Hunks(string(od.data), string(nd.data)) {
 				buf.WriteString(h.Header())
 				buf.WriteByte('\n')
-				writeLines(&buf, h.Lines)
+				writeLines(buf, h.Lines)
 			}
 		}
 	}
-	_, err = w.Write(buf.Bytes())
-	return err
+	return p.flush()
 }
 
 // quoteBare quotes a name for "rename from/to" lines, which carry no a/ b/
@@ -194,51 +330,43 @@ func renameSection(w io.Writer, l Layers, c Change) error {
 func quoteBare(name string) string { return quote(name) }
 
 // deleteTree writes deletions for every file and symlink under dir in the
-// project, in path order.
-func deleteTree(w io.Writer, l Layers, dir string, moved map[string]bool) error {
-	root := filepath.Join(l.Project, filepath.FromSlash(dir))
-	var paths []string
-	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-		if err != nil {
-			return err
-		}
-		if !d.IsDir() {
-			paths = append(paths, p)
-		}
+// project, one at a time (the walk visits each directory's entries in
+// lexical order).
+func (p *patcher) deleteTree(dir string) error {
+	if p.r.project == nil {
 		return nil
+	}
+	root := filepath.Join(p.r.project.Name(), filepath.FromSlash(dir))
+	return filepath.WalkDir(root, func(fp string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if err := p.ctx.Err(); err != nil {
+			return err
+		}
+		t := typeOf(d.Type())
+		if t != File && t != Symlink {
+			return nil
+		}
+		rel, _ := filepath.Rel(p.r.project.Name(), fp)
+		rel = filepath.ToSlash(rel)
+		if p.moved[rel] {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		s, err := p.load(p.r.project, rel, t, fi.Mode())
+		var lo *leftOut
+		if errors.As(err, &lo) {
+			return p.note(Change{Path: rel, Kind: Deleted, OldType: t, OldSize: fi.Size()}, lo.why)
+		}
+		if err != nil {
+			return err
+		}
+		return p.section(rel, s, nil)
 	})
-	if err != nil {
-		return err
-	}
-	sort.Strings(paths)
-	for _, p := range paths {
-		fi, err := os.Lstat(p)
-		if err != nil {
-			return err
-		}
-		rel, _ := filepath.Rel(l.Project, p)
-		if moved[filepath.ToSlash(rel)] {
-			continue
-		}
-		s := &side{t: typeOf(fi.Mode()), mode: fi.Mode()}
-		switch s.t {
-		case File:
-			s.data, err = os.ReadFile(p)
-		case Symlink:
-			var t string
-			t, err = os.Readlink(p)
-			s.data = []byte(t)
-		default:
-			continue
-		}
-		if err != nil {
-			return err
-		}
-		if err := section(w, filepath.ToSlash(rel), s, nil); err != nil {
-			return err
-		}
-	}
-	return nil
 }
 
 func blobID(data []byte) string {
@@ -251,19 +379,20 @@ func blobID(data []byte) string {
 const zeroID = "0000000000000000000000000000000000000000"
 
 // section writes one "diff --git" section. old or nw may be nil.
-func section(w io.Writer, p string, old, nw *side) error {
-	a, b := quote("a/"+p), quote("b/"+p)
-	var buf bytes.Buffer
-	fmt.Fprintf(&buf, "diff --git %s %s\n", a, b)
+func (p *patcher) section(path string, old, nw *side) error {
+	buf := &p.buf
+	buf.Reset()
+	a, b := quote("a/"+path), quote("b/"+path)
+	fmt.Fprintf(buf, "diff --git %s %s\n", a, b)
 	var od, nd []byte
 	oid, nid := zeroID, zeroID
 	switch {
 	case old == nil:
-		fmt.Fprintf(&buf, "new file mode %s\n", gitMode(nw.t, nw.mode))
+		fmt.Fprintf(buf, "new file mode %s\n", gitMode(nw.t, nw.mode))
 	case nw == nil:
-		fmt.Fprintf(&buf, "deleted file mode %s\n", gitMode(old.t, old.mode))
+		fmt.Fprintf(buf, "deleted file mode %s\n", gitMode(old.t, old.mode))
 	case gitMode(old.t, old.mode) != gitMode(nw.t, nw.mode):
-		fmt.Fprintf(&buf, "old mode %s\nnew mode %s\n", gitMode(old.t, old.mode), gitMode(nw.t, nw.mode))
+		fmt.Fprintf(buf, "old mode %s\nnew mode %s\n", gitMode(old.t, old.mode), gitMode(nw.t, nw.mode))
 	}
 	if old != nil {
 		od, oid = old.data, blobID(old.data)
@@ -272,15 +401,14 @@ func section(w io.Writer, p string, old, nw *side) error {
 		nd, nid = nw.data, blobID(nw.data)
 	}
 	if bytes.Equal(od, nd) && old != nil && nw != nil {
-		_, err := w.Write(buf.Bytes()) // mode change only
-		return err
+		return p.flush() // mode change only
 	}
 	binary := isBinary(od) || isBinary(nd)
 	modeSuffix := ""
 	if old != nil && nw != nil && gitMode(old.t, old.mode) == gitMode(nw.t, nw.mode) {
 		modeSuffix = " " + gitMode(nw.t, nw.mode)
 	}
-	fmt.Fprintf(&buf, "index %s..%s%s\n", oid, nid, modeSuffix)
+	fmt.Fprintf(buf, "index %s..%s%s\n", oid, nid, modeSuffix)
 	from, to := a, b
 	if old == nil {
 		from = "/dev/null"
@@ -289,24 +417,37 @@ func section(w io.Writer, p string, old, nw *side) error {
 		to = "/dev/null"
 	}
 	if binary {
-		fmt.Fprintf(&buf, "GIT binary patch\n")
-		if err := binaryLiteral(&buf, nd); err != nil {
+		fmt.Fprintf(buf, "GIT binary patch\n")
+		if err := binaryLiteral(buf, nd); err != nil {
 			return err
 		}
-		if err := binaryLiteral(&buf, od); err != nil {
+		if err := binaryLiteral(buf, od); err != nil {
 			return err
 		}
-		_, err := w.Write(buf.Bytes())
-		return err
+		return p.flush()
 	}
-	fmt.Fprintf(&buf, "--- %s%s\n+++ %s%s\n", from, tabIfSpace(from), to, tabIfSpace(to))
+	fmt.Fprintf(buf, "--- %s%s\n+++ %s%s\n", from, tabIfSpace(from), to, tabIfSpace(to))
 	for _, h := range Hunks(string(od), string(nd)) {
 		buf.WriteString(h.Header())
 		buf.WriteByte('\n')
-		writeLines(&buf, h.Lines)
+		writeLines(buf, h.Lines)
 	}
-	_, err := w.Write(buf.Bytes())
-	return err
+	return p.flush()
+}
+
+// shellQuote quotes a path for a command line a user copies.
+func shellQuote(s string) string {
+	safe := s != ""
+	for _, r := range s {
+		if !(r >= 'a' && r <= 'z' || r >= 'A' && r <= 'Z' || r >= '0' && r <= '9' || strings.ContainsRune("-_./+,:@%", r)) {
+			safe = false
+			break
+		}
+	}
+	if safe {
+		return s
+	}
+	return "'" + strings.ReplaceAll(s, "'", `'\''`) + "'"
 }
 
 // writeLines writes hunk lines, marking a last line without a newline.
@@ -472,8 +613,10 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 			if d.Kind == Mode || d.OldMode != d.Mode && d.OldType != None && d.Type != None {
 				fmt.Fprintf(&buf, "mode %v -> %v\n", d.OldMode, d.Mode)
 			}
+		case d.Binary && d.TooLarge != "":
+			fmt.Fprintf(&buf, "no text diff (%s): %d -> %d bytes%s\n", d.TooLarge, d.OldSize, d.Size, sumSuffix(d.ContentSum))
 		case d.Binary:
-			fmt.Fprintf(&buf, "binary %s: %d -> %d bytes\n", d.ContentType, d.OldSize, d.Size)
+			fmt.Fprintf(&buf, "binary %s: %d -> %d bytes%s\n", d.ContentType, d.OldSize, d.Size, sumSuffix(d.ContentSum))
 		case d.Kind == Mode:
 			fmt.Fprintf(&buf, "mode %v -> %v\n", d.OldMode, d.Mode)
 		}
@@ -526,6 +669,13 @@ func Unified(w io.Writer, diffs []FileDiff, color bool) error {
 	return nil
 }
 
+func sumSuffix(sum string) string {
+	if sum == "" {
+		return ""
+	}
+	return ", " + sum
+}
+
 // Stat is the per-file line counts of a diff.
 type Stat struct {
 	Path     string `json:"path"`
@@ -533,6 +683,7 @@ type Stat struct {
 	Added    int    `json:"added"`
 	Removed  int    `json:"removed"`
 	Binary   bool   `json:"binary,omitempty"`
+	TooLarge bool   `json:"too_large,omitempty"` // text, but no text diff (see Change.TooLarge)
 	From     string `json:"from,omitempty"`
 	Conflict bool   `json:"conflict,omitempty"`
 	Merged   bool   `json:"merged,omitempty"`
@@ -545,7 +696,7 @@ type Stat struct {
 func Stats(diffs []FileDiff) []Stat {
 	out := make([]Stat, 0, len(diffs))
 	for _, d := range diffs {
-		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary, From: d.From, Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != ""}
+		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary, TooLarge: d.TooLarge != "", From: d.From, Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != ""}
 		for _, f := range d.Findings {
 			s.Findings = append(s.Findings, f.Scanner)
 		}

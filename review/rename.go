@@ -1,29 +1,45 @@
 package review
 
 import (
-	"bytes"
+	"context"
 	"crypto/sha256"
+	"hash/maphash"
 	"io/fs"
-	"os"
 	"path/filepath"
+	"slices"
 	"sort"
+
+	"github.com/airlock/airlock/confined"
+	"golang.org/x/sys/unix"
 )
 
 // Rename detection limits: only files up to renameMaxSize are compared,
-// and at most renameMaxPairs content comparisons are made per review.
+// at most renameMaxGone deleted files are candidates, at most
+// renameMaxPairs similarity comparisons are made, and they compare at most
+// renameMaxWork lines in all, so that what a session deletes and adds
+// bounds neither a review's time nor its memory. A candidate keeps its
+// digest and one hash per line, never its content.
 const (
 	renameMaxSize  = 1 << 20
+	renameMaxGone  = 5000
 	renameMaxPairs = 10000
+	renameMaxWork  = 1 << 26
+	// renameMaxLines bounds the line hashes kept over all candidates.
+	renameMaxLines = 1 << 22
 	// renameMinSimilarity is git's default: half the lines in common.
 	renameMinSimilarity = 50
 )
 
 type renameSide struct {
-	path string
-	mode fs.FileMode
-	size int64
-	data []byte
-	idx  int // index in changes; -1 for a file inside a deleted directory
+	path   string
+	mode   fs.FileMode
+	size   int64
+	idx    int // index in changes; -1 for a file inside a deleted directory
+	read   bool
+	sum    [32]byte
+	binary bool
+	lines  []uint64 // sorted line hashes (nil: not compared by lines)
+	nlines int
 }
 
 // detectRenames pairs deletions with additions of the same or nearly the
@@ -31,16 +47,23 @@ type renameSide struct {
 // a deleted directory can be a rename's source too (a moved directory).
 // Paths the host changed since the session started are never paired: a
 // rename must not carry the host's edits away silently.
-func detectRenames(l Layers, changes []Change) ([]Change, error) {
+func detectRenames(ctx context.Context, l Layers, r *roots, changes []FileDiff) ([]FileDiff, error) {
+	if !slices.ContainsFunc(changes, func(d FileDiff) bool { return d.Kind == Deleted }) {
+		return changes, nil // nothing can have been renamed
+	}
 	var gone, added []renameSide
-	for i, c := range changes {
+	for i := range changes {
+		c := &changes[i].Change
 		switch {
-		case c.Kind == Deleted && c.OldType == File && c.OldSize <= renameMaxSize:
+		case c.Kind == Deleted && c.OldType == File && c.OldSize <= renameMaxSize && len(gone) < renameMaxGone:
 			gone = append(gone, renameSide{path: c.Path, mode: c.OldMode, size: c.OldSize, idx: i})
-		case c.Kind == Deleted && c.OldType == Dir:
+		case c.Kind == Deleted && c.OldType == Dir && r.project != nil:
 			root := filepath.Join(l.Project, filepath.FromSlash(c.Path))
 			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
-				if err != nil || !d.Type().IsRegular() || len(gone) > 5000 {
+				if err != nil || len(gone) >= renameMaxGone {
+					return filepath.SkipAll
+				}
+				if !d.Type().IsRegular() {
 					return nil
 				}
 				fi, err := d.Info()
@@ -58,23 +81,49 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 	if len(gone) == 0 || len(added) == 0 {
 		return changes, nil
 	}
-	load := func(root string, s *renameSide) bool {
-		if s.data == nil {
-			b, err := os.ReadFile(filepath.Join(root, filepath.FromSlash(s.path)))
-			if err != nil {
-				return false
-			}
-			s.data = b
-		}
-		return true
-	}
 	usable := gone[:0]
 	for _, g := range gone {
-		if changed, err := l.Base.HostChanged(g.path, statOrNil(filepath.Join(l.Project, filepath.FromSlash(g.path)))); err == nil && !changed {
+		hfi, _ := statAt(r.hostFd(), g.path)
+		if changed, err := l.Base.HostChanged(g.path, hfi); err == nil && !changed {
 			usable = append(usable, g)
 		}
 	}
 	gone = usable
+	seed := maphash.MakeSeed()
+	lineBudget := renameMaxLines
+	buf := make([]byte, renameMaxSize)
+	load := func(root *confined.Root, s *renameSide) bool {
+		if s.read {
+			return s.nlines >= 0
+		}
+		s.read, s.nlines = true, -1
+		if root == nil {
+			return false
+		}
+		fd, st, err := root.OpenFd(s.path)
+		if err != nil {
+			return false
+		}
+		defer unix.Close(fd)
+		if st.Size > renameMaxSize {
+			return false
+		}
+		n, err := preadFull(fd, buf[:st.Size], 0)
+		if err != nil || int64(n) != st.Size {
+			return false
+		}
+		data := buf[:n]
+		s.sum, s.binary, s.size = sha256.Sum256(data), isBinary(data), int64(n)
+		s.nlines = 0
+		if !s.binary {
+			s.lines = lineHashes(seed, data)
+			s.nlines = len(s.lines)
+			if lineBudget -= len(s.lines); lineBudget < 0 {
+				s.lines = nil // kept for exact matches only
+			}
+		}
+		return true
+	}
 	type pair struct {
 		g, a int
 		sim  int
@@ -83,17 +132,23 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 	// Exact matches first, by size and hash.
 	bySum := map[[32]byte][]int{}
 	for gi := range gone {
-		if load(l.Project, &gone[gi]) {
-			bySum[sha256.Sum256(gone[gi].data)] = append(bySum[sha256.Sum256(gone[gi].data)], gi)
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if load(r.project, &gone[gi]) {
+			bySum[gone[gi].sum] = append(bySum[gone[gi].sum], gi)
 		}
 	}
 	usedG, usedA := map[int]bool{}, map[int]bool{}
 	for ai := range added {
-		if !load(l.Upper, &added[ai]) {
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		if !load(r.upper, &added[ai]) {
 			continue
 		}
-		for _, gi := range bySum[sha256.Sum256(added[ai].data)] {
-			if !usedG[gi] {
+		for _, gi := range bySum[added[ai].sum] {
+			if !usedG[gi] && gone[gi].size == added[ai].size {
 				pairs = append(pairs, pair{gi, ai, 100})
 				usedG[gi], usedA[ai] = true, true
 				break
@@ -102,26 +157,34 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 	}
 	// Then similar content, best first.
 	var cands []pair
-	budget := renameMaxPairs
+	budget, work := renameMaxPairs, renameMaxWork
 	for ai := range added {
-		if usedA[ai] || added[ai].data == nil || isBinary(added[ai].data) {
+		a := &added[ai]
+		if usedA[ai] || a.lines == nil {
 			continue
 		}
 		for gi := range gone {
-			if usedG[gi] || gone[gi].data == nil || isBinary(gone[gi].data) {
+			g := &gone[gi]
+			if usedG[gi] || g.lines == nil {
+				continue
+			}
+			// Sizes too far apart cannot reach the threshold.
+			small, big := min(g.size, a.size), max(g.size, a.size)
+			if big > 0 && small*100/big < renameMinSimilarity {
 				continue
 			}
 			if budget--; budget < 0 {
 				break
 			}
-			// Sizes too far apart cannot reach the threshold.
-			small, big := min(gone[gi].size, added[ai].size), max(gone[gi].size, added[ai].size)
-			if big > 0 && small*100/big < renameMinSimilarity {
-				continue
+			if work -= len(g.lines) + len(a.lines); work < 0 {
+				break
 			}
-			if sim := similarity(gone[gi].data, added[ai].data); sim >= renameMinSimilarity {
+			if sim := similarity(g.lines, a.lines); sim >= renameMinSimilarity {
 				cands = append(cands, pair{gi, ai, sim})
 			}
+		}
+		if budget < 0 || work < 0 {
+			break
 		}
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].sim > cands[j].sim })
@@ -135,13 +198,13 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 		return changes, nil
 	}
 	drop := map[int]bool{}
-	var renames []Change
+	var renames []FileDiff
 	for _, p := range pairs {
 		g, a := gone[p.g], added[p.a]
 		c := changes[a.idx]
 		c.Kind, c.From, c.Similarity = Renamed, g.path, p.sim
 		c.OldType, c.OldMode, c.OldSize = File, g.mode, g.size
-		c.Binary = c.Binary || isBinary(g.data)
+		c.Binary = c.Binary || g.binary
 		c.setID()
 		renames = append(renames, c)
 		drop[a.idx] = true
@@ -149,10 +212,10 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 			drop[g.idx] = true
 		}
 	}
-	out := make([]Change, 0, len(changes))
-	for i, c := range changes {
+	out := make([]FileDiff, 0, len(changes))
+	for i := range changes {
 		if !drop[i] {
-			out = append(out, c)
+			out = append(out, changes[i])
 		}
 	}
 	out = append(out, renames...)
@@ -160,29 +223,44 @@ func detectRenames(l Layers, changes []Change) ([]Change, error) {
 	return out, nil
 }
 
-func statOrNil(p string) fs.FileInfo {
-	fi, err := os.Lstat(p)
-	if err != nil {
-		return nil
+// lineHashes is a text's lines as sorted hashes.
+func lineHashes(seed maphash.Seed, data []byte) []uint64 {
+	var out []uint64
+	for len(data) > 0 {
+		i := 0
+		for i < len(data) && data[i] != '\n' {
+			i++
+		}
+		if i < len(data) {
+			i++
+		}
+		out = append(out, maphash.Bytes(seed, data[:i]))
+		data = data[i:]
 	}
-	return fi
+	slices.Sort(out)
+	return out
 }
 
-// similarity is the percentage of lines two texts share, as git counts it
-// roughly: twice the common lines over the lines of both.
-func similarity(a, b []byte) int {
-	if bytes.Equal(a, b) {
-		return 100
-	}
-	la, lb := splitLines(string(a)), splitLines(string(b))
-	if len(la)+len(lb) == 0 {
-		return 100
+// similarity is the percentage of lines two texts share, as git estimates
+// it: twice the lines in common (as multisets, order aside) over the lines
+// of both. Different contents are never 100% similar: a 100% rename is a
+// pure move.
+func similarity(a, b []uint64) int {
+	if len(a)+len(b) == 0 {
+		return 99
 	}
 	common := 0
-	for _, o := range lineOps(string(a), string(b)) {
-		if o.kind == ' ' {
+	for i, j := 0, 0; i < len(a) && j < len(b); {
+		switch {
+		case a[i] == b[j]:
 			common++
+			i++
+			j++
+		case a[i] < b[j]:
+			i++
+		default:
+			j++
 		}
 	}
-	return 200 * common / (len(la) + len(lb))
+	return min(99, 200*common/(len(a)+len(b)))
 }

@@ -1,13 +1,14 @@
 package review
 
 import (
+	"context"
+	"fmt"
 	"io/fs"
 	"os"
-	"path/filepath"
 	"runtime"
+	"runtime/debug"
 	"sync"
-
-	"github.com/airlock/airlock/confined"
+	"sync/atomic"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -24,74 +25,163 @@ type Options struct {
 	// Hunks computes text hunks for every file. Without it only files that
 	// need a merge get them: enough to accept or discard whole files.
 	Hunks bool
+	// Paths, when set, narrows the review to the changes at or under
+	// these paths (a NoMatchError names any that match nothing); renames
+	// are still paired across the whole session.
+	Paths []string
+	// Limits bound what is read and diffed (zero: the defaults).
+	Limits Limits
+	// Workers, when set, is shared with other reviews: this one only adds
+	// goroutines while it has room. The caller's goroutine always works.
+	Workers *Workers
 }
 
 // ReviewWith is Review with options.
 func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
-	changes, err := Changes(l)
+	return ReviewContext(context.Background(), l, opts)
+}
+
+// ReviewContext is ReviewWith, abandoned with ctx's error when ctx ends. A
+// panic while reviewing a file fails the review with a *PanicError rather
+// than the process.
+func ReviewContext(ctx context.Context, l Layers, opts Options) ([]FileDiff, error) {
+	opts.Limits = opts.Limits.withDefaults()
+	r, err := openRoots(l)
 	if err != nil {
 		return nil, err
 	}
-	changes, err = detectRenames(l, changes)
+	defer r.close()
+	changes, err := changes(ctx, l, r, opts.Workers)
 	if err != nil {
 		return nil, err
 	}
-	// The session's files not read for hunks are read for their digests
-	// through this root.
-	root, err := confined.OpenRoot(l.Upper)
-	if err != nil {
+	if changes, err = detectRenames(ctx, l, r, changes); err != nil {
 		return nil, err
 	}
-	defer root.Close()
-	// Each file's review is independent: hunks and merges on all cores.
-	results := make([]FileDiff, len(changes))
-	keepers := make([]bool, len(changes))
-	errs := make([]error, len(changes))
-	var wg sync.WaitGroup
-	workers := min(runtime.NumCPU(), max(1, len(changes)/64))
-	for w := 0; w < workers; w++ {
-		wg.Add(1)
-		go func(w int) {
-			defer wg.Done()
-			for i := w; i < len(changes); i += workers {
-				results[i], keepers[i], errs[i] = reviewOne(l, changes[i], opts.Hunks)
-				if keepers[i] && errs[i] == nil {
-					errs[i] = results[i].digest(root)
-				}
-			}
-		}(w)
-	}
-	wg.Wait()
-	out := make([]FileDiff, 0, len(changes))
-	for i := range changes {
-		if errs[i] != nil {
-			return nil, errs[i]
+	if len(opts.Paths) > 0 {
+		if changes, err = SelectFiles(changes, opts.Paths); err != nil {
+			return nil, err
 		}
+	}
+	over := overBudget(changes, opts)
+	// Each file's review is independent: hunks and merges on the cores the
+	// shared limit gives. Each is reviewed in place.
+	results := changes
+	keepers := make([]bool, len(changes))
+	var next atomic.Int64
+	var firstErr error
+	var errOnce sync.Once
+	work := func() {
+		for {
+			i := int(next.Add(1) - 1)
+			if i >= len(changes) {
+				return
+			}
+			if err := ctx.Err(); err != nil {
+				errOnce.Do(func() { firstErr = err })
+				return
+			}
+			var err error
+			results[i], keepers[i], err = reviewSafely(ctx, l, r, results[i].Change, opts, over[i])
+			if err == nil && keepers[i] {
+				// What accept pins: the session's side as reviewed.
+				err = results[i].digest(r.upper)
+			}
+			if err != nil {
+				errOnce.Do(func() { firstErr = err })
+				next.Store(int64(len(changes)))
+				return
+			}
+		}
+	}
+	var wg sync.WaitGroup
+	extra := opts.Workers.tryAcquire(min(runtime.NumCPU(), len(changes)/64) - 1)
+	for range extra {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer opts.Workers.release(1)
+			work()
+		}()
+	}
+	work()
+	wg.Wait()
+	if firstErr != nil {
+		return nil, firstErr
+	}
+	out := results[:0]
+	for i := range results {
 		if keepers[i] {
 			out = append(out, results[i])
 		}
 	}
+	clear(results[len(out):])
 	return out, nil
+}
+
+// overBudget marks, in path order, the text files past the review's text
+// budget (both sides' sizes counted), so which ones is the same on every
+// run. Only a review that computes every file's hunks has one.
+func overBudget(changes []FileDiff, opts Options) []bool {
+	over := make([]bool, len(changes))
+	if !opts.Hunks {
+		return over
+	}
+	var used int64
+	for i := range changes {
+		c := &changes[i]
+		if !textual(c.Change) {
+			continue
+		}
+		cost := int64(len(c.Link) + len(c.OldLink))
+		if c.Type == File {
+			cost += c.Size
+		}
+		if c.OldType == File {
+			cost += c.OldSize
+		}
+		if used+cost > opts.Limits.MaxTotalText {
+			over[i] = true
+			continue
+		}
+		used += cost
+	}
+	return over
+}
+
+// reviewSafely is reviewOne turning a panic into an error.
+func reviewSafely(ctx context.Context, l Layers, r *roots, c Change, opts Options, over bool) (fd FileDiff, keep bool, err error) {
+	defer func() {
+		if v := recover(); v != nil {
+			err = panicked(c.Path, v)
+		}
+	}()
+	return reviewOne(ctx, l, r, c, opts.Hunks, opts.Limits, over)
 }
 
 func textual(c Change) bool {
 	return !c.Binary && (c.Type == File || c.OldType == File || c.Type == Symlink || c.OldType == Symlink)
 }
 
-// maxTextDiff is the largest file given a text diff; larger files are
-// shown like binaries (size only) so a review never stalls on them.
-const maxTextDiff = 16 << 20
+// maxTextDiff is the largest project file readSide reads.
+const maxTextDiff = DefaultMaxText
 
-func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
+func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, lim Limits, over bool) (FileDiff, bool, error) {
 	fd := FileDiff{Change: c}
-	if c.Size > maxTextDiff || c.OldSize > maxTextDiff {
-		fd.Binary = true
+	if textual(c) {
+		switch {
+		case c.Type == File && c.Size > lim.MaxText:
+			fd.Binary, fd.TooLarge = true, tooLarge(c.Size, lim)
+		case c.OldType == File && c.OldSize > lim.MaxText:
+			fd.Binary, fd.TooLarge = true, "the project's version is "+tooLarge(c.OldSize, lim)
+		case over:
+			fd.Binary, fd.TooLarge = true, fmt.Sprintf("the review's text limit (%s) was spent on the files before it: diff this path alone", sizeStr(lim.MaxTotalText))
+		}
 	}
-	hp := filepath.Join(l.Project, filepath.FromSlash(c.Path))
 	hfi := c.hostInfo
 	var err error
 	if c.Kind == Deleted || c.Kind == Renamed || hfi == nil && c.Kind != Added {
-		if hfi, err = os.Lstat(hp); err != nil {
+		if hfi, err = statAt(r.hostFd(), c.Path); err != nil {
 			hfi = nil
 		}
 	}
@@ -101,43 +191,58 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 		}
 	}
 	if !fd.HostChanged {
-		if c.cached != nil && (hunks || c.cached.Hunks == nil) {
+		if c.cached != nil && (hunks || c.cached.Hunks == nil) && !over {
 			cached := *c.cached
 			cached.Change.hostInfo, cached.Change.data = c.hostInfo, c.data
 			return cached, true, nil
 		}
 		if hunks && textual(fd.Change) {
-			a, b, err := sides(l, fd.Change)
-			if err != nil {
-				return fd, false, err
+			a, b, why, err := sides(r, fd.Change, lim)
+			switch {
+			case err != nil:
+				return unreadable(ctx, fd, err)
+			case why != "":
+				fd.Binary, fd.TooLarge = true, why
+			default:
+				fd.digestText(b)
+				fd.Hunks = Hunks(a, b)
+				hunkIDs(c.Path, fd.Hunks)
 			}
-			fd.digestText(b)
-			fd.Hunks = Hunks(a, b)
-			hunkIDs(c.Path, fd.Hunks)
-			if c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed {
-				keep := fd
-				keep.Change.data, keep.Change.hostInfo, keep.Change.cached = nil, nil, nil
-				l.Cache.store(c.Path, cacheEntry{upper: c.upperKey, host: keyOf(hfi), diff: &keep})
-			}
+		}
+		if err := sum(ctx, r, &fd); err != nil {
+			return unreadable(ctx, fd, err)
+		}
+		// Cached when it saves reading or diffing: small text files cost
+		// less to review again than to keep.
+		worth := fd.Binary || c.Size+c.OldSize >= 4<<10
+		if worth && l.Cache != nil && c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed && !over && (hunks || fd.Binary) {
+			keep := fd
+			keep.Change.data, keep.Change.hostInfo, keep.Change.cached = nil, nil, nil
+			l.Cache.store(c.Path, cacheEntry{upper: c.upperKey, host: keyOf(hfi), diff: &keep})
 		}
 		return fd, true, nil
 	}
 
 	// The host changed this path since the session started.
-	var agent, host string
-	var agentOK, hostOK bool
-	if d := c.data; d != nil && d.hasNew {
-		agent, agentOK = string(d.new), true
-	} else {
-		agent, agentOK = readSide(filepath.Join(l.Upper, filepath.FromSlash(c.Path)), c.Type)
+	var agent, host, why string
+	agentOK, hostOK := !fd.Binary, !fd.Binary
+	if !fd.Binary {
+		if d := c.data; d != nil && d.hasNew {
+			agent = string(d.new)
+		} else if agent, why, err = readTextAt(r.upper, c.Path, c.Type, lim); err != nil || why != "" {
+			agentOK = false
+		}
+		if d := c.data; d != nil && d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
+			host = string(d.old)
+		} else if host, why, err = readTextAt(r.project, c.Path, typeOfInfo(hfi), lim); err != nil || why != "" {
+			hostOK = false
+		}
 	}
 	if agentOK {
 		fd.digestText(agent)
 	}
-	if d := c.data; d != nil && d.hasOld && hfi != nil && hfi.Mode().IsRegular() {
-		host, hostOK = string(d.old), true
-	} else {
-		host, hostOK = readSide(hp, typeOfInfo(hfi))
+	if err := sum(ctx, r, &fd); err != nil && ctx.Err() != nil {
+		return fd, false, ctx.Err()
 	}
 	switch {
 	case c.Kind == Deleted:
@@ -157,11 +262,11 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 		fd.wholeConflict(c.Path, "", "", agent, false)
 		return fd, true, nil
 	case fd.Binary || !agentOK || !hostOK || c.Type != typeOfInfo(hfi) || c.Type != File:
-		fd.conflict("changed on the host since the session started; it cannot be merged line by line (binary, symlink or type change)")
+		fd.conflict("changed on the host since the session started; it cannot be merged line by line (binary, symlink, type change or too large)")
 		fd.wholeConflict(c.Path, "", host, agent, true)
 		return fd, true, nil
 	}
-	base, known, err := l.Base.Content(c.Path, l.Upper)
+	base, known, err := l.Base.Content(c.Path, r.upper, lim.MaxText)
 	if err != nil {
 		return fd, false, err
 	}
@@ -189,6 +294,96 @@ func reviewOne(l Layers, c Change, hunks bool) (FileDiff, bool, error) {
 	fd.Hunks = Hunks(host, merged)
 	hunkIDs(c.Path, fd.Hunks)
 	return fd, true, nil
+}
+
+// sum digests the session's file when it gets no text diff.
+func sum(ctx context.Context, r *roots, fd *FileDiff) error {
+	if !fd.Binary || fd.Type != File || fd.ContentSum != "" {
+		return nil
+	}
+	s, err := Sum(ctx, r.upper, fd.Path)
+	fd.ContentSum = s
+	return err
+}
+
+// unreadable turns a failed read of one file (it changed type or went away
+// while the review read it) into a note on that file; the review goes on.
+func unreadable(ctx context.Context, fd FileDiff, err error) (FileDiff, bool, error) {
+	if ctx.Err() != nil {
+		return fd, false, ctx.Err()
+	}
+	fd.Hunks, fd.Binary = nil, true
+	fd.Note = fmt.Sprintf("cannot be reviewed (%v): never accepted as it is; look at the diff again", err)
+	return fd, true, nil
+}
+
+// PanicError is a review that panicked: a bug, reported as the failure of
+// the one request rather than of the engine.
+type PanicError struct {
+	What  string
+	Value any
+	Stack []byte
+}
+
+func (e *PanicError) Error() string {
+	return fmt.Sprintf("reviewing %s failed unexpectedly (%v): a bug in Airlock, whose log has the details", e.What, e.Value)
+}
+
+func panicked(what string, v any) error {
+	return &PanicError{What: what, Value: v, Stack: debug.Stack()}
+}
+
+// Workers bounds the goroutines reviews run beside their callers', across
+// reviews: an engine shares one between its sessions so that their reviews
+// together take a few cores, never all. A nil *Workers gives each review
+// its own.
+type Workers struct{ slots chan struct{} }
+
+// NewWorkers allows n goroutines at once (at least 1).
+func NewWorkers(n int) *Workers { return &Workers{slots: make(chan struct{}, max(1, n))} }
+
+// Acquire waits for a slot for the caller's own goroutine, or for ctx's
+// end. A nil *Workers has room for everyone.
+func (w *Workers) Acquire(ctx context.Context) error {
+	if w == nil {
+		return nil
+	}
+	select {
+	case w.slots <- struct{}{}:
+		return nil
+	case <-ctx.Done():
+		return ctx.Err()
+	}
+}
+
+// Release gives back a slot taken by Acquire.
+func (w *Workers) Release() { w.release(1) }
+
+// tryAcquire takes up to n slots without waiting and says how many.
+func (w *Workers) tryAcquire(n int) int {
+	if n <= 0 {
+		return 0
+	}
+	if w == nil {
+		return n
+	}
+	for k := 0; k < n; k++ {
+		select {
+		case w.slots <- struct{}{}:
+		default:
+			return k
+		}
+	}
+	return n
+}
+
+func (w *Workers) release(n int) {
+	if w == nil {
+		return
+	}
+	for range n {
+		<-w.slots
+	}
 }
 
 func (fd *FileDiff) conflict(reason string) {

@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"io/fs"
 	"path"
+	"strconv"
 
 	"golang.org/x/sys/unix"
 )
@@ -74,10 +75,48 @@ func (t *tree) mkdir(pfd int, name string, mode fs.FileMode) error {
 	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
 		return err
 	}
-	if err := unix.Fchownat(pfd, name, t.uid, t.gid, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+	// Owner and mode through a descriptor: in a session's view the entry
+	// can be swapped for a symlink right after the mkdir.
+	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return &refusal{fmt.Sprintf("%s was replaced while it was created: refusing to go through it", name)}
+		}
 		return err
 	}
-	return unix.Fchmodat(pfd, name, unixMode(mode), 0)
+	defer unix.Close(fd)
+	if err := unix.Fchown(fd, t.uid, t.gid); err != nil {
+		return err
+	}
+	return unix.Fchmod(fd, unixMode(mode))
+}
+
+// chmodAt sets the mode of name in dirfd, never through a symlink: the
+// entry is opened with O_PATH|O_NOFOLLOW (which opens no file: a FIFO or
+// device is not touched) and the mode set through that descriptor, so a
+// symlink swapped in at any moment is refused rather than followed. It
+// works for files and directories alike.
+func chmodAt(dirfd int, name string, mode uint32) error {
+	fd, err := unix.Openat(dirfd, name, unix.O_PATH|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(fd)
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
+		return &refusal{fmt.Sprintf("%s is a symlink now: refusing to change its target's mode", name)}
+	}
+	// fchmod refuses O_PATH descriptors; fchmodat2 (Linux 6.6) takes one
+	// with AT_EMPTY_PATH, and before it the descriptor's /proc link names
+	// the same inode (a magic link to what was opened, not a path lookup).
+	err = unix.Fchmodat(fd, "", mode, unix.AT_EMPTY_PATH)
+	if errors.Is(err, unix.EOPNOTSUPP) || errors.Is(err, unix.ENOSYS) || errors.Is(err, unix.EINVAL) {
+		err = unix.Chmod("/proc/self/fd/"+strconv.Itoa(fd), mode)
+	}
+	return err
 }
 
 // unixMode converts permission bits, dropping setuid and setgid.

@@ -106,6 +106,8 @@ func printStat(w io.Writer, d api.Diff, colored bool) {
 	for _, s := range d.Stats {
 		detail := ""
 		switch {
+		case s.TooLarge:
+			detail = "no text diff (too large: `airlock diff` says why)"
 		case s.Binary:
 			detail = "binary"
 		case s.Added+s.Removed > 0:

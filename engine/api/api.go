@@ -459,4 +459,19 @@ type Settings struct {
 	CABundle        string        `json:"ca_bundle,omitempty"`
 	Limits          Limits        `json:"limits"`
 	Egress          EgressPolicy  `json:"egress"`
+	Review          ReviewLimits  `json:"review"`
+}
+
+// ReviewLimits bound what a review reads and renders of one session's
+// files; zero fields are the defaults (8 MiB, 64 KiB, 64 MiB). A file over
+// a limit is shown by its size and SHA-256 and left out of patches (a
+// comment says how to accept it).
+type ReviewLimits struct {
+	// MaxText is the largest file (either side) given a text diff or put
+	// in a patch, in bytes.
+	MaxText int64 `json:"max_text,omitempty"`
+	// MaxLine is the longest line a text diff shows, in bytes.
+	MaxLine int `json:"max_line,omitempty"`
+	// MaxTotalText is the text one review diffs over all its files.
+	MaxTotalText int64 `json:"max_total_text,omitempty"`
 }

@@ -6,7 +6,6 @@ package server
 
 import (
 	"bufio"
-	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -17,6 +16,7 @@ import (
 	"os"
 	"path/filepath"
 	"strconv"
+	"strings"
 	"sync"
 	"syscall"
 	"time"
@@ -196,14 +196,40 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
-	// Rendered to memory first so that an error is still a proper response.
-	var buf bytes.Buffer
-	if err := s.eng.Patch(r.Context(), r.PathValue("id"), r.URL.Query()["path"], &buf); err != nil {
+	// Streamed: the engine writes nothing before it can fail cleanly (an
+	// error response then), and a failure after its first byte cuts the
+	// response short, so the client sees an error, never a patch that
+	// looks whole.
+	pw := &patchWriter{w: w}
+	err := s.eng.Patch(r.Context(), r.PathValue("id"), r.URL.Query()["path"], pw)
+	switch {
+	case err == nil && !pw.started:
+		w.Header().Set("Content-Type", "text/x-diff")
+	case err != nil && !pw.started:
 		writeError(w, err)
-		return
+	case err != nil:
+		fmt.Fprintf(w, "\n# airlock: the patch is incomplete: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		panic(http.ErrAbortHandler)
 	}
-	w.Header().Set("Content-Type", "text/x-diff")
-	w.Write(buf.Bytes())
+}
+
+// patchWriter starts a patch response on its first byte. A client that
+// stops reading fails the write after patchStall, so that a patch never
+// holds its session's review lock forever.
+type patchWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+const patchStall = time.Minute
+
+func (p *patchWriter) Write(b []byte) (int, error) {
+	if !p.started {
+		p.w.Header().Set("Content-Type", "text/x-diff")
+		p.started = true
+	}
+	http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(patchStall))
+	return p.w.Write(b)
 }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
@@ -211,7 +237,10 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 }
 
 func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
-	s.outcomes(w, r, s.eng.Discard)
+	// A discard stops between files when the client goes away.
+	s.outcomes(w, r, func(_ context.Context, id string, sel review.Selection) (api.Outcomes, error) {
+		return s.eng.Discard(r.Context(), id, sel)
+	})
 }
 
 func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) (api.Outcomes, error)) {
