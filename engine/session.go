@@ -379,6 +379,13 @@ func (e *Engine) startFailed(ctx context.Context, rec store.Session, first *firs
 	ctx, cancel := context.WithTimeout(context.WithoutCancel(ctx), 5*time.Second)
 	defer cancel()
 	ins, ierr := e.docker.ContainerInspect(ctx, rec.ContainerID)
+	// A container whose init failed may still show as running for a few
+	// milliseconds after the step that noticed it (its network namespace
+	// already gone): look again for a moment before blaming the step.
+	for i := 0; i < 20 && ierr == nil && ins.State != nil && ins.State.Running; i++ {
+		time.Sleep(50 * time.Millisecond)
+		ins, ierr = e.docker.ContainerInspect(ctx, rec.ContainerID)
+	}
 	if ierr != nil || ins.State == nil || ins.State.Running {
 		return err
 	}
