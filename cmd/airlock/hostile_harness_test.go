@@ -523,10 +523,15 @@ func (h *hostile) do(s request) *reply {
 
 	if e := h.engineError(); e != "" {
 		h.dead = true
+		if strings.Contains(e, "was killed") {
+			h.peakRSS, h.peakStep = rssKill, label+" (killed)"
+		}
 		h.fail("%s: %s\n%s\nstderr: %s", label, e, h.engineLogTail(), clip(r.stderr.String()))
 		return r
 	}
-	if r.peak > h.peakRSS {
+	// The Go heap an earlier request grew stays for a while: a request
+	// is blamed only for what it added.
+	if r.peak > h.peakRSS && r.peak > r.before+16<<20 {
 		h.peakRSS, h.peakStep = r.peak, label
 	}
 	if r.peak > rssCeiling && r.peak > r.before+16<<20 {

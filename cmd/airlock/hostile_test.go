@@ -279,7 +279,8 @@ func hostileScenarios() []scenario {
 			[]request{
 				{args: cmdline("accept {{id}} grow.txt"), want: wantOK, writes: true, only: []string{"grow.txt"}, timeout: 2 * time.Minute, check: wantGrowPrefix},
 				{args: cmdline("diff {{id}} --stat"), want: wantOK},
-				{args: cmdline("discard {{id}} grow.txt"), want: wantOK},
+				// The session is appending to it: refusing is an answer.
+				{args: cmdline("discard {{id}} grow.txt"), want: wantAnswer},
 			},
 		),
 	})
