@@ -119,6 +119,7 @@ type hostile struct {
 	dead, stuck bool // the engine died or a request hung: later steps are pointless
 	bg          []*background
 	failures    []string
+	reported    map[string]bool // leaks already reported (what, where)
 }
 
 type needle struct {
@@ -161,7 +162,7 @@ func runHostile(t *testing.T, s *hostileSuite, sc scenario) {
 	if sc.heavy != "" && testing.Short() {
 		t.Skip(sc.heavy)
 	}
-	h := &hostile{t: t, s: s, sc: sc, vars: map[string]string{}}
+	h := &hostile{t: t, s: s, sc: sc, vars: map[string]string{}, reported: map[string]bool{}}
 	h.mountHost()
 	h.makeCanary()
 	h.makeProject()
@@ -698,7 +699,10 @@ func (h *hostile) scanTree(label, dir, what string) {
 		io.Copy(c, f)
 		for _, n := range c.found {
 			rel, _ := filepath.Rel(h.root, p)
-			h.fail("%s: %s holds %s (in %s)", label, what, n, rel)
+			if key := n + "\x00" + rel; !h.reported[key] {
+				h.reported[key] = true
+				h.fail("%s: %s holds %s (in %s)", label, what, n, rel)
+			}
 		}
 		return nil
 	})

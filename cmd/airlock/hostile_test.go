@@ -75,6 +75,15 @@ func requests(groups ...[]request) []request {
 	return out
 }
 
+// swapRounds repeats rs n times.
+func swapRounds(n int, rs []request) []request {
+	var out []request
+	for i := 0; i < n; i++ {
+		out = append(out, rs...)
+	}
+	return out
+}
+
 // noChange is `only` for a request that must not change the project.
 var noChange = []string{}
 
@@ -302,20 +311,21 @@ func hostileScenarios() []scenario {
 			`/tmp/hh swap f.txt flink`,
 			`echo started; while [ ! -e /tmp/hostile-stop ]; do mv md md.t; mv mdlink md; mv md mdlink; mv md.t md; done`,
 		},
+		// Each request is short: many rounds, so that some land in the
+		// window between a check and a use.
 		steps: requests(
-			reviewReads(wantAnswer, 30*time.Second),
-			reviewReads(wantAnswer, 30*time.Second),
-			[]request{
+			swapRounds(8, reviewReads(wantAnswer, 30*time.Second)),
+			swapRounds(4, []request{
 				swapStep("accept {{id}} sd", wantAnswer, true),
 				swapStep("accept {{id}} f.txt", wantAnswer, true),
 				swapStep("accept {{id}} md", wantAnswer, true),
-			},
+			}),
 			snapshotSteps(wantAnswer, 30*time.Second),
-			[]request{
+			swapRounds(4, []request{
 				swapStep("discard {{id}} sd", wantAnswer, false),
 				swapStep("discard {{id}} md", wantAnswer, false),
 				swapStep("accept {{id}}", wantAnswer, true),
-			},
+			}),
 			snapshotSteps(wantAnswer, 30*time.Second),
 			[]request{swapStep("discard {{id}}", wantAnswer, false)},
 		),
