@@ -495,7 +495,7 @@ func hostileScenarios() []scenario {
 		},
 		steps: []request{
 			{args: cmdline("run --project {{project}} --image airlock/hostile-broken-sh:format -- true"), want: wantRefusal, check: func(h *hostile, r *reply) {
-				if !strings.Contains(r.stderr.String(), "exec format error") {
+				if !strings.Contains(strings.ToLower(r.stderr.String()), "exec format error") {
 					h.fail("a session on an image whose /bin/sh is not a program: stderr %q does not show the container's error (exec format error)", clip(r.stderr.String()))
 				}
 			}},
