@@ -269,7 +269,12 @@ func (h *hostile) makeCanary() {
 		must(h.t, os.MkdirAll(filepath.Dir(p), 0o755))
 		must(h.t, os.WriteFile(p, []byte(data), 0o644))
 	}
+	// Modes no session or project file has: a chmod through a symlink
+	// to them changes them whatever mode it sets (and their ctime).
 	must(h.t, os.Chmod(filepath.Join(c, "secret.txt"), 0o600))
+	must(h.t, os.Chmod(filepath.Join(c, "run.sh"), 0o640))
+	must(h.t, os.Chmod(filepath.Join(c, "tool.sh"), 0o640))
+	must(h.t, os.Chmod(filepath.Join(c, "dir"), 0o750))
 	repo := filepath.Join(c, "hostrepo")
 	must(h.t, os.MkdirAll(repo, 0o755))
 	must(h.t, os.WriteFile(filepath.Join(repo, "secret.txt"), []byte("host repo "+h.secret+"\n"), 0o644))
@@ -1088,6 +1093,9 @@ func diffTrees(a, b fileTree, ignoreDirTimes bool) []string {
 			}
 			if ea.mtime != eb.mtime {
 				what = append(what, "modification time changed")
+			}
+			if ea.ctime != eb.ctime && len(what) == 0 {
+				what = append(what, "metadata touched (ctime changed: a chmod, chown or link)")
 			}
 			if ea.nlink != eb.nlink && !isDir {
 				what = append(what, fmt.Sprintf("links %d -> %d", ea.nlink, eb.nlink))

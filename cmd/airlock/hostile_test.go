@@ -398,7 +398,7 @@ func hostileScenarios() []scenario {
 	})
 
 	race := []request{}
-	for i := 0; i < 4; i++ {
+	for i := 0; i < 40; i++ {
 		race = append(race,
 			request{args: cmdline("discard {{id}} race.sh"), want: wantAnswer, timeout: 30 * time.Second},
 			request{name: "chmod race.sh in the session", args: []string{"exec", "{{id}}", "--", "sh", "-c", "chmod 755 race.sh 2>/dev/null; true"}, want: wantOK},
