@@ -11,6 +11,7 @@
 //  10. network policy change to enforcement
 //  11. pause and resume vs docker pause and unpause
 //  12. engine CPU spent watching 50 idle sessions
+//  16. engine memory on hostile workspaces; diff of 200,000 added files vs git status
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -109,6 +110,9 @@ func main() {
 	}
 	if want("15") {
 		b.restartAdopt(50)
+	}
+	if want("16") {
+		b.hostile(200000)
 	}
 	if *only != "" {
 		return
