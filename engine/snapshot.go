@@ -189,11 +189,11 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	defer ws.Close()
 	cst, err := snapshot.WriteLayer(blobs[0], sources...)
 	if err != nil {
-		return api.Snapshot{}, fmt.Errorf("write the container layer: %w", err)
+		return api.Snapshot{}, e.layerWriteError("the container layer", err)
 	}
 	wst, err := snapshot.WriteLayer(blobs[1], snapshot.Source{Root: ws, Prefix: workspacePrefix})
 	if err != nil {
-		return api.Snapshot{}, fmt.Errorf("write the workspace layer: %w", err)
+		return api.Snapshot{}, e.layerWriteError("the workspace layer", err)
 	}
 	thaw()
 	frozen := time.Since(tFreeze)
@@ -350,6 +350,15 @@ func (e *Engine) restoreSource(snap api.Snapshot) (*restoreSource, error) {
 
 func (e *Engine) damaged(snap api.Snapshot, err error) error {
 	return errdefs.Invalidf("snapshot %s is damaged and cannot be restored (%v): remove it with `airlock snapshot rm %s`; a copy exported earlier can be imported again", snap.ID, err, snap.ID)
+}
+
+// layerWriteError classes a failure to write a snapshot's layer: a full
+// disk is the user's to fix, and says how.
+func (e *Engine) layerWriteError(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return errdefs.Unavailablef("write %s: the disk holding the engine's state (%s) is full: free space there, or remove snapshots (`airlock snapshots`, `airlock snapshot rm`)", what, e.stateDir)
+	}
+	return fmt.Errorf("write %s: %w", what, err)
 }
 
 // apply extracts layer h onto the target, checking the layer against its

@@ -601,7 +601,9 @@ func TestManyFilesMemory(t *testing.T) {
 	if len(stats) != dirs*per {
 		t.Fatalf("%d changes, want %d", len(stats), dirs*per)
 	}
-	if per := grew / int64(len(stats)); per > 1600 {
+	// About 1,150 bytes a file before accept's digests joined the review,
+	// about 1,750 since; the ceiling catches a per-file buffer or copy.
+	if per := grew / int64(len(stats)); per > 2048 {
 		t.Errorf("%d bytes of memory per file", per)
 	}
 	runtime.KeepAlive(diffs)

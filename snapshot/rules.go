@@ -359,6 +359,18 @@ func (c *checker) fileSize(hdr *tar.Header, e *entry) error {
 	if regions == nil {
 		return nil
 	}
+	if len(regions) == 0 {
+		// All hole: Go's tar reader sees no map and reports the data's
+		// size (0); the file's size is the PAX record's.
+		real, err := strconv.ParseInt(hdr.PAXRecords[sparseSize], 10, 64)
+		if err != nil || real < 0 {
+			return &EntryError{Name: hdr.Name, Reason: "a sparse file without a valid size", Err: ErrUnsafe}
+		}
+		if real > c.lim.FileSize {
+			return limit("a file of %d bytes (at most %d)", real, c.lim.FileSize)
+		}
+		e.size = real
+	}
 	var data, end int64
 	for _, r := range regions {
 		data += r.len

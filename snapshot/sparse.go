@@ -48,6 +48,9 @@ func dataRegions(fd int, size int64) ([]region, error) {
 	if total == size {
 		return nil, nil
 	}
+	if regions == nil {
+		return []region{}, nil // all hole: an empty map, not "not sparse"
+	}
 	for minHole := int64(64 << 10); len(regions) > maxFragments; minHole *= 2 {
 		merged := regions[:1]
 		for _, r := range regions[1:] {

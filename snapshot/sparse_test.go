@@ -223,3 +223,39 @@ func TestApplyFull(t *testing.T) {
 		t.Errorf("a layer larger than its target: %v, want ENOSPC", err)
 	}
 }
+
+// TestAllHoleFile: a file with no data at all (`truncate -s 40G`) is a
+// sparse entry with an empty map, not 40 GB of zeros in the layer.
+func TestAllHoleFile(t *testing.T) {
+	needRoot(t)
+	src, dst := t.TempDir(), t.TempDir()
+	const size = 40 << 30
+	f, err := os.Create(filepath.Join(src, "hole.bin"))
+	must(t, err)
+	must(t, f.Truncate(size))
+	f.Close()
+	var layer cappedBuffer
+	if _, err := WriteLayer(&layer, Source{Root: root(t, src)}); err != nil {
+		t.Fatalf("the layer of a 40 GB hole: %v", err)
+	}
+	if _, err := ApplyLayer(opener(layer.Bytes()), Target{Root: root(t, dst)}, Limits{}); err != nil {
+		t.Fatal(err)
+	}
+	p := filepath.Join(dst, "hole.bin")
+	fi, err := os.Stat(p)
+	must(t, err)
+	if fi.Size() != size || allocated(t, p) > 1<<20 {
+		t.Fatalf("applied: size %d, %d bytes allocated", fi.Size(), allocated(t, p))
+	}
+}
+
+// cappedBuffer refuses to grow past 1 MiB: a layer that would write a
+// hole's zeros fails at once instead of filling the disk.
+type cappedBuffer struct{ bytes.Buffer }
+
+func (b *cappedBuffer) Write(p []byte) (int, error) {
+	if b.Len()+len(p) > 1<<20 {
+		return 0, errors.New("over 1 MiB: the hole's zeros were written")
+	}
+	return b.Buffer.Write(p)
+}

@@ -283,10 +283,13 @@ func hostileScenarios() []scenario {
 		during: []string{fmt.Sprintf(`echo started; i=0; while [ ! -e /tmp/hostile-stop ] && [ $i -lt %d ]; do yes 'grow line of text' | head -c 262134 >> grow.txt; usleep 10000; i=$((i+1)); done; echo grew $i times 256 KiB`, grow*4)},
 		steps: requests(
 			reviewReads(wantOK, 2*time.Minute),
-			[]request{{args: cmdline("accept {{id}} grow.txt"), want: wantOK, writes: true, only: []string{"grow.txt"}, timeout: 2 * time.Minute, check: wantGrowPrefix}},
+			// A file that changes while it is accepted is refused ("changed
+			// since you reviewed it"), or taken whole as one version of it:
+			// both are answers; a torn file is not.
+			[]request{{args: cmdline("accept {{id}} grow.txt"), want: wantAnswer, writes: true, only: []string{"grow.txt"}, timeout: 2 * time.Minute, check: wantGrowPrefix}},
 			snapshotSteps(wantOK, 2*time.Minute),
 			[]request{
-				{args: cmdline("accept {{id}} grow.txt"), want: wantOK, writes: true, only: []string{"grow.txt"}, timeout: 2 * time.Minute, check: wantGrowPrefix},
+				{args: cmdline("accept {{id}} grow.txt"), want: wantAnswer, writes: true, only: []string{"grow.txt"}, timeout: 2 * time.Minute, check: wantGrowPrefix},
 				{args: cmdline("diff {{id}} --stat"), want: wantOK},
 				// The session is appending to it: refusing is an answer.
 				{args: cmdline("discard {{id}} grow.txt"), want: wantAnswer},
@@ -338,11 +341,11 @@ func hostileScenarios() []scenario {
 			{args: cmdline("diff {{id}} --json"), want: wantOK, keep: 16 << 20, save: saveFileIDs},
 			{name: "swap the reviewed files (a symlink to a host file, a FIFO, new content)", want: wantOK,
 				args: []string{"exec", "{{id}}", "--", "sh", "-c", `rm swap.txt && ln -s {{canary}}/secret.txt swap.txt && rm fifo-later.txt && mkfifo fifo-later.txt && echo changed-after-review > edit-later.txt`}},
-			{args: cmdline("accept {{id}} --hunk {{fileid:swap.txt}}"), want: wantAnswer, writes: true, only: []string{"swap.txt"}, timeout: 30 * time.Second,
+			{args: cmdline("accept {{id}} --reviewed {{reviewed}} swap.txt"), want: wantAnswer, writes: true, only: []string{"swap.txt"}, timeout: 30 * time.Second,
 				check: wantReviewed("swap.txt")},
-			{args: cmdline("accept {{id}} --hunk {{fileid:edit-later.txt}}"), want: wantAnswer, writes: true, only: []string{"edit-later.txt"}, timeout: 30 * time.Second,
+			{args: cmdline("accept {{id}} --reviewed {{reviewed}} edit-later.txt"), want: wantAnswer, writes: true, only: []string{"edit-later.txt"}, timeout: 30 * time.Second,
 				check: wantReviewed("edit-later.txt")},
-			{args: cmdline("accept {{id}} --hunk {{fileid:fifo-later.txt}}"), want: wantAnswer, writes: true, only: []string{"fifo-later.txt"}, timeout: 30 * time.Second,
+			{args: cmdline("accept {{id}} --reviewed {{reviewed}} fifo-later.txt"), want: wantAnswer, writes: true, only: []string{"fifo-later.txt"}, timeout: 30 * time.Second,
 				check: wantReviewed("fifo-later.txt")},
 			{args: cmdline("accept {{id}} fifo-later.txt"), want: wantRefusal, writes: true, only: noChange, timeout: 30 * time.Second},
 			{args: cmdline("accept {{id}} swap.txt"), want: wantAnswer, writes: true, only: []string{"swap.txt"}, timeout: 30 * time.Second},
@@ -510,8 +513,16 @@ func hostileScenarios() []scenario {
 	return list
 }
 
-// saveFileIDs records each file's id from `diff --json` as {{fileid:PATH}}.
+// saveFileIDs records each file's id from `diff --json` as {{fileid:PATH}},
+// and the diff itself in a file named by {{reviewed}} (what `accept
+// --reviewed` pins an accept to).
 func saveFileIDs(h *hostile, r *reply) {
+	reviewed := filepath.Join(h.root, "reviewed.json")
+	if err := os.WriteFile(reviewed, r.stdout.Bytes(), 0o600); err != nil {
+		h.fail("save the reviewed diff: %v", err)
+		return
+	}
+	h.vars["reviewed"] = reviewed
 	var d api.Diff
 	if err := json.Unmarshal(r.stdout.Bytes(), &d); err != nil {
 		h.fail("diff --json: %v", err)
@@ -522,7 +533,7 @@ func saveFileIDs(h *hostile, r *reply) {
 	}
 }
 
-// wantReviewed checks an accept by the id the review showed: the project
+// wantReviewed checks an accept pinned to the review: the project
 // has either nothing at p or what was reviewed, never what the session put
 // there after the review.
 func wantReviewed(p string) func(h *hostile, r *reply) {
