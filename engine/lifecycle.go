@@ -131,7 +131,7 @@ func (e *Engine) pause(ctx context.Context, id, containerID, state, reason strin
 	default:
 		return errdefs.Conflictf("session %s is %s: only a running session pauses", id, state)
 	}
-	if err := e.docker.ContainerPause(ctx, containerID); err != nil {
+	if err := e.freeze(ctx, containerID); err != nil {
 		return dockerError("pause the session", err)
 	}
 	if err := e.store.SetSessionState(ctx, id, api.StatePaused, ""); err != nil {
@@ -139,6 +139,24 @@ func (e *Engine) pause(ctx context.Context, id, containerID, state, reason strin
 	}
 	e.log.Info("session paused", "session", id, "reason", reason)
 	return e.store.AddLifecycle(ctx, id, "paused", reason, time.Now())
+}
+
+// freeze pauses a container, trying again a few times when the cgroup v1
+// freezer gives up ("unable to freeze": runc stops waiting when a task is
+// in uninterruptible sleep, as heavy writes to the workspace put them).
+func (e *Engine) freeze(ctx context.Context, containerID string) error {
+	var err error
+	for try := 0; try < 5; try++ {
+		if err = e.docker.ContainerPause(ctx, containerID); err == nil || !strings.Contains(err.Error(), "unable to freeze") {
+			return err
+		}
+		select {
+		case <-ctx.Done():
+			return err
+		case <-time.After(time.Duration(try+1) * 50 * time.Millisecond):
+		}
+	}
+	return err
 }
 
 // Resume thaws a paused session.

@@ -148,7 +148,7 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	thaw := func() {}
 	if running {
 		l.freeze.Lock()
-		if err := e.docker.ContainerPause(ctx, rec.ContainerID); err != nil {
+		if err := e.freeze(ctx, rec.ContainerID); err != nil {
 			l.freeze.Unlock()
 			return api.Snapshot{}, dockerError("freeze the session for its snapshot", err)
 		}
