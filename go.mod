@@ -23,6 +23,7 @@ require (
 	github.com/vishvananda/netns v0.0.5
 	github.com/wailsapp/wails/v2 v2.16.0
 	github.com/zricethezav/gitleaks/v8 v8.30.1
+	go.podman.io/storage v1.65.0
 	golang.org/x/sys v0.49.0
 	golang.org/x/term v0.47.0
 	gopkg.in/yaml.v3 v3.0.1
@@ -155,7 +156,6 @@ require (
 	go.opentelemetry.io/otel/log v1.47.0 // indirect
 	go.opentelemetry.io/otel/metric v1.47.0 // indirect
 	go.opentelemetry.io/otel/trace v1.47.0 // indirect
-	go.podman.io/storage v1.65.0 // indirect
 	go.uber.org/multierr v1.11.0 // indirect
 	go4.org v0.0.0-20230225012048-214862532bf5 // indirect
 	golang.org/x/crypto v0.57.0 // indirect

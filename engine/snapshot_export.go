@@ -245,7 +245,11 @@ func (e *Engine) importImage(ctx context.Context, img *snapshot.Image) (api.Snap
 		return api.Snapshot{}, nil, errdefs.Invalidf("the archive's snapshot label is not one Airlock writes (%v): export the snapshot again", err)
 	}
 	if claim.Session != "" {
-		if _, err := e.store.Session(ctx, claim.Session); err == nil {
+		// Naming one of this engine's sessions is believed only of an
+		// export of one of its snapshots coming back; the import belongs to
+		// no session either way.
+		own, err := e.store.Snapshot(ctx, claim.ID)
+		if _, serr := e.store.Session(ctx, claim.Session); serr == nil && (err != nil || own.ID != claim.ID || own.Session != claim.Session) {
 			return api.Snapshot{}, nil, errdefs.Conflictf("the archive claims to be a snapshot of session %s, which is a session of this engine: take a snapshot of it with `airlock snapshot %s` instead; an archive that really comes from elsewhere was altered, so ask its author for a new export", claim.Session, claim.Session)
 		}
 	}

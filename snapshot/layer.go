@@ -18,7 +18,9 @@
 // checked (CheckLayer does the same for an archive being imported): names
 // are relative, clean, and never go through a symlink the layer made
 // earlier; hard links point at entries of the same target; there are no
-// devices; set-id bits are cleared; only user.* extended attributes are
+// devices (FIFOs are kept: a session may make them, and nothing on the host
+// opens one; sockets are not content, and a tar has none); set-id bits are
+// cleared; only user.* extended attributes are
 // kept; a whiteout names one path element; sizes and counts are bounded
 // (Limits).
 //
