@@ -547,33 +547,7 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 }
 
 // modeOf converts a stat mode to an fs.FileMode as os.Lstat does.
-func modeOf(m uint32) fs.FileMode {
-	fm := fs.FileMode(m & 0o777)
-	switch m & syscall.S_IFMT {
-	case syscall.S_IFDIR:
-		fm |= fs.ModeDir
-	case syscall.S_IFLNK:
-		fm |= fs.ModeSymlink
-	case syscall.S_IFIFO:
-		fm |= fs.ModeNamedPipe
-	case syscall.S_IFSOCK:
-		fm |= fs.ModeSocket
-	case syscall.S_IFBLK:
-		fm |= fs.ModeDevice
-	case syscall.S_IFCHR:
-		fm |= fs.ModeDevice | fs.ModeCharDevice
-	}
-	if m&syscall.S_ISUID != 0 {
-		fm |= fs.ModeSetuid
-	}
-	if m&syscall.S_ISGID != 0 {
-		fm |= fs.ModeSetgid
-	}
-	if m&syscall.S_ISVTX != 0 {
-		fm |= fs.ModeSticky
-	}
-	return fm
-}
+func modeOf(m uint32) fs.FileMode { return confined.FileMode(m) }
 
 // manifest is the serialized stat manifest: entries sorted by path, then a
 // table of their offsets, then the count and a magic, so a lookup is a
