@@ -293,14 +293,21 @@ func (r *Root) Open(rel string) (*os.File, error) {
 // the file's stat, for loops over many files where an *os.File's setup
 // costs more than the open.
 func (r *Root) OpenFd(rel string) (int, *unix.Stat_t, error) {
+	return r.openRegular(rel, unix.O_RDONLY)
+}
+
+// openRegular opens rel non-blocking with mode (O_RDONLY or O_WRONLY) and
+// keeps it only if fstat on the descriptor says it is a regular file.
+func (r *Root) openRegular(rel string, mode int) (int, *unix.Stat_t, error) {
 	c, err := Clean(rel)
 	if err != nil {
 		return -1, nil, &Error{"open", rel, err}
 	}
-	fd, err := r.openat(c, unix.O_RDONLY|unix.O_NONBLOCK|unix.O_NOCTTY)
+	fd, err := r.openat(c, mode|unix.O_NONBLOCK|unix.O_NOCTTY)
 	if err != nil {
-		if err == unix.ENXIO || err == unix.ENODEV {
-			// A socket, or a device without a driver (an overlay whiteout).
+		if err == unix.ENXIO || err == unix.ENODEV || err == unix.EISDIR {
+			// A socket, a device without a driver (an overlay whiteout),
+			// or a directory opened for writing.
 			err = fmt.Errorf("%w (%v)", ErrNotRegular, err)
 		}
 		return -1, nil, &Error{"open", rel, err}

@@ -22,7 +22,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/engine/enginetest"
 	dockerclient "github.com/docker/docker/client"
@@ -135,29 +134,7 @@ type needle struct {
 // run keeps the engine honest about hostile input.
 func hostileRequire(t *testing.T) *dockerclient.Client {
 	t.Helper()
-	if !testing.Short() {
-		return enginetest.Require(t)
-	}
-	missing := func(why string) {
-		t.Helper()
-		if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("hostile-workspace suite: %s", why)
-		}
-		t.Skipf("hostile-workspace suite skipped: %s (its light scenarios run under -short as root with Docker)", why)
-	}
-	if os.Geteuid() != 0 {
-		missing("needs root to mount overlays")
-	}
-	d, err := engine.NewDocker()
-	if err != nil {
-		missing("no Docker client: " + err.Error())
-	}
-	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
-	defer cancel()
-	if _, err := d.Ping(ctx); err != nil {
-		missing("Docker is not running: " + err.Error())
-	}
-	return d
+	return enginetest.Prerequisites(t)
 }
 
 // runHostile runs one scenario from a fresh host tmpfs and a fresh engine.

@@ -45,6 +45,13 @@ func Require(t testing.TB) *client.Client {
 	if testing.Short() {
 		t.Skip("integration test: skipped with -short")
 	}
+	return Prerequisites(t)
+}
+
+// Prerequisites is Require without the -short skip, for the light
+// versions of integration suites that still run under -short.
+func Prerequisites(t testing.TB) *client.Client {
+	t.Helper()
 	missing := func(why string) {
 		t.Helper()
 		if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") == "1" {
