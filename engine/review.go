@@ -60,6 +60,28 @@ func selectErr(err error) error {
 // Diff returns the session's changes at paths (all when empty) with hunks
 // and conflicts. It gives up when ctx ends (the client went away).
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	var files []review.FileDiff
+	d, err := e.DiffEach(ctx, id, paths, false, func(f review.FileDiff) error {
+		files = append(files, f)
+		return nil
+	})
+	if err != nil {
+		return api.Diff{}, err
+	}
+	d.Files, d.Stats = files, review.Stats(files)
+	return d, nil
+}
+
+// DiffEach is Diff handing the files to each in path order instead of
+// returning them, so that the engine never holds a large session's whole
+// diff: the api.Diff it returns has everything but Files and Stats. The
+// review slot is given back while each runs (a slow client holds up its
+// own session only). Nothing reaches each before the review can fail
+// cleanly; a failure after that is returned after some files were handed
+// on, and the caller must say the diff is incomplete.
+//
+// A summary (stat) is made without the files' digests.
+func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(review.FileDiff) error) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
@@ -69,18 +91,27 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 		return api.Diff{}, err
 	}
 	defer h.done()
-	t0 := time.Now()
-	files, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true, Paths: paths})
+	n := 0
+	err = e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths, NoDigests: stat}, func(batch []review.FileDiff) error {
+		return h.without(ctx, func() error {
+			for _, f := range batch {
+				if err := each(f); err != nil {
+					return err
+				}
+			}
+			n += len(batch)
+			return nil
+		})
+	})
 	if err != nil {
 		return api.Diff{}, selectErr(err)
 	}
-	t1 := time.Now()
 	commits, err := review.Commits(layers.Project, l.ws.Merged())
-	e.log.Debug("diff", "session", sid, "files", len(files), "review", t1.Sub(t0), "commits", time.Since(t1))
 	if err != nil {
 		e.log.Warn("read the session's commits", "session", sid, "err", err)
 	}
-	return api.Diff{Session: sid, Files: files, Stats: review.Stats(files), Workspace: e.usage(l), Commits: commits}, nil
+	e.log.Debug("diff", "session", sid, "files", n)
+	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: commits}, nil
 }
 
 // Patch writes the session's changes at paths as a git-apply patch,
@@ -99,20 +130,41 @@ func (e *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 	}
 	defer h.done()
 	// The patch reads each file again as it writes it: the review needs
-	// no hunks.
-	files, err := e.reviewWith(ctx, sid, layers, review.Options{Paths: paths})
-	if err != nil {
-		return selectErr(err)
+	// no hunks. It is written a batch of files at a time, and the review
+	// slot is given back while the client is written to: a slow reader
+	// holds up its own session, never the others'.
+	out := &slotWriter{ctx: ctx, w: w, h: h}
+	opts := review.PatchOptions{Limits: e.reviewLimits(), Session: sid}
+	changes := make([]review.Change, 0, 256)
+	err = e.reviewEach(ctx, sid, layers, review.Options{Paths: paths}, func(batch []review.FileDiff) error {
+		changes = changes[:0]
+		for _, f := range batch {
+			changes = append(changes, f.Change)
+		}
+		err := review.PatchContext(ctx, out, layers, changes, opts)
+		clear(changes)
+		return err
+	})
+	return selectErr(err)
+}
+
+// without runs f with the request's review slot given back, and takes a
+// slot again after it.
+func (h *hold) without(ctx context.Context, f func() error) error {
+	if !h.slot {
+		return ctx.Err()
 	}
-	changes := make([]review.Change, len(files))
-	for i, f := range files {
-		changes[i] = f.Change
+	h.e.reviewers.Release()
+	h.slot = false
+	err := f()
+	if aerr := h.e.reviewers.Acquire(ctx); aerr != nil {
+		if err == nil {
+			err = aerr
+		}
+		return err
 	}
-	files = nil
-	// The review slot is given back while the client is written to: a
-	// slow reader holds up its own session, never the others'.
-	err = review.PatchContext(ctx, &slotWriter{ctx: ctx, w: w, h: h}, layers, changes, review.PatchOptions{Limits: e.reviewLimits(), Session: sid})
-	return e.reviewErr(sid, err)
+	h.slot = true
+	return err
 }
 
 // slotWriter gives its request's review slot back around each write.
@@ -122,20 +174,12 @@ type slotWriter struct {
 	h   *hold
 }
 
-func (s *slotWriter) Write(b []byte) (int, error) {
-	if !s.h.slot {
-		return 0, s.ctx.Err()
-	}
-	s.h.e.reviewers.Release()
-	s.h.slot = false
-	n, err := s.w.Write(b)
-	if aerr := s.h.e.reviewers.Acquire(s.ctx); aerr != nil {
-		if err == nil {
-			err = aerr
-		}
-		return n, err
-	}
-	s.h.slot = true
+func (s *slotWriter) Write(b []byte) (n int, err error) {
+	err = s.h.without(s.ctx, func() error {
+		var werr error
+		n, werr = s.w.Write(b)
+		return werr
+	})
 	return n, err
 }
 
@@ -229,25 +273,40 @@ func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
 // reviewWith is review with options, under the engine's review limits and
 // its shared workers, abandoned when ctx ends.
 func (e *Engine) reviewWith(ctx context.Context, sid string, layers review.Layers, opts review.Options) ([]review.FileDiff, error) {
-	t0 := time.Now()
-	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
-	all, err := review.ReviewContext(ctx, layers, opts)
+	var all []review.FileDiff
+	err := e.reviewEach(ctx, sid, layers, opts, func(batch []review.FileDiff) error {
+		all = append(all, batch...)
+		return nil
+	})
 	if err != nil {
-		return nil, e.reviewErr(sid, err)
+		return nil, err
 	}
-	defer func() { e.log.Debug("review", "files", len(all), "changes+hunks", time.Since(t0)) }()
+	return all, nil
+}
+
+// reviewEach is reviewWith handing the files on a batch at a time (see
+// review.ReviewEach), each batch checked against the accept policy.
+func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layers, opts review.Options, each func([]review.FileDiff) error) error {
+	t0 := time.Now()
 	file, optional := filepath.Join(layers.Project, review.PolicyFile), true
 	if e.policy != "" {
 		file, optional = e.policy, false
 	}
 	pol, err := review.LoadPolicy(file, optional)
 	if err != nil {
-		return nil, errdefs.Wrap(errdefs.Invalid, err)
+		return errdefs.Wrap(errdefs.Invalid, err)
 	}
-	if err := pol.Check(layers, all); err != nil {
-		return nil, err
-	}
-	return all, nil
+	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
+	n := 0
+	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
+		if err := pol.Check(layers, batch); err != nil {
+			return err
+		}
+		n += len(batch)
+		return each(batch)
+	})
+	e.log.Debug("review", "session", sid, "files", n, "took", time.Since(t0))
+	return e.reviewErr(sid, err)
 }
 
 // reviewLimits are the review limits of the engine's settings.

@@ -367,7 +367,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	e.log.Info("session created", "session", id, "project", project, "image", image)
 	e.log.Debug("create timing", "session", id, "checks", tMount.Sub(t0), "mount", tCreate.Sub(tMount),
 		"container_create", tStart.Sub(tCreate), "container_start", tBase.Sub(tStart), "base_wait", time.Since(tBase), "total", time.Since(t0))
-	return e.view(rec, false), nil
+	return e.view(ctx, rec, false), nil
 }
 
 // startFailed explains a session's container that did not start, or
@@ -603,7 +603,7 @@ func (e *Engine) List(ctx context.Context) ([]api.Session, error) {
 	}
 	out := make([]api.Session, 0, len(recs))
 	for _, r := range recs {
-		out = append(out, e.view(r, true))
+		out = append(out, e.view(ctx, r, true))
 	}
 	return out, nil
 }
@@ -620,10 +620,10 @@ func (e *Engine) Get(ctx context.Context, id string) (api.Session, error) {
 	if err != nil {
 		return api.Session{}, err
 	}
-	return e.view(rec, true), nil
+	return e.view(ctx, rec, true), nil
 }
 
-func (e *Engine) view(r store.Session, count bool) api.Session {
+func (e *Engine) view(ctx context.Context, r store.Session, count bool) api.Session {
 	s := api.Session{
 		ID: r.ID, Project: r.Project, Image: r.Image, State: r.State, Created: r.Created,
 		ContainerID: r.ContainerID, User: r.User, Limits: r.Limits, Error: r.Error, Changed: -1,
@@ -645,8 +645,10 @@ func (e *Engine) view(r store.Session, count bool) api.Session {
 			s.Workspace = &api.Workspace{Used: u.Used, Size: u.Size, Full: u.Full, Files: u.Files}
 		}
 		if count {
-			if ch, err := review.Changes(review.Layers{Upper: l.ws.Upper(), Project: r.Project}); err == nil {
-				s.Changed = len(ch)
+			// Counted, not listed: a listing's memory does not grow with
+			// what the sessions hold, and it walks on the review slots.
+			if n, err := review.CountChanges(ctx, review.Layers{Upper: l.ws.Upper(), Project: r.Project}, e.reviewers); err == nil {
+				s.Changed = n
 			}
 		} else {
 			s.Changed = 0

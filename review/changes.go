@@ -150,15 +150,33 @@ func ChangesContext(ctx context.Context, l Layers) ([]Change, error) {
 		return nil, err
 	}
 	defer r.close()
-	diffs, err := changes(ctx, l, r, nil)
+	items, err := changes(ctx, l, r, nil)
 	if err != nil {
 		return nil, err
 	}
-	out := make([]Change, len(diffs))
-	for i := range diffs {
-		out[i] = diffs[i].Change
+	out := make([]Change, len(items))
+	for i := range items {
+		out[i] = items[i].change()
 	}
 	return out, nil
+}
+
+// CountChanges is how many changes Changes would list (renames not paired),
+// without keeping them: what a session listing shows, in memory that does
+// not grow with the session. It walks on the slots workers gives (nil: its
+// own).
+func CountChanges(ctx context.Context, l Layers, workers *Workers) (int, error) {
+	r, err := openRoots(l)
+	if err != nil {
+		return 0, err
+	}
+	defer r.close()
+	w := newWalker(ctx, l, r)
+	w.counting = true
+	if err := w.run(workers); err != nil {
+		return 0, err
+	}
+	return int(w.counted.Load()), nil
 }
 
 // changes walks the upper layer. The walk is iterative (a stack of
@@ -167,13 +185,42 @@ func ChangesContext(ctx context.Context, l Layers) ([]Change, error) {
 // a descriptor while fewer than maxHeld do, and are opened again by path
 // (confined, at most PATH_MAX long) otherwise.
 //
-// It returns the changes as FileDiffs to be filled in by the review, so
-// that the list exists once: a review of 200,000 files holds 200,000 of
-// these and little else.
-func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]FileDiff, error) {
+// It returns the changes as items, lean for plain additions: a review of
+// 200,000 files holds 200,000 of these and little else until it reviews
+// them one batch at a time.
+func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]listed, error) {
+	w := newWalker(ctx, l, r)
+	if err := w.run(workers); err != nil {
+		return nil, err
+	}
+	// Sorted by path into one slice of the exact size.
+	type ref struct{ chunk, i int32 }
+	var refs []ref
+	for ci, ch := range w.out {
+		for i := range ch {
+			refs = append(refs, ref{int32(ci), int32(i)})
+		}
+	}
+	slices.SortFunc(refs, func(a, b ref) int {
+		return strings.Compare(w.out[a.chunk][a.i].path, w.out[b.chunk][b.i].path)
+	})
+	out := make([]listed, len(refs))
+	for k, r := range refs {
+		out[k] = w.out[r.chunk][r.i]
+	}
+	return out, nil
+}
+
+func newWalker(ctx context.Context, l Layers, r *roots) *walker {
 	w := &walker{ctx: ctx, l: l, r: r, hostRoot: r.hostFd()}
 	w.cond = sync.NewCond(&w.mu)
 	w.stack = []dirJob{{dir: r.upper, root: true, hostDir: true}}
+	return w
+}
+
+// run walks the layer on the caller's goroutine and as many more as
+// workers has room for.
+func (w *walker) run(workers *Workers) error {
 	extra := workers.tryAcquire(walkers - 1)
 	var wg sync.WaitGroup
 	for range extra {
@@ -191,26 +238,7 @@ func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]FileD
 			j.dir.Close()
 		}
 	}
-	if w.err != nil {
-		return nil, w.err
-	}
-	// Sorted by path into one slice of the exact size.
-	type ref struct{ chunk, i int32 }
-	var refs []ref
-	for ci, ch := range w.out {
-		for i := range ch {
-			refs = append(refs, ref{int32(ci), int32(i)})
-		}
-	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		return strings.Compare(w.out[a.chunk][a.i].Path, w.out[b.chunk][b.i].Path)
-	})
-	out := make([]FileDiff, len(refs))
-	for k, r := range refs {
-		out[k].Change = w.out[r.chunk][r.i]
-		out[k].setID()
-	}
-	return out, nil
+	return w.err
 }
 
 // walkers is how many goroutines walk at most (when the shared limit has
@@ -232,7 +260,12 @@ type walker struct {
 	stack []dirJob
 	busy  int
 	err   error
-	out   [][]Change // one slice per directory
+	out   [][]listed // one slice per directory
+
+	// counting: only count the changes (counted), keep none, and read no
+	// content a count does not need.
+	counting bool
+	counted  atomic.Int64
 
 	held     atomic.Int32 // descriptors held by waiting directories
 	retained atomic.Int64 // bytes kept in Change.data
@@ -284,10 +317,16 @@ func (w *walker) work() {
 			w.held.Add(-1)
 		}
 		out, subs, err := w.dir(j)
+		var kept []listed
+		if w.counting {
+			w.counted.Add(int64(len(out)))
+		} else if len(out) > 0 {
+			kept = listAll(out)
+		}
 		w.mu.Lock()
 		w.busy--
-		if len(out) > 0 {
-			w.out = append(w.out, out)
+		if len(kept) > 0 {
+			w.out = append(w.out, kept)
 		}
 		w.stack = append(w.stack, subs...)
 		if err != nil && w.err == nil {
@@ -296,6 +335,15 @@ func (w *walker) work() {
 		w.cond.Broadcast()
 		w.mu.Unlock()
 	}
+}
+
+// listAll keeps a directory's changes as listed.
+func listAll(cs []Change) []listed {
+	out := make([]listed, len(cs))
+	for i := range cs {
+		out[i] = listedOf(&cs[i])
+	}
+	return out
 }
 
 // reserve counts n bytes against the review's retention budget.
@@ -412,9 +460,6 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 	if opaque {
 		out = w.hostOnly(j.rel, seen, out)
 	}
-	if cap(out) > len(out)+len(out)/4+8 {
-		out = slices.Clone(out) // kept until the walk ends: no spare room
-	}
 	return out, subs, nil
 }
 
@@ -454,6 +499,9 @@ func (w *walker) entry(d *confined.Root, name, p string, opaque bool, ust *unix.
 		return &c, sub, nil
 	case !hasHost:
 		c.Kind = Added
+		if w.counting {
+			return &c, nil, nil
+		}
 		if utype == File {
 			if e, ok := w.l.Cache.lookup(p, c.upperKey, statKey{}); ok && e.diff != nil {
 				cc := e.diff.Change
@@ -766,36 +814,50 @@ func Select(all []Change, paths []string) ([]Change, error) {
 	if len(paths) == 0 {
 		return all, nil
 	}
+	keep, err := selected(len(all), func(i int) string { return all[i].Path }, paths)
+	if err != nil {
+		return nil, err
+	}
 	var out []Change
-	var unmatched []string
-	for _, p := range paths {
-		clean, err := CleanPath(p)
+	for i := range all {
+		if keep[i] {
+			out = append(out, all[i])
+		}
+	}
+	return out, nil
+}
+
+// selected marks which of n paths (pathAt gives each) are at or under any
+// of paths, and fails naming those of paths that match none.
+func selected(n int, pathAt func(int) string, paths []string) ([]bool, error) {
+	clean := make([]string, len(paths))
+	for i, p := range paths {
+		c, err := CleanPath(p)
 		if err != nil {
 			return nil, err
 		}
-		found := false
-		for _, c := range all {
-			if clean == "." || c.Path == clean || strings.HasPrefix(c.Path, clean+"/") {
-				found = true
+		clean[i] = c
+	}
+	keep := make([]bool, n)
+	found := make([]bool, len(paths))
+	for i := range n {
+		p := pathAt(i)
+		for k, c := range clean {
+			if c == "." || p == c || strings.HasPrefix(p, c) && len(p) > len(c) && p[len(c)] == '/' {
+				keep[i], found[k] = true, true
 			}
 		}
-		if !found {
+	}
+	var unmatched []string
+	for k, p := range paths {
+		if !found[k] {
 			unmatched = append(unmatched, p)
 		}
 	}
 	if len(unmatched) > 0 {
 		return nil, &NoMatchError{Paths: unmatched}
 	}
-	for _, c := range all {
-		for _, p := range paths {
-			clean, _ := CleanPath(p)
-			if clean == "." || c.Path == clean || strings.HasPrefix(c.Path, clean+"/") {
-				out = append(out, c)
-				break
-			}
-		}
-	}
-	return out, nil
+	return keep, nil
 }
 
 // NoMatchError names paths that select no change.

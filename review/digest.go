@@ -7,6 +7,7 @@ import (
 	"fmt"
 	"hash"
 	"io/fs"
+	"strconv"
 	"sync"
 
 	"github.com/airlock/airlock/confined"
@@ -113,20 +114,40 @@ func digestOf(c *Change, mode fs.FileMode, content []byte) string {
 	if t == None {
 		name = "none"
 	}
-	h := sha256.New()
-	fmt.Fprintf(h, "airlock-digest-v1\ntype %s\nmode %o\n", name, digestMode(t, mode))
+	// Built by hand rather than with fmt: a review digests every file.
+	b := make([]byte, 0, 160+len(c.From))
+	b = append(b, "airlock-digest-v1\ntype "...)
+	b = append(b, name...)
+	b = append(b, "\nmode "...)
+	b = strconv.AppendUint(b, uint64(digestMode(t, mode)), 8)
+	b = append(b, '\n')
 	if c.Kind == Renamed && c.From != "" {
-		fmt.Fprintf(h, "from %s\n", c.From)
+		b = append(b, "from "...)
+		b = append(b, c.From...)
+		b = append(b, '\n')
 	}
-	fmt.Fprintf(h, "content %x\n", content)
-	return "sha256:" + hex.EncodeToString(h.Sum(nil))
+	b = append(b, "content "...)
+	b = hex.AppendEncode(b, content)
+	b = append(b, '\n')
+	sum := sha256.Sum256(b)
+	return "sha256:" + hex.EncodeToString(sum[:])
 }
 
 // digestBytes is the digest of c with data as its content.
 func digestBytes(c *Change, mode fs.FileMode, data []byte) string {
-	h := newContentHash()
-	h.Write(data)
-	return digestOf(c, mode, h.sum())
+	var content [32]byte
+	switch {
+	case len(data) == 0:
+		content = sha256.Sum256(nil)
+	case len(data) <= digestBlock: // one block: CONTENT = SHA-256(SHA-256(data))
+		block := sha256.Sum256(data)
+		content = sha256.Sum256(block[:])
+	default:
+		h := newContentHash()
+		h.Write(data)
+		copy(content[:], h.sum())
+	}
+	return digestOf(c, mode, content[:])
 }
 
 // digestText records the digest of the session side as the review read it

@@ -82,18 +82,77 @@ func LoadPolicy(file string, optional bool) (Policy, error) {
 // matches the base name at any depth (like .gitignore), one with '/'
 // matches the whole path; ** crosses directories.
 func matchGlob(g, p string) bool {
-	if !strings.ContainsAny(g, "*?[{\\") { // a plain name or path: no pattern to run
-		if !strings.Contains(g, "/") {
-			return path.Base(p) == g
+	return compileGlobs([]string{g}).match(p) >= 0
+}
+
+// globSet is a list of globs compiled for matching many paths: plain names
+// and paths are map lookups, patterns are tried only when their literal
+// prefix matches. A review of 200,000 files matches each against the ~30
+// default holds.
+type globSet struct {
+	names, paths map[string]int // plain globs, by what they match: their index
+	base, full   []globPattern  // patterns on the base name, on the whole path
+}
+
+type globPattern struct {
+	pat, prefix string // prefix: the literal text before the first pattern character
+	index       int
+}
+
+func compileGlobs(globs []string) *globSet {
+	s := &globSet{names: map[string]int{}, paths: map[string]int{}}
+	for i, g := range globs {
+		onPath := strings.Contains(g, "/")
+		g = strings.TrimPrefix(g, "/")
+		literal := !strings.ContainsAny(g, "*?[{\\")
+		switch {
+		case literal && onPath:
+			if _, dup := s.paths[g]; !dup {
+				s.paths[g] = i
+			}
+		case literal:
+			if _, dup := s.names[g]; !dup {
+				s.names[g] = i
+			}
+		default:
+			gp := globPattern{pat: g, prefix: g[:strings.IndexAny(g, "*?[{\\")], index: i}
+			if onPath {
+				s.full = append(s.full, gp)
+			} else {
+				s.base = append(s.base, gp)
+			}
 		}
-		return strings.TrimPrefix(g, "/") == p
 	}
-	if !strings.Contains(g, "/") {
-		ok, _ := doublestar.Match(g, path.Base(p))
-		return ok
+	return s
+}
+
+// match returns the index of the first glob (in the order given) that
+// matches p, or -1.
+func (s *globSet) match(p string) int {
+	best := -1
+	better := func(i int) bool { return best < 0 || i < best }
+	base := path.Base(p)
+	if i, ok := s.names[base]; ok {
+		best = i
 	}
-	ok, _ := doublestar.Match(strings.TrimPrefix(g, "/"), p)
-	return ok
+	if i, ok := s.paths[p]; ok && better(i) {
+		best = i
+	}
+	for _, g := range s.base {
+		if better(g.index) && strings.HasPrefix(base, g.prefix) {
+			if ok, _ := doublestar.Match(g.pat, base); ok {
+				best = g.index
+			}
+		}
+	}
+	for _, g := range s.full {
+		if better(g.index) && strings.HasPrefix(p, g.prefix) {
+			if ok, _ := doublestar.Match(g.pat, p); ok {
+				best = g.index
+			}
+		}
+	}
+	return best
 }
 
 func (p Policy) holds() []string {
@@ -137,20 +196,20 @@ func secrets(text string) ([]Finding, error) {
 // holds it), AutoAccept, and Findings.
 func (p Policy) Check(l Layers, diffs []FileDiff) error {
 	var scan secretScan
+	holds, autos := p.holds(), compileGlobs(p.AutoAccept)
+	held := compileGlobs(holds)
 	for i := range diffs {
 		d := &diffs[i]
-		for _, g := range p.holds() {
-			if matchGlob(g, d.Path) || d.From != "" && matchGlob(g, d.From) {
-				d.Held = "held by policy (" + g + ")"
-				break
+		h := held.match(d.Path)
+		if d.From != "" {
+			if f := held.match(d.From); f >= 0 && (h < 0 || f < h) {
+				h = f
 			}
 		}
-		for _, g := range p.AutoAccept {
-			if matchGlob(g, d.Path) {
-				d.AutoAccept = true
-				break
-			}
+		if h >= 0 {
+			d.Held = "held by policy (" + holds[h] + ")"
 		}
+		d.AutoAccept = autos.match(d.Path) >= 0
 		if on(p.Scanners.Secrets) && d.Type == File && !d.Binary && len(d.Hunks) > 0 {
 			scan.add(i, d)
 		}

@@ -47,17 +47,18 @@ type renameSide struct {
 // a deleted directory can be a rename's source too (a moved directory).
 // Paths the host changed since the session started are never paired: a
 // rename must not carry the host's edits away silently.
-func detectRenames(ctx context.Context, l Layers, r *roots, changes []FileDiff) ([]FileDiff, error) {
-	if !slices.ContainsFunc(changes, func(d FileDiff) bool { return d.Kind == Deleted }) {
+func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([]listed, error) {
+	if !slices.ContainsFunc(changes, func(it listed) bool { return it.kind() == Deleted }) {
 		return changes, nil // nothing can have been renamed
 	}
 	var gone, added []renameSide
 	for i := range changes {
-		c := &changes[i].Change
-		switch {
-		case c.Kind == Deleted && c.OldType == File && c.OldSize <= renameMaxSize && len(gone) < renameMaxGone:
-			gone = append(gone, renameSide{path: c.Path, mode: c.OldMode, size: c.OldSize, idx: i})
-		case c.Kind == Deleted && c.OldType == Dir && r.project != nil:
+		it := &changes[i]
+		switch kind := it.kind(); {
+		case kind == Deleted && it.oldType() == File && it.oldSize() <= renameMaxSize && len(gone) < renameMaxGone:
+			gone = append(gone, renameSide{path: it.path, mode: it.full.OldMode, size: it.oldSize(), idx: i})
+		case kind == Deleted && it.oldType() == Dir && r.project != nil:
+			c := it.full
 			root := filepath.Join(l.Project, filepath.FromSlash(c.Path))
 			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 				if err != nil || len(gone) >= renameMaxGone {
@@ -74,8 +75,8 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []FileDiff) 
 				gone = append(gone, renameSide{path: filepath.ToSlash(rel), mode: fi.Mode(), size: fi.Size(), idx: -1})
 				return nil
 			})
-		case c.Kind == Added && c.Type == File && c.Size <= renameMaxSize:
-			added = append(added, renameSide{path: c.Path, mode: c.Mode, size: c.Size, idx: i})
+		case kind == Added && it.newType() == File && it.newSize() <= renameMaxSize:
+			added = append(added, renameSide{path: it.path, mode: it.newMode(), size: it.newSize(), idx: i})
 		}
 	}
 	if len(gone) == 0 || len(added) == 0 {
@@ -198,28 +199,27 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []FileDiff) 
 		return changes, nil
 	}
 	drop := map[int]bool{}
-	var renames []FileDiff
+	var renames []listed
 	for _, p := range pairs {
 		g, a := gone[p.g], added[p.a]
-		c := changes[a.idx]
+		c := changes[a.idx].change()
 		c.Kind, c.From, c.Similarity = Renamed, g.path, p.sim
 		c.OldType, c.OldMode, c.OldSize = File, g.mode, g.size
 		c.Binary = c.Binary || g.binary
-		c.setID()
-		renames = append(renames, c)
+		renames = append(renames, listed{path: c.Path, full: &c})
 		drop[a.idx] = true
 		if g.idx >= 0 {
 			drop[g.idx] = true
 		}
 	}
-	out := make([]FileDiff, 0, len(changes))
+	out := make([]listed, 0, len(changes))
 	for i := range changes {
 		if !drop[i] {
 			out = append(out, changes[i])
 		}
 	}
 	out = append(out, renames...)
-	sort.SliceStable(out, func(i, j int) bool { return out[i].Path < out[j].Path })
+	sort.SliceStable(out, func(i, j int) bool { return out[i].path < out[j].path })
 	return out, nil
 }
 

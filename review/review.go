@@ -34,6 +34,9 @@ type Options struct {
 	// Workers, when set, is shared with other reviews: this one only adds
 	// goroutines while it has room. The caller's goroutine always works.
 	Workers *Workers
+	// NoDigests leaves FileDiff.Digest empty (a summary has no use for
+	// it, and an accept cannot be pinned to it).
+	NoDigests bool
 }
 
 // ReviewWith is Review with options.
@@ -45,36 +48,79 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 // panic while reviewing a file fails the review with a *PanicError rather
 // than the process.
 func ReviewContext(ctx context.Context, l Layers, opts Options) ([]FileDiff, error) {
+	var all []FileDiff
+	err := ReviewEach(ctx, l, opts, func(batch []FileDiff) error {
+		all = append(all, batch...)
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	return all, nil
+}
+
+// reviewBatch is how many files a review reviews before it hands them on.
+const reviewBatch = 256
+
+// ReviewEach is ReviewContext handing the files to each in path order, a
+// batch at a time, keeping none: its memory is the walk's list of changes
+// (a few dozen bytes for a plain added file) and one batch, however many
+// files the session changed. each must not keep the batch's slice; an
+// error from each ends the review with that error.
+func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDiff) error) error {
 	opts.Limits = opts.Limits.withDefaults()
 	r, err := openRoots(l)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer r.close()
-	changes, err := changes(ctx, l, r, opts.Workers)
+	items, err := changes(ctx, l, r, opts.Workers)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	if changes, err = detectRenames(ctx, l, r, changes); err != nil {
-		return nil, err
+	if items, err = detectRenames(ctx, l, r, items); err != nil {
+		return err
 	}
 	if len(opts.Paths) > 0 {
-		if changes, err = SelectFiles(changes, opts.Paths); err != nil {
-			return nil, err
+		if items, err = selectListed(items, opts.Paths); err != nil {
+			return err
 		}
 	}
-	over := overBudget(changes, opts)
-	// Each file's review is independent: hunks and merges on the cores the
-	// shared limit gives. Each is reviewed in place.
-	results := changes
-	keepers := make([]bool, len(changes))
+	over := overBudget(items, opts)
+	results := make([]FileDiff, min(reviewBatch, len(items)))
+	keepers := make([]bool, len(results))
+	for start := 0; start < len(items); start += reviewBatch {
+		batch := items[start:min(start+reviewBatch, len(items))]
+		if err := reviewBatchOf(ctx, l, r, opts, batch, over[start:], results, keepers); err != nil {
+			return err
+		}
+		clear(batch) // reviewed: the list need not keep it
+		out := results[:0]
+		for i := range batch {
+			if keepers[i] {
+				out = append(out, results[i])
+			}
+		}
+		err := each(out)
+		clear(results)
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// reviewBatchOf reviews batch into results (keepers[i]: results[i] is a
+// change), on the caller's goroutine and as many more as the shared limit
+// has room for. Each file's review is independent.
+func reviewBatchOf(ctx context.Context, l Layers, r *roots, opts Options, batch []listed, over []bool, results []FileDiff, keepers []bool) error {
 	var next atomic.Int64
 	var firstErr error
 	var errOnce sync.Once
 	work := func() {
 		for {
 			i := int(next.Add(1) - 1)
-			if i >= len(changes) {
+			if i >= len(batch) {
 				return
 			}
 			if err := ctx.Err(); err != nil {
@@ -82,20 +128,20 @@ func ReviewContext(ctx context.Context, l Layers, opts Options) ([]FileDiff, err
 				return
 			}
 			var err error
-			results[i], keepers[i], err = reviewSafely(ctx, l, r, results[i].Change, opts, over[i])
-			if err == nil && keepers[i] {
+			results[i], keepers[i], err = reviewSafely(ctx, l, r, batch[i].change(), opts, over[i])
+			if err == nil && keepers[i] && !opts.NoDigests {
 				// What accept pins: the session's side as reviewed.
 				err = results[i].digest(r.upper)
 			}
 			if err != nil {
 				errOnce.Do(func() { firstErr = err })
-				next.Store(int64(len(changes)))
+				next.Store(int64(len(batch)))
 				return
 			}
 		}
 	}
 	var wg sync.WaitGroup
-	extra := opts.Workers.tryAcquire(min(runtime.NumCPU(), len(changes)/64) - 1)
+	extra := opts.Workers.tryAcquire(min(runtime.NumCPU(), len(batch)/64) - 1)
 	for range extra {
 		wg.Add(1)
 		go func() {
@@ -106,39 +152,31 @@ func ReviewContext(ctx context.Context, l Layers, opts Options) ([]FileDiff, err
 	}
 	work()
 	wg.Wait()
-	if firstErr != nil {
-		return nil, firstErr
-	}
-	out := results[:0]
-	for i := range results {
-		if keepers[i] {
-			out = append(out, results[i])
-		}
-	}
-	clear(results[len(out):])
-	return out, nil
+	return firstErr
 }
 
 // overBudget marks, in path order, the text files past the review's text
 // budget (both sides' sizes counted), so which ones is the same on every
 // run. Only a review that computes every file's hunks has one.
-func overBudget(changes []FileDiff, opts Options) []bool {
+func overBudget(changes []listed, opts Options) []bool {
 	over := make([]bool, len(changes))
 	if !opts.Hunks {
 		return over
 	}
 	var used int64
 	for i := range changes {
-		c := &changes[i]
-		if !textual(c.Change) {
-			continue
+		it := &changes[i]
+		t, ot := it.newType(), it.oldType()
+		if it.isBinary() || !(t == File || ot == File || t == Symlink || ot == Symlink) {
+			continue // not textual
 		}
-		cost := int64(len(c.Link) + len(c.OldLink))
-		if c.Type == File {
-			cost += c.Size
+		link, oldLink := it.link()
+		cost := int64(len(link) + len(oldLink))
+		if t == File {
+			cost += it.newSize()
 		}
-		if c.OldType == File {
-			cost += c.OldSize
+		if ot == File {
+			cost += it.oldSize()
 		}
 		if used+cost > opts.Limits.MaxTotalText {
 			over[i] = true
@@ -215,7 +253,7 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, li
 		// Cached when it saves reading or diffing: small text files cost
 		// less to review again than to keep.
 		worth := fd.Binary || c.Size+c.OldSize >= 4<<10
-		if worth && l.Cache != nil && c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed && !over && (hunks || fd.Binary) {
+		if worth && l.Cache != nil && c.upperKey.present && c.Type == File && (c.OldType == File || c.OldType == None) && c.Kind != Renamed && !over && (hunks || fd.Binary) {
 			keep := fd
 			keep.Change.data, keep.Change.hostInfo, keep.Change.cached = nil, nil, nil
 			l.Cache.store(c.Path, cacheEntry{upper: c.upperKey, host: keyOf(hfi), diff: &keep})
@@ -437,25 +475,36 @@ func typeOfInfo(fi fs.FileInfo) Type {
 }
 
 // SelectFiles returns the diffs at or under any of paths (all when paths is
-// empty), or an error naming a path that matches nothing.
+// empty) and an error naming any path that matches nothing.
 func SelectFiles(all []FileDiff, paths []string) ([]FileDiff, error) {
-	changes := make([]Change, len(all))
-	for i, d := range all {
-		changes[i] = d.Change
+	if len(paths) == 0 {
+		return all, nil
 	}
-	sel, err := Select(changes, paths)
+	keep, err := selected(len(all), func(i int) string { return all[i].Path }, paths)
 	if err != nil {
 		return nil, err
 	}
-	keep := map[string]bool{}
-	for _, c := range sel {
-		keep[c.Path] = true
-	}
 	var out []FileDiff
-	for _, d := range all {
-		if keep[d.Path] {
-			out = append(out, d)
+	for i := range all {
+		if keep[i] {
+			out = append(out, all[i])
 		}
 	}
+	return out, nil
+}
+
+// selectListed is SelectFiles for a review's list.
+func selectListed(all []listed, paths []string) ([]listed, error) {
+	keep, err := selected(len(all), func(i int) string { return all[i].path }, paths)
+	if err != nil {
+		return nil, err
+	}
+	out := all[:0]
+	for i := range all {
+		if keep[i] {
+			out = append(out, all[i])
+		}
+	}
+	clear(all[len(out):])
 	return out, nil
 }

@@ -90,7 +90,7 @@ func serve(ctx context.Context, g *globals, o *serveOptions) error {
 	if err != nil {
 		return err
 	}
-	sessions, _ := eng.List(ctx)
+	sessions, _ := st.Sessions(ctx) // not eng.List: that walks every workspace
 	log.Info("engine ready", "sessions", len(sessions), "adopt", time.Since(start).Round(time.Millisecond),
 		"docker", ver.Version, "docker_api", ver.APIVersion, "state_dir", o.stateDir, "socket", g.engine)
 	l, err := server.Listen(g.engine)

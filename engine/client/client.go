@@ -20,6 +20,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/review"
 )
 
 // Client talks to one engine over its unix socket.
@@ -162,10 +163,17 @@ func pathsQuery(paths []string) url.Values {
 	return url.Values{"path": paths}
 }
 
-// Diff returns the session's changes with hunks.
+// Diff returns the session's changes with hunks, and their stats (which
+// the engine leaves to the client: a summary of the files).
 func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	var out api.Diff
-	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out)
+	if err := c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out); err != nil {
+		return out, err
+	}
+	if out.Stats == nil {
+		out.Stats = review.Stats(out.Files)
+	}
+	return out, nil
 }
 
 // DiffStat is Diff without the hunks: files, line counts, conflicts,

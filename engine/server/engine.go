@@ -25,7 +25,7 @@ type Engine interface {
 	Exec(ctx context.Context, id string, req api.ExecRequest, sio engine.ExecIO) (int, error)
 	Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error)
 
-	Diff(ctx context.Context, id string, paths []string) (api.Diff, error)
+	DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(review.FileDiff) error) (api.Diff, error)
 	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
 	Accept(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)
 	Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)

@@ -183,16 +183,25 @@ func (s *Server) removeSession(w http.ResponseWriter, r *http.Request) {
 	w.WriteHeader(http.StatusNoContent)
 }
 
+// diff streams the session's diff as one JSON object, file by file, so
+// that the engine holds one batch of a large session's files, never all:
+// `{"files":[...],"session":...}`, or with stat=1 `{"stats":[...],...}`
+// (a full diff leaves the stats to the client: they are a summary of the
+// files). Like a patch, a failure after the first byte cuts the response
+// short, so the client sees an error, never a diff that looks whole.
 func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
-	d, err := s.eng.Diff(r.Context(), r.PathValue("id"), r.URL.Query()["path"])
-	if err != nil {
+	stat := r.URL.Query().Get("stat") == "1"
+	dw := newDiffWriter(w, stat)
+	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], stat, dw.file)
+	if err == nil {
+		err = dw.finish(d)
+	}
+	switch {
+	case err != nil && !dw.started:
 		writeError(w, err)
-		return
+	case err != nil:
+		panic(http.ErrAbortHandler)
 	}
-	if r.URL.Query().Get("stat") == "1" {
-		d.Files = nil // Stats carries what a summary shows
-	}
-	writeJSON(w, 200, d)
 }
 
 func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
@@ -213,23 +222,30 @@ func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
 	}
 }
 
-// patchWriter starts a patch response on its first byte. A client that
-// stops reading fails the write after patchStall, so that a patch never
-// holds its session's review lock forever.
+// patchWriter starts a patch response on its first byte.
 type patchWriter struct {
 	w       http.ResponseWriter
 	started bool
 }
-
-const patchStall = time.Minute
 
 func (p *patchWriter) Write(b []byte) (int, error) {
 	if !p.started {
 		p.w.Header().Set("Content-Type", "text/x-diff")
 		p.started = true
 	}
-	http.NewResponseController(p.w).SetWriteDeadline(time.Now().Add(patchStall))
-	return p.w.Write(b)
+	return (&stallWriter{w: p.w}).Write(b)
+}
+
+// stallWriter writes a streamed response. A client that stops reading
+// fails the write after streamStall, so that a patch or a diff never holds
+// its session's review lock forever.
+type stallWriter struct{ w http.ResponseWriter }
+
+const streamStall = time.Minute
+
+func (s *stallWriter) Write(b []byte) (int, error) {
+	http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(streamStall))
+	return s.w.Write(b)
 }
 
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
