@@ -1,0 +1,154 @@
+package meter_test
+
+import (
+	"bufio"
+	"fmt"
+	"os"
+	"os/exec"
+	"path/filepath"
+	"slices"
+	"strings"
+	"syscall"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine/meter"
+)
+
+// unifiedRoot is where this host mounts the cgroup v2 hierarchy
+// (/sys/fs/cgroup on a v2 host, /sys/fs/cgroup/unified on a hybrid one).
+func unifiedRoot(t *testing.T) string {
+	t.Helper()
+	missing := func(why string) {
+		t.Helper()
+		if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") == "1" {
+			t.Fatalf("integration prerequisites missing: %s", why)
+		}
+		t.Skipf("integration test skipped: %s", why)
+	}
+	if testing.Short() {
+		t.Skip("integration test: skipped with -short")
+	}
+	if os.Geteuid() != 0 {
+		missing("needs root to make cgroups")
+	}
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		missing(err.Error())
+	}
+	defer f.Close()
+	sc := bufio.NewScanner(f)
+	for sc.Scan() {
+		// ID PARENT MAJ:MIN ROOT MOUNTPOINT OPTIONS [OPTIONAL...] - FSTYPE SOURCE SUPER
+		fields := strings.Fields(sc.Text())
+		if i := slices.Index(fields, "-"); i > 0 && i+1 < len(fields) && fields[i+1] == "cgroup2" && fields[3] == "/" {
+			return fields[4]
+		}
+	}
+	missing("no cgroup v2 hierarchy is mounted (mount one with `mount -t cgroup2 none /sys/fs/cgroup/unified`)")
+	return ""
+}
+
+// A session's CPU time read from a real cgroup v2 hierarchy, in each
+// driver's layout: a process busy in a container's cgroup below the
+// session's parent is counted, and the count stays once that cgroup is
+// gone, as when a container is removed.
+func TestCgroupV2CPU(t *testing.T) {
+	root := unifiedRoot(t)
+	for _, driver := range []meter.Driver{meter.Cgroupfs, meter.Systemd} {
+		t.Run(string(driver), func(t *testing.T) {
+			l := meter.Layout{Driver: driver, Version: 2, Root: root}
+			id := fmt.Sprintf("test%d%s", os.Getpid(), driver)
+			parent := filepath.Join(root, strings.TrimPrefix(l.Parent(id), "/"))
+			if driver == meter.Systemd { // what systemd makes of airlock-ID.slice
+				parent = filepath.Join(root, "airlock.slice", l.Parent(id))
+			}
+			ctr := filepath.Join(parent, "docker-ctr.scope")
+			if err := os.MkdirAll(ctr, 0o755); err != nil {
+				t.Fatal(err)
+			}
+			t.Cleanup(func() {
+				os.Remove(ctr)
+				os.Remove(parent)
+				os.Remove(filepath.Dir(parent)) // airlock or airlock.slice, if no other test holds it
+			})
+			dir, err := os.Open(ctr)
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer dir.Close()
+			// Born in the container's cgroup (clone3 CLONE_INTO_CGROUP), a
+			// loop of fixed work.
+			cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
+			cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+			if err := cmd.Run(); err != nil {
+				t.Fatal(err)
+			}
+			own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			if err := os.Remove(ctr); err != nil {
+				t.Fatalf("remove the container's cgroup: %v", err)
+			}
+			got, err := l.CPU(id)
+			if err != nil {
+				t.Fatal(err)
+			}
+			// The kernel's rusage is tick-based; the cgroup's count exact.
+			if own < 100*time.Millisecond || got < own-20*time.Millisecond || got > own*2+50*time.Millisecond {
+				t.Errorf("the session's cgroup counts %v for a loop that used %v", got, own)
+			}
+			t.Logf("%s: the session's cgroup counts %v, the loop's rusage %v", l.Parent(id), got, own)
+		})
+	}
+}
+
+// Memory on v2 needs the memory controller in the unified hierarchy; on
+// a hybrid host it is bound to v1 and the unified one has no
+// memory.current to read.
+func TestCgroupV2Memory(t *testing.T) {
+	root := unifiedRoot(t)
+	ctrls, err := os.ReadFile(filepath.Join(root, "cgroup.controllers"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	if !slices.Contains(strings.Fields(string(ctrls)), "memory") {
+		t.Skipf("the memory controller is not in this host's v2 hierarchy (%s has %q): it is bound to cgroup v1", root, strings.TrimSpace(string(ctrls)))
+	}
+	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+		t.Fatal(err)
+	}
+	l := meter.Layout{Driver: meter.Cgroupfs, Version: 2, Root: root}
+	id := fmt.Sprintf("testmem%d", os.Getpid())
+	parent := filepath.Join(root, "airlock", id)
+	ctr := filepath.Join(parent, "ctr")
+	for _, d := range []string{filepath.Dir(parent), parent} {
+		os.Mkdir(d, 0o755)
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
+	}
+	if err := os.Mkdir(ctr, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(ctr); os.Remove(parent); os.Remove(filepath.Dir(parent)) })
+	dir, err := os.Open(ctr)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	// 32 MiB held in a shell variable for a moment.
+	cmd := exec.Command("sh", "-c", `x=$(head -c 33554432 /dev/zero | tr '\0' a); echo ${#x}`)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "33554432" {
+		t.Fatalf("%q, %v", out, err)
+	}
+	m, err := l.Memory(id)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if _, err := os.Stat(filepath.Join(parent, "memory.peak")); err != nil {
+		t.Skipf("this kernel keeps no memory.peak (Linux 5.19 and newer do): memory %+v", m)
+	}
+	if m.Peak < 32<<20 {
+		t.Errorf("memory %+v: want a peak of at least 32 MiB", m)
+	}
+}
