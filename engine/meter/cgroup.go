@@ -154,9 +154,12 @@ func (l Layout) Memory(id string) (Memory, error) {
 
 // Remove deletes a session's cgroups once its containers are gone; what
 // is gone already is fine. Under systemd the slice is a unit, which
-// systemd is asked to stop (stop runs systemctl).
+// systemd is asked to stop: by stop, or by systemctl when stop is nil.
 func (l Layout) Remove(ctx context.Context, id string, stop func(ctx context.Context, unit string) error) error {
 	if l.Driver == Systemd {
+		if stop == nil {
+			stop = stopUnit
+		}
 		return stop(ctx, "airlock-"+id+".slice")
 	}
 	if l.Version == 2 {

@@ -14,7 +14,7 @@ import (
 type Meter struct {
 	docker Docker
 	root   string
-	stop   func(ctx context.Context, unit string) error
+	stop   func(ctx context.Context, unit string) error // nil: systemctl
 
 	mu     sync.Mutex
 	layout *Layout // nil until Docker said
@@ -43,7 +43,7 @@ var ErrUnknownLayout = errors.New("the host's cgroup layout is not known yet: Do
 // New returns a meter over cgroups mounted at root (DefaultRoot on a real
 // host), asking d how Docker uses them.
 func New(d Docker, root string) *Meter {
-	return &Meter{docker: d, root: root, stop: stopUnit, looks: map[string]*looks{}}
+	return &Meter{docker: d, root: root, looks: map[string]*looks{}}
 }
 
 // Layout is the host's cgroup layout, asking Docker if it has not said

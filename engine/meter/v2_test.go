@@ -49,6 +49,19 @@ func unifiedRoot(t *testing.T) string {
 	return ""
 }
 
+// ownRoot is a cgroup of the test's own below a v2 hierarchy, standing in
+// for the hierarchy's root: the engines of other tests keep their
+// sessions in the real root's airlock/.
+func ownRoot(t *testing.T, unified string) string {
+	t.Helper()
+	root := filepath.Join(unified, fmt.Sprintf("airlock-meter-test-%d", os.Getpid()))
+	if err := os.Mkdir(root, 0o755); err != nil && !os.IsExist(err) {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.Remove(root) })
+	return root
+}
+
 // A session's CPU time read from a real cgroup v2 hierarchy, in each
 // driver's layout: a process busy in a container's cgroup below the
 // session's parent is counted, and the count stays once that cgroup is
@@ -57,21 +70,17 @@ func TestCgroupV2CPU(t *testing.T) {
 	root := unifiedRoot(t)
 	for _, driver := range []meter.Driver{meter.Cgroupfs, meter.Systemd} {
 		t.Run(string(driver), func(t *testing.T) {
-			l := meter.Layout{Driver: driver, Version: 2, Root: root}
+			l := meter.Layout{Driver: driver, Version: 2, Root: ownRoot(t, root)}
 			id := fmt.Sprintf("test%d%s", os.Getpid(), driver)
-			parent := filepath.Join(root, strings.TrimPrefix(l.Parent(id), "/"))
+			parent := filepath.Join(l.Root, strings.TrimPrefix(l.Parent(id), "/"))
 			if driver == meter.Systemd { // what systemd makes of airlock-ID.slice
-				parent = filepath.Join(root, "airlock.slice", l.Parent(id))
+				parent = filepath.Join(l.Root, "airlock.slice", l.Parent(id))
 			}
 			ctr := filepath.Join(parent, "docker-ctr.scope")
 			if err := os.MkdirAll(ctr, 0o755); err != nil {
 				t.Fatal(err)
 			}
-			t.Cleanup(func() {
-				os.Remove(ctr)
-				os.Remove(parent)
-				os.Remove(filepath.Dir(parent)) // airlock or airlock.slice, if no other test holds it
-			})
+			t.Cleanup(func() { os.Remove(ctr); os.Remove(parent); os.Remove(filepath.Dir(parent)) })
 			dir, err := os.Open(ctr)
 			if err != nil {
 				t.Fatal(err)
@@ -113,12 +122,15 @@ func TestCgroupV2Memory(t *testing.T) {
 	if !slices.Contains(strings.Fields(string(ctrls)), "memory") {
 		t.Skipf("the memory controller is not in this host's v2 hierarchy (%s has %q): it is bound to cgroup v1", root, strings.TrimSpace(string(ctrls)))
 	}
-	if err := os.WriteFile(filepath.Join(root, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
-		t.Fatal(err)
+	own := ownRoot(t, root)
+	for _, d := range []string{root, own} {
+		if err := os.WriteFile(filepath.Join(d, "cgroup.subtree_control"), []byte("+memory"), 0); err != nil {
+			t.Fatal(err)
+		}
 	}
-	l := meter.Layout{Driver: meter.Cgroupfs, Version: 2, Root: root}
+	l := meter.Layout{Driver: meter.Cgroupfs, Version: 2, Root: own}
 	id := fmt.Sprintf("testmem%d", os.Getpid())
-	parent := filepath.Join(root, "airlock", id)
+	parent := filepath.Join(own, "airlock", id)
 	ctr := filepath.Join(parent, "ctr")
 	for _, d := range []string{filepath.Dir(parent), parent} {
 		os.Mkdir(d, 0o755)
