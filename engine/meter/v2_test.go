@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/engine/meter"
 )
 
@@ -19,22 +20,15 @@ import (
 // (/sys/fs/cgroup on a v2 host, /sys/fs/cgroup/unified on a hybrid one).
 func unifiedRoot(t *testing.T) string {
 	t.Helper()
-	missing := func(why string) {
-		t.Helper()
-		if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") == "1" {
-			t.Fatalf("integration prerequisites missing: %s", why)
-		}
-		t.Skipf("integration test skipped: %s", why)
-	}
 	if testing.Short() {
 		t.Skip("integration test: skipped with -short")
 	}
 	if os.Geteuid() != 0 {
-		missing("needs root to make cgroups")
+		enginetest.Missing(t, "needs root to make cgroups")
 	}
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
-		missing(err.Error())
+		enginetest.Missing(t, err.Error())
 	}
 	defer f.Close()
 	sc := bufio.NewScanner(f)
@@ -45,7 +39,7 @@ func unifiedRoot(t *testing.T) string {
 			return fields[4]
 		}
 	}
-	missing("no cgroup v2 hierarchy is mounted (mount one with `mount -t cgroup2 none /sys/fs/cgroup/unified`)")
+	enginetest.Missing(t, "no cgroup v2 hierarchy is mounted (mount one with `mount -t cgroup2 none /sys/fs/cgroup/unified`)")
 	return ""
 }
 
@@ -60,6 +54,24 @@ func ownRoot(t *testing.T, unified string) string {
 	}
 	t.Cleanup(func() { os.Remove(root) })
 	return root
+}
+
+// runIn runs a shell script born in a v2 cgroup (clone3
+// CLONE_INTO_CGROUP) and returns its output and how it ended.
+func runIn(t *testing.T, cgroup, script string) (string, *os.ProcessState) {
+	t.Helper()
+	dir, err := os.Open(cgroup)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer dir.Close()
+	cmd := exec.Command("sh", "-c", script)
+	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
+	out, err := cmd.Output()
+	if err != nil {
+		t.Fatalf("%s in %s: %v", script, cgroup, err)
+	}
+	return string(out), cmd.ProcessState
 }
 
 // A session's CPU time read from a real cgroup v2 hierarchy, in each
@@ -81,19 +93,9 @@ func TestCgroupV2CPU(t *testing.T) {
 				t.Fatal(err)
 			}
 			t.Cleanup(func() { os.Remove(ctr); os.Remove(parent); os.Remove(filepath.Dir(parent)) })
-			dir, err := os.Open(ctr)
-			if err != nil {
-				t.Fatal(err)
-			}
-			defer dir.Close()
-			// Born in the container's cgroup (clone3 CLONE_INTO_CGROUP), a
-			// loop of fixed work.
-			cmd := exec.Command("sh", "-c", "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
-			cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
-			if err := cmd.Run(); err != nil {
-				t.Fatal(err)
-			}
-			own := cmd.ProcessState.UserTime() + cmd.ProcessState.SystemTime()
+			// A loop of fixed work in the container's cgroup.
+			_, ps := runIn(t, ctr, "i=0; while [ $i -lt 400000 ]; do i=$((i+1)); done")
+			own := ps.UserTime() + ps.SystemTime()
 			if err := os.Remove(ctr); err != nil {
 				t.Fatalf("remove the container's cgroup: %v", err)
 			}
@@ -142,16 +144,9 @@ func TestCgroupV2Memory(t *testing.T) {
 		t.Fatal(err)
 	}
 	t.Cleanup(func() { os.Remove(ctr); os.Remove(parent); os.Remove(filepath.Dir(parent)) })
-	dir, err := os.Open(ctr)
-	if err != nil {
-		t.Fatal(err)
-	}
-	defer dir.Close()
 	// 32 MiB held in a shell variable for a moment.
-	cmd := exec.Command("sh", "-c", `x=$(head -c 33554432 /dev/zero | tr '\0' a); echo ${#x}`)
-	cmd.SysProcAttr = &syscall.SysProcAttr{UseCgroupFD: true, CgroupFD: int(dir.Fd())}
-	if out, err := cmd.Output(); err != nil || strings.TrimSpace(string(out)) != "33554432" {
-		t.Fatalf("%q, %v", out, err)
+	if out, _ := runIn(t, ctr, `x=$(head -c 33554432 /dev/zero | tr '\0' a); echo ${#x}`); strings.TrimSpace(out) != "33554432" {
+		t.Fatalf("the shell held %q bytes", out)
 	}
 	m, err := l.Memory(id)
 	if err != nil {
