@@ -52,18 +52,17 @@ func Require(t testing.TB) *client.Client {
 // versions of integration suites that still run under -short.
 func Prerequisites(t testing.TB) *client.Client {
 	t.Helper()
-	missing := func(why string) { t.Helper(); Missing(t, why) }
 	if os.Geteuid() != 0 {
-		missing("needs root to mount overlays")
+		Missing(t, "needs root to mount overlays")
 	}
 	d, err := engine.NewDocker()
 	if err != nil {
-		missing("no Docker client: " + err.Error())
+		Missing(t, "no Docker client: "+err.Error())
 	}
 	ctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
 	defer cancel()
 	if _, err := d.Ping(ctx); err != nil {
-		missing("Docker is not running: " + err.Error())
+		Missing(t, "Docker is not running: "+err.Error())
 	}
 	return d
 }
