@@ -125,10 +125,11 @@ func TestHostDocker(t *testing.T) {
 	}
 }
 
-// dockerd starts a second Docker daemon of the test's own (its own data
-// root, sockets and no bridge or firewall rules, so the host's daemon is
-// undisturbed), with prelude run before it in a mount namespace of its
-// own, and returns its client.
+// dockerd starts a second Docker daemon of the test's own, with prelude
+// run before it, and returns its client. The daemon has its own data
+// root and sockets, and its own mount and network namespaces: with
+// --bridge=none a dockerd deletes the docker0 bridge it finds, which in
+// the host's network namespace is the host daemon's.
 func dockerd(t *testing.T, prelude string, args ...string) *client.Client {
 	t.Helper()
 	enginetest.Require(t)
@@ -142,7 +143,7 @@ func dockerd(t *testing.T, prelude string, args ...string) *client.Client {
 	}
 	sock := filepath.Join(dir, "docker.sock")
 	script := "mount --make-rprivate / && " + prelude + ` exec "$0" "$@"`
-	cmd := exec.Command("unshare", append([]string{"-m", "sh", "-c", script, bin,
+	cmd := exec.Command("unshare", append([]string{"--mount", "--net", "sh", "-c", script, bin,
 		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "pid"), "-H", "unix://" + sock,
 		"--bridge=none", "--iptables=false", "--ip6tables=false"}, args...)...)
