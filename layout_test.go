@@ -57,6 +57,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
 		{"engine", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"engine/api", []string{"engine/", "github.com/docker", "github.com/mattn"}},
+		{"engine/meter", []string{"engine", "app", "cmd", "overlay", "review", "github.com/mattn", "github.com/wailsapp"}},
 		{"engine/client", []string{"engine/store", "engine/server", "github.com/docker", "github.com/mattn"}},
 		{"cmd", []string{"app", "github.com/wailsapp"}},
 	}

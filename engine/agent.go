@@ -213,7 +213,7 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 		return code, p.Final(), err
 	}
 
-	cpuStart := sessionCPU(id)
+	cpuStart := e.sessionCPU(id)
 	code, final, err := attempt(t)
 	if err == nil && schema != nil {
 		result, verr := schema.Check(final)
@@ -235,7 +235,7 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 		}
 		turn.Result = result
 	}
-	turn.CPUSeconds = float64(max(0, sessionCPU(id)-cpuStart)) / 1e9
+	turn.CPUSeconds = float64(max(0, e.sessionCPU(id)-cpuStart)) / 1e9
 	turn.ExitCode = &code
 	turn.Final = final
 	turn.Usage = usage

@@ -25,6 +25,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
+	"github.com/airlock/airlock/engine/meter"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -127,6 +128,8 @@ type Engine struct {
 	secretKey      []byte
 	sessionSecrets map[string]map[string]string
 	ca             *egress.CA
+	// meter reads sessions' cgroups (engine/meter).
+	meter Meter
 	// act is the idle watcher's view of sessions (see lifecycle.go).
 	actMu     sync.Mutex
 	act       map[string]*activity
@@ -195,6 +198,11 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	if err := e.openSnapshots(ctx); err != nil {
 		return nil, err
 	}
+	m := meter.New(docker, meter.DefaultRoot)
+	if _, err := m.Layout(ctx); err != nil { // asked again at the next create
+		e.log.Warn("Docker did not say how it uses cgroups: sessions are metered once it does", "err", err)
+	}
+	e.meter = m
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}

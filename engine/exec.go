@@ -108,7 +108,8 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		sio.Started(cmdID)
 	}
 	rc := newRecorder(e.store, cmdID)
-	rc.cpuStart, rc.session = sessionCPU(rec.ID), rec.ID
+	cpuStart := e.sessionCPU(rec.ID)
+	rc.cpuUsed = func() int64 { return max(0, e.sessionCPU(rec.ID)-cpuStart) }
 
 	if sio.Stdin != nil && req.Stdin {
 		go func() {
@@ -248,9 +249,8 @@ type recorder struct {
 	dirty bool
 	code  *int
 	done  chan struct{}
-	// The session's CPU at the start, to record what the command used.
-	session  string
-	cpuStart int64
+	// cpuUsed is the session's CPU ns since the command started.
+	cpuUsed func() int64
 }
 
 func newRecorder(st *store.Store, id int64) *recorder {
@@ -318,16 +318,10 @@ func (r *recorder) finish(code *int, state string) {
 	r.mu.Unlock()
 	ctx := context.Background()
 	r.st.SetOutput(ctx, r.id, out, cut)
-	if r.session != "" {
-		r.st.SetCommandCPU(ctx, r.id, max(0, sessionCPU(r.session)-r.cpuStart))
+	if r.cpuUsed != nil {
+		r.st.SetCommandCPU(ctx, r.id, r.cpuUsed())
 	}
 	r.st.FinishCommand(ctx, r.id, state, code, time.Now())
-}
-
-// sessionCPU is the session's CPU ns so far (0 if unknown).
-func sessionCPU(id string) int64 {
-	ns, _ := cgroupCPU(id)
-	return ns
 }
 
 func (r *recorder) exitCode() *int {

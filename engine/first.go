@@ -95,7 +95,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		sio.Started(cmdID)
 	}
 	rc := newRecorder(e.store, cmdID)
-	rc.session = sess.ID // from 0: the command started with the container
+	rc.cpuUsed = func() int64 { return e.sessionCPU(sess.ID) } // from 0: the command started with the container
 	_, done, _ := e.working(context.WithoutCancel(ctx), sess.ID)
 	stdout := &detachable{w: sio.Stdout}
 	stderr := &detachable{w: sio.Stderr}

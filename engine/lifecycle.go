@@ -3,14 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
-	"os"
-	"path/filepath"
-	"strconv"
 	"strings"
 	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/meter"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/docker/docker/api/types/container"
@@ -32,18 +30,11 @@ const idleCPU = 0.02
 type activity struct {
 	busy     int       // commands and turns running (through this engine)
 	lastBusy time.Time // last time it was busy or touched
-	lastCPU  int64     // cgroup CPU ns at the last look
-	lastLook time.Time
-	// history is the session's CPU time at each look, the last hour.
-	history []api.CPUSample
 	// gate orders new work against the watcher's pauses: work marks
 	// itself busy under it, and the watcher decides and pauses under it,
 	// so work never starts in a session being paused.
 	gate sync.Mutex
 }
-
-// historyLen keeps an hour of looks at the default interval.
-const historyLen = 360
 
 func (e *Engine) activityOf(id string) *activity {
 	e.actMu.Lock()
@@ -75,7 +66,7 @@ func (e *Engine) working(ctx context.Context, id string) (store.Session, func(),
 	if err != nil {
 		return rec, nil, err
 	}
-	if why := e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID); why != "" {
+	if why := e.overBudget(rec); why != "" {
 		return rec, nil, errdefs.Conflictf("session %s reached %s: raise it with `airlock budget %s --cpu DURATION` or `--cost USD`", rec.ID, why, rec.ID)
 	}
 	if l := e.liveSession(rec.ID); l != nil {
@@ -223,25 +214,17 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			timeout = e.defs().IdleTimeout
 		}
 		a := e.activityOf(r.ID)
-		cpu, _ := cgroupCPU(r.ID)
+		used, looked := e.meter.Look(r.ID, now)
 		e.actMu.Lock()
-		if !a.lastLook.IsZero() {
-			used := float64(cpu-a.lastCPU) / float64(now.Sub(a.lastLook).Nanoseconds())
-			if used >= idleCPU {
-				a.lastBusy = now // a process is working in there
-			}
-		}
-		a.lastCPU, a.lastLook = cpu, now
-		a.history = append(a.history, api.CPUSample{Time: now, CPUSeconds: float64(cpu) / 1e9})
-		if len(a.history) > historyLen {
-			a.history = append(a.history[:0], a.history[len(a.history)-historyLen:]...)
+		if looked && used >= idleCPU {
+			a.lastBusy = now // a process is working in there
 		}
 		if a.busy > 0 {
 			a.lastBusy = now
 		}
 		idleFor := now.Sub(a.lastBusy)
 		e.actMu.Unlock()
-		if why := e.overBudget(r.CPUBudget, r.CostBudget, r.ID); why != "" {
+		if why := e.overBudget(r); why != "" {
 			if err := e.pause(ctx, r.ID, r.ContainerID, r.State, "reached "+why); err != nil {
 				e.log.Warn("pause a session over budget", "session", r.ID, "err", err)
 			}
@@ -262,53 +245,6 @@ func (e *Engine) checkIdle(ctx context.Context) {
 	}
 }
 
-// cgroupParent is where a session's containers' cgroups live: its CPU
-// and memory totals outlive any one container.
-func cgroupParent(id string) string { return "/airlock/" + id }
-
-// cgroupCPU reads a session's CPU time (ns) from its cgroup: cgroup v1's
-// cpuacct.usage, or v2's cpu.stat.
-func cgroupCPU(id string) (int64, error) {
-	if b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup/cpuacct", cgroupParent(id), "cpuacct.usage")); err == nil {
-		return strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-	}
-	b, err := os.ReadFile(filepath.Join("/sys/fs/cgroup", cgroupParent(id), "cpu.stat"))
-	if err != nil {
-		return 0, err
-	}
-	for _, l := range strings.Split(string(b), "\n") {
-		if v, ok := strings.CutPrefix(l, "usage_usec "); ok {
-			n, err := strconv.ParseInt(v, 10, 64)
-			return n * 1000, err
-		}
-	}
-	return 0, os.ErrNotExist
-}
-
-// cgroupMemPeak reads a session's memory peak (bytes).
-func cgroupMemPeak(id string) int64 {
-	for _, p := range []string{
-		filepath.Join("/sys/fs/cgroup/memory", cgroupParent(id), "memory.max_usage_in_bytes"),
-		filepath.Join("/sys/fs/cgroup", cgroupParent(id), "memory.peak"),
-	} {
-		if b, err := os.ReadFile(p); err == nil {
-			n, _ := strconv.ParseInt(strings.TrimSpace(string(b)), 10, 64)
-			return n
-		}
-	}
-	return 0
-}
-
-// removeCgroups deletes a session's cgroup directories (empty once its
-// container is gone).
-func removeCgroups(id string) {
-	entries, _ := os.ReadDir("/sys/fs/cgroup")
-	for _, c := range entries {
-		os.Remove(filepath.Join("/sys/fs/cgroup", c.Name(), cgroupParent(id)))
-	}
-	os.Remove(filepath.Join("/sys/fs/cgroup", cgroupParent(id)))
-}
-
 // Meter reports what a session used.
 func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
 	rec, err := e.store.Session(ctx, id)
@@ -316,22 +252,22 @@ func (e *Engine) Meter(ctx context.Context, id string) (api.Meter, error) {
 		return api.Meter{}, err
 	}
 	m := api.Meter{Session: rec.ID, Rate: e.defs().CostPerCoreHour}
-	if ns, err := cgroupCPU(rec.ID); err == nil {
-		m.CPUSeconds = float64(ns) / 1e9
+	used, _ := e.meter.CPU(rec.ID) // 0 when unknown
+	m.CPUSeconds, m.CostUSD = used.Seconds(), meter.Cost(used, m.Rate)
+	if mem, err := e.meter.Memory(rec.ID); err == nil {
+		m.MemoryPeak = mem.Peak
 	}
-	m.MemoryPeak = cgroupMemPeak(rec.ID)
 	if l := e.liveSession(rec.ID); l != nil {
 		if u, err := l.ws.Usage(); err == nil {
 			m.WorkspaceBytes = u.Used
 		}
 	}
 	m.EgressOut, m.EgressIn, _ = e.store.EgressBytes(ctx, rec.ID)
-	m.CostUSD = m.CPUSeconds / 3600 * m.Rate
 	m.CPUBudgetSeconds, m.CostBudget = rec.CPUBudget.Seconds(), rec.CostBudget
-	a := e.activityOf(rec.ID)
-	e.actMu.Lock()
-	m.History = append([]api.CPUSample{}, a.history...)
-	e.actMu.Unlock()
+	m.History = []api.CPUSample{}
+	for _, s := range e.meter.History(rec.ID) {
+		m.History = append(m.History, api.CPUSample{Time: s.Time, CPUSeconds: s.CPU.Seconds()})
+	}
 	return m, nil
 }
 
@@ -350,23 +286,16 @@ func (e *Engine) idleFor(id string) time.Duration {
 
 // overBudget says, in words, which budget of the session its use has
 // reached ("" if none).
-func (e *Engine) overBudget(cpuBudget time.Duration, costBudget float64, id string) string {
-	if cpuBudget <= 0 && costBudget <= 0 {
+func (e *Engine) overBudget(rec store.Session) string {
+	b := meter.Budget{CPU: rec.CPUBudget, Cost: rec.CostBudget}
+	if !b.Set() {
 		return ""
 	}
-	ns, err := cgroupCPU(id)
+	used, err := e.meter.CPU(rec.ID)
 	if err != nil {
 		return ""
 	}
-	used := time.Duration(ns)
-	if cpuBudget > 0 && used >= cpuBudget {
-		return fmt.Sprintf("its CPU budget (%s used of %s)", used.Round(time.Second), cpuBudget)
-	}
-	cost := used.Hours() * e.defs().CostPerCoreHour
-	if costBudget > 0 && cost >= costBudget {
-		return fmt.Sprintf("its cost budget ($%.4f of $%.2f)", cost, costBudget)
-	}
-	return ""
+	return b.Reached(used, e.defs().CostPerCoreHour)
 }
 
 // SetBudgets changes a session's budgets; if that leaves a session paused
@@ -391,7 +320,7 @@ func (e *Engine) SetBudgets(ctx context.Context, id string, b api.Budgets) (api.
 	if err := e.store.SetBudgets(ctx, rec.ID, rec.CPUBudget, rec.CostBudget); err != nil {
 		return api.Session{}, err
 	}
-	if rec.State == api.StatePaused && e.overBudget(rec.CPUBudget, rec.CostBudget, rec.ID) == "" {
+	if rec.State == api.StatePaused && e.overBudget(rec) == "" {
 		life, _ := e.store.Lifecycle(ctx, rec.ID)
 		if n := len(life); n > 0 && strings.HasPrefix(life[n-1].Reason, "reached its") {
 			if err := e.resume(ctx, rec.ID, rec.ContainerID, "budget raised"); err != nil {

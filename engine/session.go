@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
+	"github.com/airlock/airlock/engine/meter"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
@@ -91,11 +92,10 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 			SecurityOpt: []string{"no-new-privileges"},
 			Tmpfs:       map[string]string{homePath: "mode=1777,size=512m"},
 			Resources: container.Resources{
-				CgroupParent: cgroupParent(rec.ID),
-				NanoCPUs:     int64(rec.Limits.CPUs * 1e9),
-				Memory:       rec.Limits.Memory,
-				MemorySwap:   rec.Limits.Memory, // no swap: the cap is real
-				PidsLimit:    &pids,
+				NanoCPUs:   int64(rec.Limits.CPUs * 1e9),
+				Memory:     rec.Limits.Memory,
+				MemorySwap: rec.Limits.Memory, // no swap: the cap is real
+				PidsLimit:  &pids,
 			},
 		}
 }
@@ -277,6 +277,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	}
 	tCreate := time.Now()
 	cfg, hostCfg := e.containerSpec(rec, cmd, ws.Merged(), gw)
+	if hostCfg.CgroupParent, err = e.meter.CgroupParent(ctx, rec.ID); err != nil {
+		return api.Session{}, dockerError("ask Docker how it manages cgroups", err)
+	}
 	if first != nil {
 		cfg.Labels[labelFirst] = "1"
 		// The first command's output goes to its caller, not to a log.
@@ -547,7 +550,9 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 		removeNetwork(rec.Network)
 	}
 	if len(errs) == 0 {
-		removeCgroups(rec.ID)
+		if err := e.meter.Remove(ctx, rec.ID); err != nil {
+			e.log.Warn("remove a session's cgroups", "session", rec.ID, "err", err)
+		}
 	}
 	if len(errs) == 0 { // never unmount under a live container
 		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
@@ -632,9 +637,8 @@ func (e *Engine) view(ctx context.Context, r store.Session, count bool) api.Sess
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = e.defs().IdleTimeout
 	}
-	if ns, err := cgroupCPU(r.ID); err == nil {
-		s.CPUSeconds = float64(ns) / 1e9
-		s.CostUSD = s.CPUSeconds / 3600 * e.defs().CostPerCoreHour
+	if used, err := e.meter.CPU(r.ID); err == nil {
+		s.CPUSeconds, s.CostUSD = used.Seconds(), meter.Cost(used, e.defs().CostPerCoreHour)
 	}
 	if r.State == api.StateRunning {
 		s.IdleFor = e.idleFor(r.ID).Round(time.Second)
@@ -805,6 +809,10 @@ func (e *Engine) recreate(ctx context.Context, r *store.Session, merged string) 
 		}
 	}
 	cfg, hostCfg := e.containerSpec(*r, keepAlive, merged, gw)
+	var err error
+	if hostCfg.CgroupParent, err = e.meter.CgroupParent(ctx, r.ID); err != nil {
+		return err
+	}
 	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+r.ID)
 	if err != nil {
 		return err

@@ -41,6 +41,7 @@ type Engine interface {
 	Resume(ctx context.Context, id string) error
 	Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error)
 	Meter(ctx context.Context, id string) (api.Meter, error)
+	Usage(ctx context.Context) ([]engine.SessionUse, error)
 	SetBudgets(ctx context.Context, id string, b api.Budgets) (api.Session, error)
 	SetLimits(ctx context.Context, id string, req api.Limits) (api.Session, error)
 

@@ -34,6 +34,7 @@ type Server struct {
 	log     *slog.Logger
 	version api.VersionInfo
 	builds  sync.Mutex // one image build at a time
+	latency latencies  // of review calls, for /metrics (metrics.go)
 	// StartUI, when set, opens the TCP listener with the browser UI and
 	// returns its address (with the token); POST /v1/ui calls it.
 	StartUI func() (string, error)
@@ -68,10 +69,10 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions", s.createSession)
 	m.HandleFunc("GET "+p+"/sessions/{id}", s.getSession)
 	m.HandleFunc("DELETE "+p+"/sessions/{id}", s.removeSession)
-	m.HandleFunc("GET "+p+"/sessions/{id}/diff", s.diff)
-	m.HandleFunc("GET "+p+"/sessions/{id}/patch", s.patch)
-	m.HandleFunc("POST "+p+"/sessions/{id}/accept", s.accept)
-	m.HandleFunc("POST "+p+"/sessions/{id}/discard", s.discard)
+	m.HandleFunc("GET "+p+"/sessions/{id}/diff", s.timed("diff", s.diff))
+	m.HandleFunc("GET "+p+"/sessions/{id}/patch", s.timed("patch", s.patch))
+	m.HandleFunc("POST "+p+"/sessions/{id}/accept", s.timed("accept", s.accept))
+	m.HandleFunc("POST "+p+"/sessions/{id}/discard", s.timed("discard", s.discard))
 	m.HandleFunc("GET "+p+"/sessions/{id}/commands", s.commands)
 	m.HandleFunc("POST "+p+"/sessions/{id}/exec", s.exec)
 	m.HandleFunc("POST "+p+"/run", s.run)

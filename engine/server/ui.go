@@ -17,7 +17,8 @@ import (
 )
 
 // TCP is how the engine answers on a TCP listener: the same API as on
-// the unix socket, and the user interface for a browser, behind a token.
+// the unix socket, the user interface for a browser, and /metrics and
+// /debug/pprof/ for operators (metrics.go), all behind a token.
 //
 // A browser holds the token as a cookie bound to the listener. Since a
 // browser sends cookies to every port of a host and lets any page post a
@@ -44,6 +45,7 @@ type TCP struct {
 // TCPHandler serves the API and the user interface on a TCP listener.
 func (s *Server) TCPHandler(t TCP) http.Handler {
 	api := s.routes()
+	ops := s.opsHandler()
 	var files http.Handler
 	if t.Built {
 		files = http.FileServerFS(t.Assets)
@@ -99,6 +101,10 @@ func (s *Server) TCPHandler(t TCP) http.Handler {
 		}
 		if strings.HasPrefix(r.URL.Path, "/v1/") {
 			api.ServeHTTP(w, r)
+			return
+		}
+		if opsPath(r.URL.Path) {
+			ops.ServeHTTP(w, r)
 			return
 		}
 		if files == nil {
