@@ -62,8 +62,9 @@ func parsePatch(r io.Reader) ([]*gitdiff.File, error) {
 				*name = strings.TrimPrefix(strings.TrimPrefix(*name, "a/"), "b/")
 			}
 			c, err := CleanPath(*name)
-			if err != nil {
-				return nil, err
+			var pe *PathError
+			if errors.As(err, &pe) {
+				return nil, &PathError{Path: pe.Path, Reason: "in the patch: " + pe.Reason + "; nothing was accepted"}
 			}
 			if c == "." || slices.Contains(strings.Split(c, "/"), ".git") {
 				return nil, &PathError{Path: *name, Reason: "not a file of the project's working tree (.git is never part of a session's changes)"}
@@ -269,7 +270,7 @@ func applyErr(name string, err error, what string) error {
 		at = fmt.Sprintf(" at line %d", ae.Line)
 	}
 	if errors.Is(err, &gitdiff.Conflict{}) {
-		return notApplied(name, "%s does not match the project's file%s (%v)", what, at, errors.Unwrap(err))
+		return notApplied(name, "%s does not match the project's file%s", what, at)
 	}
 	return invalidPatch(name, "%s cannot be applied%s: %v", what, at, err)
 }
@@ -283,7 +284,7 @@ func notApplied(name, format string, args ...any) error {
 
 // invalidPatch is a patch that is wrong in itself.
 func invalidPatch(name, format string, args ...any) error {
-	return &PathError{Path: name, Reason: "in the patch: " + fmt.Sprintf(format, args...) + "; nothing was accepted"}
+	return &PathError{Path: name, Reason: "in the patch: " + fmt.Sprintf(format, args...) + "; nothing was accepted: fix the patch, or make it again with `airlock diff ID --patch`"}
 }
 
 // gitType is the type of a git mode.
