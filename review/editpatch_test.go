@@ -61,29 +61,22 @@ func bigBinary() []byte {
 	return b
 }
 
-func runGit(t *testing.T, dir string, args ...string) string {
-	t.Helper()
-	cmd := exec.Command("git", append([]string{"-c", "user.name=t", "-c", "user.email=t@example.com", "-c", "core.quotepath=off"}, args...)...)
-	cmd.Dir = dir
-	out, err := cmd.Output()
-	if err != nil {
-		t.Fatalf("git %v: %v", args, err)
-	}
-	return string(out)
-}
-
 // gitPatch makes the scenario in a git repository of its own and returns
 // what `git diff --binary` with rename and copy detection says of it, and
 // the directory with the result.
 func gitPatch(t *testing.T) (string, string) {
 	g := t.TempDir()
 	editProject(t, g)
-	runGit(t, g, "init", "-q")
-	runGit(t, g, "add", "-A")
-	runGit(t, g, "commit", "-qm", "base")
+	git(t, g, "init", "-q")
+	git(t, g, "add", "-A")
+	git(t, g, "commit", "-qm", "base")
 	editScenario(t, g)
-	runGit(t, g, "add", "-A")
-	return runGit(t, g, "diff", "--cached", "--binary", "-M", "--find-copies-harder"), g
+	git(t, g, "add", "-A")
+	diff := exec.Command("git", "diff", "--cached", "--binary", "-M", "--find-copies-harder")
+	diff.Dir = g
+	out, err := diff.Output()
+	must(t, err)
+	return string(out), g
 }
 
 // editSession is a session over a fresh project in which the agent made
