@@ -212,6 +212,46 @@ func TestAcceptEditedPatchWithBinaryAndRename(t *testing.T) {
 	delete(want, "old.txt")
 	want["moved/new.txt"] = fmt.Sprintf("%v %q", fs.FileMode(0o644), numbered(20, map[int]string{10: "renamed and edited\n"}))
 	sameTrees(t, snapshot(t, p), want)
+	// The dropped hunk is still the session's, and the next diff shows it alone.
+	after, err := review.Review(l)
+	must(t, err)
+	for _, d := range after {
+		if d.Path == "text.txt" && (len(d.Hunks) != 1 || !strings.Contains(strings.Join(d.Hunks[0].Lines, ""), "+agent twenty-eight")) {
+			t.Errorf("text.txt after the edited patch: %+v", d.Hunks)
+		}
+		if d.Path == "img.bin" || d.Path == "moved/new.txt" {
+			t.Errorf("%s is still a change after it was accepted", d.Path)
+		}
+	}
+}
+
+// A patch never reads or writes through a symlink in the project, even
+// where the session replaced that symlink with a directory.
+func TestAcceptPatchThroughSymlink(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "proj")
+	outside := t.TempDir()
+	write(t, filepath.Join(outside, "x.txt"), "outside\n", 0o644)
+	must(t, os.MkdirAll(p, 0o755))
+	must(t, os.Symlink(outside, filepath.Join(p, "lnk")))
+	ws := mountWS(t, p)
+	m := ws.Merged()
+	must(t, os.Remove(filepath.Join(m, "lnk")))
+	write(t, filepath.Join(m, "lnk/x.txt"), "session\n", 0o644)
+	l := review.Layers{Upper: ws.Upper(), Project: p}
+	diffs, err := review.Review(l)
+	must(t, err)
+	for _, patch := range []string{
+		"diff --git a/lnk/x.txt b/lnk/x.txt\n--- a/lnk/x.txt\n+++ b/lnk/x.txt\n@@ -1 +1 @@\n-outside\n+session\n",
+		"diff --git a/lnk/x.txt b/lnk/x.txt\nnew file mode 100644\n--- /dev/null\n+++ b/lnk/x.txt\n@@ -0,0 +1 @@\n+session\n",
+	} {
+		_, err := review.Accept(l, diffs, review.Selection{Patch: patch}, journal(t))
+		if err == nil || !strings.Contains(err.Error(), "symlink") {
+			t.Errorf("a patch through the project's symlink: %v", err)
+		}
+		if got := read(t, filepath.Join(outside, "x.txt")); got != "outside\n" {
+			t.Fatalf("written through the symlink: %q", got)
+		}
+	}
 }
 
 // Hostile and stale patches are refused whole, with an error that says
