@@ -41,7 +41,7 @@ test: setup build lint desktop-check ui-test
 FUZZTIME ?= 10s
 fuzz:
 	for f in FuzzHunks FuzzParsePatch FuzzPathResolution; do \
-		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./review || exit 1; \
+		$(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./review || exit 1; \
 	done
 	$(GO) test -run '^$$' -fuzz '^FuzzParseLine$$' -fuzztime $(FUZZTIME) ./harness
 	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./confined

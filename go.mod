@@ -3,6 +3,7 @@ module github.com/airlock/airlock
 go 1.26.8
 
 require (
+	github.com/bluekeyes/go-gitdiff v0.9.0
 	github.com/bmatcuk/doublestar/v4 v4.10.4
 	github.com/chromedp/chromedp v0.15.1
 	github.com/coder/websocket v1.8.15

@@ -1,8 +1,11 @@
 package review
 
 import (
+	"bytes"
+	"io/fs"
 	"os"
 	"path/filepath"
+	"slices"
 	"strings"
 	"testing"
 
@@ -37,29 +40,60 @@ func FuzzHunks(f *testing.F) {
 	})
 }
 
-// FuzzParsePatch: any input parses or fails cleanly, and what parses
-// names only clean relative paths.
+// FuzzParsePatch: any input parses or fails cleanly; what parses names
+// only clean relative paths outside .git; applying it to a small project
+// (text, binary and symlink) fails cleanly or touches only clean paths and
+// never writes more than an edited patch may.
 func FuzzParsePatch(f *testing.F) {
 	f.Add("diff --git a/x b/x\n--- a/x\n+++ b/x\n@@ -1 +1 @@\n-a\n+b\n")
 	f.Add("--- /dev/null\n+++ \"b/q\\\"n\"\n@@ -0,0 +1,2 @@\n+1\n+2\n\\ No newline at end of file\n")
 	f.Add("--- a/../etc/passwd\n+++ b/../etc/passwd\n@@ -1 +1 @@\n-a\n+b\n")
+	f.Add("diff --git a/x b/y\nsimilarity index 90%\nrename from x\nrename to y\n--- a/x\n+++ b/y\n@@ -1 +1 @@\n-a\n+c\n")
+	f.Add("diff --git a/x b/x\nold mode 100644\nnew mode 100755\n")
+	f.Add("diff --git a/l b/l\nnew file mode 120000\nindex 0000000..1111111\n--- /dev/null\n+++ b/l\n@@ -0,0 +1 @@\n+x\n\\ No newline at end of file\n")
+	var bin bytes.Buffer
+	bin.WriteString("diff --git a/b.bin b/b.bin\nindex " + blobID([]byte("\x00\x01")) + ".." + blobID([]byte("\x00\x02")) + " 100644\nGIT binary patch\n")
+	binaryLiteral(&bin, []byte("\x00\x02"))
+	binaryLiteral(&bin, []byte("\x00\x01"))
+	f.Add(bin.String())
+	project := map[string]*version{
+		"x":     {t: File, mode: 0o644, data: []byte("a\n")},
+		"b.bin": {t: File, mode: 0o644, data: []byte("\x00\x01")},
+		"l":     {t: Symlink, mode: fs.ModeSymlink | 0o777, data: []byte("x")},
+	}
 	f.Fuzz(func(t *testing.T, s string) {
-		files, err := ParsePatch(strings.NewReader(s))
+		files, err := parsePatch(strings.NewReader(s))
 		if err != nil {
 			return
 		}
+		clean := func(p string) {
+			if c, err := CleanPath(p); err != nil || c != p || c == "." || strings.HasPrefix(p, "/") || slices.Contains(strings.Split(p, "/"), ".git") {
+				t.Fatalf("unclean path %q from %q", p, s)
+			}
+		}
 		for _, pf := range files {
-			for _, p := range []string{pf.OldPath, pf.NewPath} {
-				if p == "" {
-					continue
-				}
-				if c, err := CleanPath(p); err != nil || c != p || strings.HasPrefix(p, "/") {
-					t.Fatalf("unclean path %q from %q", p, s)
+			for _, p := range []string{pf.OldName, pf.NewName} {
+				if p != "" {
+					clean(p)
 				}
 			}
-			for _, h := range pf.Hunks {
-				applyHunks("", []Hunk{h}, func(*Hunk, int) bool { return true })
+		}
+		out, err := applyPatch(files, func(rel string) (*version, error) { return project[rel], nil })
+		if err != nil {
+			return
+		}
+		written := 0
+		for _, r := range out {
+			clean(r.path)
+			if r.from != "" {
+				clean(r.from)
 			}
+			if r.now != nil {
+				written += len(r.now.data)
+			}
+		}
+		if written > maxPatchedBytes {
+			t.Fatalf("the patch wrote %d bytes", written)
 		}
 	})
 }

@@ -1,249 +1,468 @@
 package review
 
 import (
-	"bufio"
+	"bytes"
+	"errors"
 	"fmt"
 	"io"
-	"strconv"
+	"io/fs"
+	"slices"
 	"strings"
+
+	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/bluekeyes/go-gitdiff/gitdiff"
+	"golang.org/x/sys/unix"
 )
 
-// PatchFile is one file's part of a unified diff.
-type PatchFile struct {
-	OldPath string // "" for /dev/null
-	NewPath string // "" for /dev/null
-	Hunks   []Hunk
-}
+// An edited patch (`accept --patch`) is read by go-gitdiff, the parser of
+// git's patch format, and applied here to the project's current files the
+// way `git apply` would: text hunks, binary patches (literal and delta),
+// renames, copies, mode changes, new and deleted files. The patch is
+// hostile input: its size, what it may write and every name in it are
+// bounded or checked before anything reaches Accept.
+const (
+	// maxEditedPatch bounds what parsePatch reads (the engine's request
+	// limit is far lower).
+	maxEditedPatch = 256 << 20
+	// maxPatchedBytes bounds what applying one edited patch produces, all
+	// files together: a few kilobytes of deflated binary data can inflate
+	// to gigabytes.
+	maxPatchedBytes = 64 << 20
+)
 
-// maxPatch bounds what ParsePatch reads.
-const maxPatch = 256 << 20
-
-// ParsePatch reads a unified diff (git's format or plain ---/+++ headers)
-// with text hunks. Binary patches, renames and mode lines are not
-// supported in an edited patch: accept those changes by path.
-func ParsePatch(r io.Reader) ([]PatchFile, error) {
-	sc := bufio.NewScanner(io.LimitReader(r, maxPatch))
-	sc.Buffer(make([]byte, 64<<10), 64<<20)
-	var files []PatchFile
-	var cur *PatchFile
-	var h *Hunk
-	oldLeft, newLeft := 0, 0
-	lineNo := 0
-	fail := func(format string, args ...any) error {
-		return fmt.Errorf("patch line %d: %s", lineNo, fmt.Sprintf(format, args...))
-	}
-	for sc.Scan() {
-		lineNo++
-		line := sc.Text()
-		if h != nil && (oldLeft > 0 || newLeft > 0) {
-			if line == "" {
-				line = " " // some editors drop the space of an empty context line
-			}
-			switch line[0] {
-			case ' ':
-				oldLeft--
-				newLeft--
-			case '-':
-				oldLeft--
-			case '+':
-				newLeft--
-			case '\\':
-				if err := noNewline(h); err != nil {
-					return nil, fail("%v", err)
-				}
-				continue
-			default:
-				return nil, fail("expected a hunk line (' ', '-' or '+'), got %q", clip(line))
-			}
-			if oldLeft < 0 || newLeft < 0 {
-				return nil, fail("hunk %s has more lines than its header says", h.Header())
-			}
-			h.Lines = append(h.Lines, line+"\n")
-			continue
-		}
-		switch {
-		case strings.HasPrefix(line, `\ `):
-			if h == nil {
-				return nil, fail("no-newline marker outside a hunk")
-			}
-			if err := noNewline(h); err != nil {
-				return nil, fail("%v", err)
-			}
-		case strings.HasPrefix(line, "diff --git "):
-			files = append(files, PatchFile{})
-			cur, h = &files[len(files)-1], nil
-		case strings.HasPrefix(line, "--- "):
-			if cur == nil || len(cur.Hunks) > 0 || cur.NewPath != "" {
-				files = append(files, PatchFile{})
-				cur = &files[len(files)-1]
-			}
-			p, err := patchPath(line[4:], "a/")
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			cur.OldPath, h = p, nil
-		case strings.HasPrefix(line, "+++ "):
-			if cur == nil {
-				return nil, fail("+++ without ---")
-			}
-			p, err := patchPath(line[4:], "b/")
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			cur.NewPath = p
-		case strings.HasPrefix(line, "@@ "):
-			if cur == nil || cur.OldPath == "" && cur.NewPath == "" {
-				return nil, fail("hunk before file headers")
-			}
-			nh, err := parseHunkHeader(line)
-			if err != nil {
-				return nil, fail("%v", err)
-			}
-			cur.Hunks = append(cur.Hunks, nh)
-			h = &cur.Hunks[len(cur.Hunks)-1]
-			oldLeft, newLeft = nh.OldLines, nh.NewLines
-		case strings.HasPrefix(line, "GIT binary patch"), strings.HasPrefix(line, "rename "), strings.HasPrefix(line, "old mode"), strings.HasPrefix(line, "new mode"):
-			return nil, fail("%q is not supported in an edited patch: accept that change by path", clip(line))
-		default:
-			// index, mode and similarity lines, and free text between files
-		}
-	}
-	if err := sc.Err(); err != nil {
+// parsePatch reads a patch as git writes it (`airlock diff --patch`, `git
+// diff --binary`) or a plain unified diff with ---/+++ headers. Every name
+// in what it returns is a clean path relative to the project: an absolute
+// name, a ".." or a name inside .git refuses the whole patch.
+func parsePatch(r io.Reader) ([]*gitdiff.File, error) {
+	data, err := io.ReadAll(io.LimitReader(r, maxEditedPatch+1))
+	if err != nil {
 		return nil, err
 	}
-	if h != nil && (oldLeft > 0 || newLeft > 0) {
-		return nil, fmt.Errorf("patch ends inside hunk %s", h.Header())
+	if len(data) > maxEditedPatch {
+		return nil, fmt.Errorf("the patch is larger than %s: accept large files by path and the rest with --patch", sizeStr(maxEditedPatch))
 	}
-	var out []PatchFile
-	for _, f := range files {
-		if f.OldPath != "" || f.NewPath != "" {
-			out = append(out, f)
+	files, _, err := gitdiff.Parse(bytes.NewReader(data))
+	if err != nil {
+		msg := strings.TrimPrefix(err.Error(), "gitdiff: ")
+		if strings.Contains(msg, "miscounts lines") {
+			msg += ": an edited hunk's @@ line must count its lines (old: ' ' and '-' lines, new: ' ' and '+' lines)"
 		}
+		return nil, errors.New("patch " + msg)
+	}
+	// Without git's headers, names keep their a/ and b/ prefixes.
+	plain := !bytes.Contains(data, []byte("diff --git "))
+	for _, f := range files {
+		for _, name := range []*string{&f.OldName, &f.NewName} {
+			if *name == "" {
+				continue
+			}
+			if plain {
+				*name = strings.TrimPrefix(strings.TrimPrefix(*name, "a/"), "b/")
+			}
+			c, err := CleanPath(*name)
+			var pe *PathError
+			if errors.As(err, &pe) {
+				return nil, &PathError{Path: pe.Path, Reason: "in the patch: " + pe.Reason + "; nothing was accepted"}
+			}
+			if c == "." || slices.Contains(strings.Split(c, "/"), ".git") {
+				return nil, &PathError{Path: *name, Reason: "not a file of the project's working tree (.git is never part of a session's changes)"}
+			}
+			*name = c
+		}
+	}
+	return files, nil
+}
+
+// version is one path's file or symlink as an edited patch sees it: its
+// data is nil (and big set) when the project's file is larger than what
+// an edited patch may write, so that only its mode can change.
+type version struct {
+	t    Type
+	mode fs.FileMode
+	data []byte
+	big  bool
+}
+
+// patched is what an edited patch makes of one path of the project.
+type patched struct {
+	path string
+	// from is a rename's source: it leaves the project.
+	from string
+	// orig is the project's version before the patch (nil: none); now is
+	// the patch's (nil: deleted).
+	orig, now *version
+}
+
+// applyPatch applies files, in order, to the project's versions that read
+// gives (nil: nothing there), and returns what each touched path becomes,
+// in the order the patch first touched them. Nothing is written: a hunk
+// that does not match is a conflict (errdefs.Conflict) naming the file and
+// the hunk.
+func applyPatch(files []*gitdiff.File, read func(rel string) (*version, error)) ([]patched, error) {
+	state := map[string]*version{} // path -> its version so far (nil: gone)
+	origs := map[string]*version{}
+	var order []string
+	from := map[string]string{}
+	get := func(p string) (*version, error) {
+		if s, ok := state[p]; ok {
+			return s, nil
+		}
+		s, err := read(p)
+		if err != nil {
+			return nil, err
+		}
+		state[p], origs[p] = s, s
+		order = append(order, p)
+		return s, nil
+	}
+	budget := int64(maxPatchedBytes)
+	for _, f := range files {
+		name := f.NewName
+		if f.IsDelete {
+			name = f.OldName
+		}
+		var src *version
+		if !f.IsNew {
+			var err error
+			if src, err = get(f.OldName); err != nil {
+				return nil, err
+			}
+			switch {
+			case src == nil:
+				return nil, notApplied(f.OldName, "the project has no %s (anymore)", f.OldName)
+			case src.t != File && src.t != Symlink:
+				return nil, notApplied(f.OldName, "the project has a %s there", src.t)
+			case f.OldMode != 0 && gitType(f.OldMode) != src.t:
+				return nil, notApplied(f.OldName, "the patch expects a %s and the project has a %s", gitType(f.OldMode), src.t)
+			}
+		}
+		if f.IsNew || (f.IsRename || f.IsCopy) && f.NewName != f.OldName {
+			dst, err := get(f.NewName)
+			if err != nil {
+				return nil, err
+			}
+			if dst != nil {
+				return nil, notApplied(f.NewName, "the patch creates %s, which the project already has", f.NewName)
+			}
+		}
+		now, err := applyFile(f, src, name, &budget)
+		if err != nil {
+			return nil, err
+		}
+		if f.IsDelete {
+			state[f.OldName] = nil
+			continue
+		}
+		if f.IsRename && f.NewName != f.OldName {
+			state[f.OldName] = nil
+			from[f.NewName] = f.OldName
+			if s, ok := from[f.OldName]; ok { // renamed twice
+				from[f.NewName] = s
+				delete(from, f.OldName)
+			}
+		}
+		state[f.NewName] = now
+	}
+	moved := map[string]bool{}
+	for _, s := range from {
+		moved[s] = true
+	}
+	var out []patched
+	for _, p := range order {
+		now, orig := state[p], origs[p]
+		if from[p] != "" {
+			orig = origs[from[p]]
+		} else if moved[p] && now == nil || sameVersion(orig, now) {
+			continue // a rename's source, or unchanged
+		}
+		out = append(out, patched{path: p, from: from[p], orig: orig, now: now})
 	}
 	return out, nil
 }
 
-func clip(s string) string {
+// applyFile is one file's section applied to src (nil for a new file).
+func applyFile(f *gitdiff.File, src *version, name string, budget *int64) (*version, error) {
+	now := &version{t: File, mode: 0o644}
+	if src != nil {
+		now.t, now.mode = src.t, src.mode
+	}
+	if !f.IsDelete && f.NewMode != 0 {
+		t := gitType(f.NewMode)
+		if t != File && t != Symlink {
+			return nil, invalidPatch(name, "mode %o is neither a file nor a symlink: accept that change by path", uint32(f.NewMode))
+		}
+		// A mode git sees as the project's keeps the project's exact bits.
+		if src == nil || src.t != t || gitMode(src.t, src.mode) != fmt.Sprintf("%o", uint32(f.NewMode)) {
+			now.t, now.mode = t, gitPerm(f.NewMode)
+		}
+	}
+	if len(f.TextFragments) == 0 && f.BinaryFragment == nil {
+		if src != nil {
+			now.data, now.big = src.data, src.big
+		}
+		return now, nil
+	}
+	if src != nil && src.big {
+		return nil, invalidPatch(name, "the project's file is larger than %s, the most an edited patch writes: accept it by path", sizeStr(maxPatchedBytes))
+	}
+	var old []byte
+	if src != nil {
+		old = src.data
+	}
+	if f.IsBinary {
+		// Binary data says nothing about the file it replaces: like git,
+		// apply it only to the very file the patch names by its full id.
+		if !f.IsNew && (len(f.OldOIDPrefix) != len(zeroID) || f.OldOIDPrefix != blobID(old)) {
+			if len(f.OldOIDPrefix) != len(zeroID) {
+				return nil, invalidPatch(name, "a binary patch needs its full index line (as `git diff --binary` and `airlock diff --patch` write it)")
+			}
+			return nil, notApplied(name, "the patch's binary data was made against another version of %s", name)
+		}
+		if f.BinaryFragment == nil {
+			return nil, invalidPatch(name, "the patch says binary files differ but carries no binary data: make it with `git diff --binary` or `airlock diff ID --patch`")
+		}
+	}
+	var out bytes.Buffer
+	w := &cappedWriter{w: &out, left: *budget}
+	if f.IsBinary {
+		a := gitdiff.NewBinaryApplier(w, bytes.NewReader(old), gitdiff.WithMaxBinaryFragmentBytes(*budget))
+		if err := a.ApplyFragment(f.BinaryFragment); err != nil {
+			return nil, applyErr(name, err, "the binary data")
+		}
+		if len(f.NewOIDPrefix) == len(zeroID) && blobID(out.Bytes()) != f.NewOIDPrefix {
+			return nil, invalidPatch(name, "its binary data does not make the file its index line names (the data was damaged)")
+		}
+	} else {
+		frags := slices.Clone(f.TextFragments)
+		slices.SortStableFunc(frags, func(a, b *gitdiff.TextFragment) int { return int(a.OldPosition - b.OldPosition) })
+		a := gitdiff.NewTextApplier(w, bytes.NewReader(old))
+		for _, frag := range frags {
+			k := slices.Index(f.TextFragments, frag)
+			what := fmt.Sprintf("hunk %d of %d (%s)", k+1, len(f.TextFragments), strings.TrimSpace(clipLine(frag.Header())))
+			if err := a.ApplyFragment(frag); err != nil {
+				return nil, applyErr(name, err, what)
+			}
+		}
+		if err := a.Close(); err != nil {
+			return nil, applyErr(name, err, "the rest of the file")
+		}
+	}
+	*budget -= int64(out.Len())
+	now.data = out.Bytes()
+	if f.IsDelete && len(now.data) > 0 {
+		return nil, notApplied(name, "the patch deletes %s, but the project's file has more than the patch removes", name)
+	}
+	return now, nil
+}
+
+// applyErr turns go-gitdiff's apply error into one that names the file and
+// the hunk and says what to do.
+func applyErr(name string, err error, what string) error {
+	var cw *capError
+	if errors.As(err, &cw) || strings.Contains(err.Error(), "byte limit") {
+		return invalidPatch(name, "it writes more than %s, the most an edited patch writes: accept large files by path", sizeStr(maxPatchedBytes))
+	}
+	var ae *gitdiff.ApplyError
+	at := ""
+	if errors.As(err, &ae) && ae.Line > 0 {
+		at = fmt.Sprintf(" at line %d", ae.Line)
+	}
+	if errors.Is(err, &gitdiff.Conflict{}) {
+		return notApplied(name, "%s does not match the project's file%s", what, at)
+	}
+	return invalidPatch(name, "%s cannot be applied%s: %v", what, at, err)
+}
+
+// notApplied is a patch that does not fit the project as it is now: the
+// project changed since the patch was made, or its edits changed what a
+// hunk expects to find. Nothing was accepted.
+func notApplied(name, format string, args ...any) error {
+	return errdefs.Conflictf("the patch does not apply to the project's %s: %s; nothing was accepted: the project changed since the patch was made, or an edit changed a context or '-' line: make it again with `airlock diff ID --patch` and redo your edits", name, fmt.Sprintf(format, args...))
+}
+
+// invalidPatch is a patch that is wrong in itself.
+func invalidPatch(name, format string, args ...any) error {
+	return &PathError{Path: name, Reason: "in the patch: " + fmt.Sprintf(format, args...) + "; nothing was accepted: fix the patch, or make it again with `airlock diff ID --patch`"}
+}
+
+// gitType is the type of a git mode.
+func gitType(m fs.FileMode) Type {
+	switch m & 0o170000 {
+	case 0o100000:
+		return File
+	case 0o120000:
+		return Symlink
+	case 0o040000:
+		return Dir
+	}
+	return Special
+}
+
+// gitPerm is the permissions a git mode gives a file.
+func gitPerm(m fs.FileMode) fs.FileMode {
+	switch {
+	case gitType(m) == Symlink:
+		return fs.ModeSymlink | 0o777
+	case m&0o111 != 0:
+		return 0o755
+	}
+	return 0o644
+}
+
+func sameVersion(a, b *version) bool {
+	if a == nil || b == nil {
+		return a == b
+	}
+	return a.t == b.t && a.mode == b.mode && a.big == b.big && bytes.Equal(a.data, b.data)
+}
+
+func clipLine(s string) string {
 	if len(s) > 60 {
 		return s[:60] + "..."
 	}
 	return s
 }
 
-// noNewline drops the newline of the hunk's last line.
-func noNewline(h *Hunk) error {
-	if len(h.Lines) == 0 {
-		return fmt.Errorf("no-newline marker before any line")
-	}
-	last := &h.Lines[len(h.Lines)-1]
-	*last = strings.TrimSuffix(*last, "\n")
-	return nil
+// cappedWriter refuses to write past left bytes.
+type cappedWriter struct {
+	w    io.Writer
+	left int64
 }
 
-// patchPath reads a ---/+++ name: /dev/null, a C-quoted name, or a plain
-// one (ended by a tab when followed by a timestamp), without its prefix.
-func patchPath(s, prefix string) (string, error) {
-	if s == "/dev/null" || strings.HasPrefix(s, "/dev/null\t") {
-		return "", nil
+type capError struct{}
+
+func (capError) Error() string { return "over the limit" }
+
+func (c *cappedWriter) Write(p []byte) (int, error) {
+	if int64(len(p)) > c.left {
+		return 0, &capError{}
 	}
-	if strings.HasPrefix(s, `"`) {
-		u, err := unquoteC(s)
-		if err != nil {
-			return "", err
-		}
-		s = u
-	} else if i := strings.IndexByte(s, '\t'); i >= 0 {
-		s = s[:i]
-	}
-	s = strings.TrimPrefix(s, prefix)
-	clean, err := CleanPath(s)
+	c.left -= int64(len(p))
+	return c.w.Write(p)
+}
+
+// planPatch turns an edited patch into items: the project's files as the
+// patch makes them, each one a file the session changed. A patch that does
+// not apply, or applies only in part, is refused whole before anything is
+// written.
+func planPatch(l Layers, diffs []FileDiff, patch string) ([]item, error) {
+	files, err := parsePatch(strings.NewReader(patch))
 	if err != nil {
-		return "", err
-	}
-	return clean, nil
-}
-
-// unquoteC undoes git's C-style quoting of a name.
-func unquoteC(s string) (string, error) {
-	end := strings.LastIndexByte(s, '"')
-	if end <= 0 {
-		return "", fmt.Errorf("unterminated quoted name %q", clip(s))
-	}
-	in := s[1:end]
-	var b strings.Builder
-	for i := 0; i < len(in); i++ {
-		c := in[i]
-		if c != '\\' {
-			b.WriteByte(c)
-			continue
+		var pe *PathError
+		if errors.As(err, &pe) {
+			return nil, err
 		}
-		i++
-		if i >= len(in) {
-			return "", fmt.Errorf("bad escape in %q", clip(s))
-		}
-		switch in[i] {
-		case 'n':
-			b.WriteByte('\n')
-		case 't':
-			b.WriteByte('\t')
-		case 'a':
-			b.WriteByte('\a')
-		case 'b':
-			b.WriteByte('\b')
-		case 'f':
-			b.WriteByte('\f')
-		case 'r':
-			b.WriteByte('\r')
-		case 'v':
-			b.WriteByte('\v')
-		case '"', '\\':
-			b.WriteByte(in[i])
-		default:
-			if i+2 < len(in) {
-				if v, err := strconv.ParseUint(in[i:i+3], 8, 8); err == nil {
-					b.WriteByte(byte(v))
-					i += 2
-					continue
-				}
+		return nil, &PathError{Path: "--patch", Reason: err.Error()}
+	}
+	if len(files) == 0 {
+		return nil, &PathError{Path: "--patch", Reason: "the patch has no file in it: give an edited `airlock diff ID --patch`"}
+	}
+	project, err := confined.OpenRoot(l.Project)
+	if err != nil {
+		return nil, err
+	}
+	defer project.Close()
+	results, err := applyPatch(files, func(rel string) (*version, error) { return readVersion(project, rel) })
+	if err != nil {
+		return nil, err
+	}
+	if len(results) == 0 {
+		return nil, &PathError{Path: "--patch", Reason: "the patch changes nothing in the project"}
+	}
+	items := make([]item, 0, len(results))
+	for _, r := range results {
+		for _, p := range []string{r.path, r.from} {
+			if p != "" && !sessionChanged(diffs, p) {
+				return nil, &NotFoundError{What: fmt.Sprintf("the patch changes %s, which the session did not change: an edited patch may only narrow or edit the session's changes", p)}
 			}
-			return "", fmt.Errorf("bad escape in %q", clip(s))
 		}
+		d := findDiff(diffs, r.path)
+		if r.now != nil && r.now.t == Symlink && (d == nil || d.Type != Symlink) {
+			return nil, &PathError{Path: r.path, Reason: "the patch makes it a symlink and the session did not: accept the session's change by path"}
+		}
+		items = append(items, patchItem(r, d))
 	}
-	return b.String(), nil
+	return items, nil
 }
 
-func parseHunkHeader(line string) (Hunk, error) {
-	var h Hunk
-	rest := strings.TrimPrefix(line, "@@ ")
-	end := strings.Index(rest, " @@")
-	if end < 0 {
-		return h, fmt.Errorf("bad hunk header %q", clip(line))
+// patchItem is the accept of one path as a patch made it: its content is
+// written whole (renamed first, when it moved).
+func patchItem(r patched, d *FileDiff) item {
+	c := Change{Path: r.path, From: r.from}
+	if r.orig != nil {
+		c.OldType, c.OldMode = r.orig.t, r.orig.mode
 	}
-	parts := strings.Fields(rest[:end])
-	if len(parts) != 2 || !strings.HasPrefix(parts[0], "-") || !strings.HasPrefix(parts[1], "+") {
-		return h, fmt.Errorf("bad hunk header %q", clip(line))
+	if r.now == nil {
+		c.Kind = Deleted
+		return item{d: &FileDiff{Change: c}, whole: true}
 	}
-	var err error
-	if h.OldStart, h.OldLines, err = parseRange(parts[0][1:]); err != nil {
-		return h, err
+	c.Type, c.Mode = r.now.t, r.now.mode
+	if d != nil && d.Type == c.Type && c.Type == File && c.Mode != c.OldMode && gitMode(File, d.Mode) == gitMode(File, c.Mode) {
+		c.Mode = d.Mode // the session's own bits, as git would write them
 	}
-	if h.NewStart, h.NewLines, err = parseRange(parts[1][1:]); err != nil {
-		return h, err
+	switch {
+	case r.from != "":
+		c.Kind = Renamed
+	case r.orig == nil:
+		c.Kind = Added
+	case c.OldType != c.Type:
+		c.Kind = Replaced
+	case c.Type == File && r.orig.big == r.now.big && bytes.Equal(r.orig.data, r.now.data):
+		c.Kind = Mode
+		return item{d: &FileDiff{Change: c}, whole: true}
+	default:
+		c.Kind = Modified
 	}
-	return h, nil
+	content := string(r.now.data)
+	return item{d: &FileDiff{Change: c}, whole: true, content: &content}
 }
 
-func parseRange(s string) (int, int, error) {
-	a, b, hasLen := strings.Cut(s, ",")
-	start, err := strconv.Atoi(a)
-	if err != nil || start < 0 || start > 1<<30 {
-		return 0, 0, fmt.Errorf("bad hunk range %q", s)
-	}
-	n := 1
-	if hasLen {
-		if n, err = strconv.Atoi(b); err != nil || n < 0 || n > 1<<30 {
-			return 0, 0, fmt.Errorf("bad hunk range %q", s)
+// sessionChanged reports whether the session changed p: a change's path,
+// a rename's source, or a path under a directory the session added,
+// deleted or replaced.
+func sessionChanged(diffs []FileDiff, p string) bool {
+	for i := range diffs {
+		d := &diffs[i]
+		if d.Path == p || d.From == p {
+			return true
+		}
+		if (d.OldType == Dir) != (d.Type == Dir) && strings.HasPrefix(p, d.Path+"/") {
+			return true
 		}
 	}
-	return start, n, nil
+	return false
+}
+
+// readVersion reads the project's rel for an edited patch, beneath the
+// project root and never through a symlink: nil when nothing is there.
+func readVersion(project *confined.Root, rel string) (*version, error) {
+	fi, err := project.Lstat(rel)
+	switch {
+	case errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR):
+		return nil, nil
+	case errors.Is(err, confined.ErrSymlink) || errors.Is(err, confined.ErrEscape):
+		return nil, &PathError{Path: rel, Reason: "the project reaches it through a symlink: an edited patch never writes through one; accept the session's change by path, or move the symlink"}
+	case err != nil:
+		return nil, err
+	}
+	v := &version{t: typeOf(fi.Mode()), mode: fi.Mode()}
+	switch v.t {
+	case Symlink:
+		target, err := project.Readlink(rel)
+		v.data = []byte(target)
+		return v, err
+	case File:
+		if fi.Size() > maxPatchedBytes {
+			v.big = true
+			return v, nil
+		}
+		v.data, err = project.ReadFile(rel, maxPatchedBytes)
+		if errors.Is(err, confined.ErrTooLarge) {
+			v.data, v.big, err = nil, true, nil
+		}
+		return v, err
+	}
+	return v, nil
 }

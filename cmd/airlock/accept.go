@@ -49,8 +49,12 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 			"`airlock diff ID --json > r.json`, read it, then `airlock accept ID --reviewed r.json [PATH...]`: a file that changed\n" +
 			"since is refused (nothing is accepted, exit 75) and files added since are left in the session.\n" +
 			"Everything (or a directory) never takes what the policy holds or a scanner flagged; name those paths,\n" +
-			"or add --include-flagged. What is left is named on stderr with its reason (exit 1)."
-		example += "\n  airlock accept 3f2a config.yaml --take agent\n  airlock diff 3f2a --json > r.json && airlock accept 3f2a --reviewed r.json"
+			"or add --include-flagged. What is left is named on stderr with its reason (exit 1).\n\n" +
+			"--patch FILE applies an edited `airlock diff ID --patch` to the project like `git apply`: text hunks, binary files,\n" +
+			"renames, copies, mode changes, new and deleted files, each one the session changed. It is all or nothing: a hunk\n" +
+			"that no longer matches the project refuses the whole patch (exit 75); make it again and redo your edits."
+		example += "\n  airlock accept 3f2a config.yaml --take agent\n  airlock diff 3f2a --json > r.json && airlock accept 3f2a --reviewed r.json" +
+			"\n  airlock diff 3f2a --patch > s.patch && $EDITOR s.patch && airlock accept 3f2a --patch s.patch"
 	}
 	cmd := &cobra.Command{
 		Use:     verb + " ID [PATH...]",
