@@ -107,7 +107,6 @@ func TestCLIConventions(t *testing.T) {
 	follow := exec.Command(c.bin, "logs", "-f", id)
 	follow.Env = c.env
 	var followed safeBuffer
-	followed.mu = make(chan struct{}, 1)
 	follow.Stdout, follow.Stderr = &followed, &followed
 	if err := follow.Start(); err != nil {
 		t.Fatal(err)
@@ -147,7 +146,6 @@ func TestCLIConventions(t *testing.T) {
 		t.Fatal(err)
 	}
 	var screen safeBuffer
-	screen.mu = make(chan struct{}, 1)
 	go io.Copy(&screen, f)
 	waitFor(t, &screen, "[y/N]")
 	f.Write([]byte("n\r"))

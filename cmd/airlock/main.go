@@ -63,6 +63,7 @@ func newRoot(g *globals) *cobra.Command {
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
 		versionCmd(g), manCmd(),
 	)
+	root.InitDefaultCompletionCmd() // now, so that strictGroups covers it too
 	strictGroups(root)
 	addCompletions(root, g)
 	return root
