@@ -6,12 +6,26 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check bench clean
+.PHONY: all build install ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check bench clean
 
 all: build
 
 build: ui
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock ./cmd/airlock
+
+# The CLI for this machine: the binary, a man page per command (generated
+# from the commands) and the shell completions, under PREFIX (DESTDIR for
+# packaging). `man airlock-logs` then works; man-db finds /usr/local/share/man.
+PREFIX ?= /usr/local
+install: build
+	rm -rf bin/man bin/completion && bin/airlock man bin/man && mkdir -p bin/completion
+	for sh in bash zsh fish; do bin/airlock completion $$sh > bin/completion/airlock.$$sh || exit 1; done
+	install -Dm755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
+	install -d $(DESTDIR)$(PREFIX)/share/man/man1
+	install -m644 bin/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
+	install -Dm644 bin/completion/airlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/airlock
+	install -Dm644 bin/completion/airlock.zsh $(DESTDIR)$(PREFIX)/share/zsh/site-functions/_airlock
+	install -Dm644 bin/completion/airlock.fish $(DESTDIR)$(PREFIX)/share/fish/vendor_completions.d/airlock.fish
 
 # The interface (frontend/: React, TypeScript, Vite), embedded in the
 # engine (`airlock ui`) and the desktop app. npm ci installs exactly what

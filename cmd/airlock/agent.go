@@ -173,7 +173,7 @@ func agentCmd(g *globals) *cobra.Command {
 
 func eventsCmd(g *globals) *cobra.Command {
 	var turn int
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "events ID",
 		Short: "What the session's agents did, turn by turn",
@@ -188,20 +188,23 @@ func eventsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			show := newTurnView(os.Stdout, os.Stdout, asJSON)
-			show.tty = false
-			for _, ev := range evs {
-				if ev.Type == harness.EventTurnDone && !asJSON {
-					fmt.Printf("── turn %d done%s\n", ev.Turn, usageText(ev.Usage))
-					continue
+			return printList(out, os.Stdout, evs, func() error {
+				show := newTurnView(os.Stdout, os.Stdout, false)
+				show.tty, show.color = false, false
+				for _, ev := range evs {
+					if ev.Type == harness.EventTurnDone {
+						fmt.Printf("── turn %d done%s\n", ev.Turn, usageText(ev.Usage))
+						continue
+					}
+					show.event(ev)
 				}
-				show.event(ev)
-			}
-			return nil
+				return nil
+			})
 		},
 	}
 	cmd.Flags().IntVar(&turn, "turn", 0, "only this turn")
-	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	out = addOutputFlags(cmd, "the events (JSON lines)")
+	out.lines = true
 	return cmd
 }
 
@@ -242,6 +245,7 @@ func secretCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	var lsOut *output
 	ls := &cobra.Command{
 		Use:   "ls",
 		Short: "List stored secrets (names only)",
@@ -256,12 +260,15 @@ func secretCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			for _, s := range list {
-				fmt.Printf("%s\t%s\n", s.Name, s.Updated.Local().Format(time.DateTime))
-			}
-			return nil
+			return printList(lsOut, os.Stdout, list, func() error {
+				for _, s := range list {
+					fmt.Printf("%s\t%s\n", s.Name, s.Updated.Local().Format(time.DateTime))
+				}
+				return nil
+			})
 		},
 	}
+	lsOut = addOutputFlags(ls, "the secrets' names")
 	rm := &cobra.Command{
 		Use:   "rm NAME",
 		Short: "Remove a stored secret",
@@ -285,7 +292,8 @@ type turnView struct {
 	mu        sync.Mutex
 	out, errw io.Writer
 	json      bool
-	tty       bool
+	tty       bool // a status line on errw
+	color     bool // ANSI colours on errw
 	start     time.Time
 	files     map[string]bool
 	usage     harness.Usage
@@ -294,7 +302,8 @@ type turnView struct {
 }
 
 func newTurnView(out, errw *os.File, asJSON bool) *turnView {
-	return &turnView{out: out, errw: errw, json: asJSON, tty: term.IsTerminal(int(errw.Fd())) && !asJSON, start: time.Now(), files: map[string]bool{}}
+	tty := term.IsTerminal(int(errw.Fd())) && !asJSON
+	return &turnView{out: out, errw: errw, json: asJSON, tty: tty, color: tty && colorOn(errw), start: time.Now(), files: map[string]bool{}}
 }
 
 // tick keeps the status line's clock going between events.
@@ -335,7 +344,7 @@ func (v *turnView) clearLocked() {
 }
 
 func (v *turnView) paint(color, s string) string {
-	if !v.tty {
+	if !v.color {
 		return s
 	}
 	return "\x1b[" + color + "m" + s + "\x1b[0m"

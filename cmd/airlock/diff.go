@@ -11,7 +11,6 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/review"
 	"github.com/spf13/cobra"
-	"golang.org/x/term"
 )
 
 func diffCmd(g *globals) *cobra.Command {
@@ -24,6 +23,9 @@ func diffCmd(g *globals) *cobra.Command {
 			"--patch prints a patch that `git apply` applies to the project; --json gives every file and hunk.",
 		Args: cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
+			if color != "auto" && color != "always" && color != "never" {
+				return usageErr("--color %q: give auto, always or never", color)
+			}
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
 			if err != nil {
@@ -46,7 +48,7 @@ func diffCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(d)
 			}
-			colored := color == "always" || color == "auto" && term.IsTerminal(int(os.Stdout.Fd())) && os.Getenv("NO_COLOR") == ""
+			colored := color == "always" || color == "auto" && colorOn(os.Stdout)
 			out := bufio.NewWriterSize(os.Stdout, 64<<10)
 			defer out.Flush()
 			if len(d.Commits) > 0 {

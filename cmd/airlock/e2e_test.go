@@ -14,6 +14,7 @@ import (
 	"regexp"
 	"strconv"
 	"strings"
+	"sync"
 	"syscall"
 	"testing"
 	"time"
@@ -214,14 +215,7 @@ func TestShellHasARealTerminal(t *testing.T) {
 	go io.Copy(&screen, f)
 	expect := func(want string) {
 		t.Helper()
-		deadline := time.Now().Add(10 * time.Second)
-		for time.Now().Before(deadline) {
-			if strings.Contains(screen.String(), want) {
-				return
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-		t.Fatalf("never saw %q; screen:\n%s", want, screen.String())
+		waitFor(t, &screen, want)
 	}
 	expect("/workspace")
 	f.Write([]byte("tty; stty size; echo $((6*7))x\r"))
@@ -294,27 +288,21 @@ func TestCLIErrors(t *testing.T) {
 	}
 }
 
+// safeBuffer is a buffer a command writes into while the test reads it.
 type safeBuffer struct {
-	mu  chan struct{}
+	mu  sync.Mutex
 	buf bytes.Buffer
 }
 
-func (b *safeBuffer) lock() {
-	if b.mu == nil {
-		b.mu = make(chan struct{}, 1)
-	}
-	b.mu <- struct{}{}
-}
-
 func (b *safeBuffer) Write(p []byte) (int, error) {
-	b.lock()
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.Write(p)
 }
 
 func (b *safeBuffer) String() string {
-	b.lock()
-	defer func() { <-b.mu }()
+	b.mu.Lock()
+	defer b.mu.Unlock()
 	return b.buf.String()
 }
 

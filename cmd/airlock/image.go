@@ -123,7 +123,8 @@ func (p *progressLine) finish() {
 }
 
 func imageLsCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var out *output
+	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List local images",
 		Args:  cobra.NoArgs,
@@ -137,12 +138,16 @@ func imageLsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "NAME\tID\tSIZE\tCREATED")
-			for _, im := range list {
-				fmt.Fprintf(tw, "%s\t%s\t%d MB\t%s\n", im.Name, shortID(im.ID), im.Size>>20, ago(im.Created))
-			}
-			return tw.Flush()
+			return printList(out, os.Stdout, list, func() error {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "NAME\tID\tSIZE\tCREATED")
+				for _, im := range list {
+					fmt.Fprintf(tw, "%s\t%s\t%d MB\t%s\n", im.Name, shortID(im.ID), im.Size>>20, ago(im.Created))
+				}
+				return tw.Flush()
+			})
 		},
 	}
+	out = addOutputFlags(cmd, "the images")
+	return cmd
 }

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -52,7 +51,7 @@ func resumeCmd(g *globals) *cobra.Command {
 }
 
 func meterCmd(g *globals) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "meter [ID]",
 		Short: "What sessions used: active CPU, memory peak, workspace and egress bytes, cost",
@@ -83,12 +82,8 @@ func meterCmd(g *globals) *cobra.Command {
 				}
 				ms = append(ms, m)
 			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				for _, m := range ms {
-					enc.Encode(m)
-				}
-				return nil
+			if out.custom() {
+				return printList(out, os.Stdout, ms, nil)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "ID\tCPU\tMEMORY PEAK\tWORKSPACE\tEGRESS OUT\tEGRESS IN\tCOST")
@@ -103,7 +98,8 @@ func meterCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	out = addOutputFlags(cmd, "the meters (JSON lines)")
+	out.lines = true
 	return cmd
 }
 

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,7 +11,8 @@ import (
 )
 
 func lsCmd(g *globals) *cobra.Command {
-	var asJSON, quiet bool
+	var quiet bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "ls",
 		Short: "List sessions",
@@ -27,33 +27,30 @@ func lsCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				enc.SetIndent("", "  ")
-				return enc.Encode(list)
-			}
-			if quiet {
+			if quiet && !out.custom() {
 				for _, s := range list {
 					fmt.Println(s.ID)
 				}
 				return nil
 			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tPROJECT\tIMAGE\tSTATE\tCREATED\tCHANGES")
-			for _, s := range list {
-				changes := strconv.Itoa(s.Changed)
-				if s.Changed < 0 {
-					changes = "-"
+			return printList(out, os.Stdout, list, func() error {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tPROJECT\tIMAGE\tSTATE\tCREATED\tCHANGES")
+				for _, s := range list {
+					changes := strconv.Itoa(s.Changed)
+					if s.Changed < 0 {
+						changes = "-"
+					}
+					if s.Workspace != nil && s.Workspace.Full {
+						changes += " (workspace full)"
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Project, s.Image, s.State, ago(s.Created), changes)
 				}
-				if s.Workspace != nil && s.Workspace.Full {
-					changes += " (workspace full)"
-				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Project, s.Image, s.State, ago(s.Created), changes)
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON")
+	out = addOutputFlags(cmd, "the sessions")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only session ids")
 	return cmd
 }

@@ -40,7 +40,13 @@ func main() {
 }
 
 func run(ctx context.Context, args []string) int {
-	g := &globals{}
+	root := newRoot(&globals{})
+	root.SetArgs(args)
+	return report(root, root.ExecuteContext(ctx))
+}
+
+// newRoot builds the command tree over g, the flags every verb shares.
+func newRoot(g *globals) *cobra.Command {
 	root := &cobra.Command{
 		Use:           "airlock",
 		Short:         "A local sandbox for AI coding agents, with diff review",
@@ -55,10 +61,17 @@ func run(ctx context.Context, args []string) int {
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
+		versionCmd(g), manCmd(),
 	)
+	root.InitDefaultCompletionCmd() // now, so that strictGroups covers it too
 	strictGroups(root)
-	root.SetArgs(args)
-	err := root.ExecuteContext(ctx)
+	addCompletions(root, g)
+	return root
+}
+
+// report turns a command's error into its exit status, saying what went
+// wrong on standard error.
+func report(root *cobra.Command, err error) int {
 	if err == nil {
 		return 0
 	}

@@ -1,7 +1,6 @@
 package main
 
 import (
-	"encoding/json"
 	"fmt"
 	"os"
 	"text/tabwriter"
@@ -42,6 +41,7 @@ func policyCmd(g *globals) *cobra.Command {
 	var mode string
 	var allow, deny, inject []string
 	var private, noPrivate bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   "policy ID",
 		Short: "Show or change a running session's network policy (effective for new connections at once)",
@@ -72,10 +72,10 @@ func policyCmd(g *globals) *cobra.Command {
 			} else if p, err = c.Policy(ctx, args[0], ch); err != nil {
 				return err
 			}
-			printPolicy(p)
-			return nil
+			return printOne(out, os.Stdout, p, func() error { printPolicy(p); return nil })
 		},
 	}
+	out = addOutputFlags(cmd, "the policy")
 	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all or custom")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "add an allow rule (repeatable)")
 	cmd.Flags().StringArrayVar(&deny, "deny", nil, "add a deny rule (repeatable)")
@@ -103,8 +103,9 @@ func printPolicy(p api.EgressPolicy) {
 
 func netCmd(g *globals) *cobra.Command {
 	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, and allowing what was blocked"}
-	var blocked, asJSON bool
+	var blocked bool
 	var limit int
+	var out *output
 	logc := &cobra.Command{
 		Use:   "log ID",
 		Short: "Every connection of the session: time, host, port, bytes, decision, rule",
@@ -119,12 +120,8 @@ func netCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				enc := json.NewEncoder(os.Stdout)
-				for _, e := range log {
-					enc.Encode(e)
-				}
-				return nil
+			if out.custom() {
+				return printList(out, os.Stdout, log, nil)
 			}
 			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
 			fmt.Fprintln(tw, "#\tTIME\tKIND\tHOST\tPORT\tOUT\tIN\tDECISION\tRULE")
@@ -151,7 +148,8 @@ func netCmd(g *globals) *cobra.Command {
 		},
 	}
 	logc.Flags().BoolVar(&blocked, "blocked", false, "only what was blocked")
-	logc.Flags().BoolVar(&asJSON, "json", false, "JSON lines")
+	out = addOutputFlags(logc, "the connections (JSON lines)")
+	out.lines = true
 	logc.Flags().IntVar(&limit, "limit", 0, "only the last N")
 	var from int64
 	allow := &cobra.Command{

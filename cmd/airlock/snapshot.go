@@ -80,7 +80,7 @@ func layerSummary(s api.Snapshot) string {
 }
 
 func snapshotsCmd(g *globals, use string) *cobra.Command {
-	var asJSON bool
+	var out *output
 	cmd := &cobra.Command{
 		Use:   use,
 		Short: "List snapshots",
@@ -94,23 +94,22 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			if asJSON {
-				return json.NewEncoder(os.Stdout).Encode(list)
-			}
-			tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-			fmt.Fprintln(tw, "ID\tNAME\tSESSION\tPROJECT\tCONTAINER\tWORKSPACE\tCREATED")
-			for _, s := range list {
-				sizes := map[string]string{}
-				for _, l := range s.Layers {
-					sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes)+"B")
+			return printList(out, os.Stdout, list, func() error {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+				fmt.Fprintln(tw, "ID\tNAME\tSESSION\tPROJECT\tCONTAINER\tWORKSPACE\tCREATED")
+				for _, s := range list {
+					sizes := map[string]string{}
+					for _, l := range s.Layers {
+						sizes[l.What] = fmt.Sprintf("%d files %s", l.Files, bytesText(l.Bytes)+"B")
+					}
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), dash(shortID(s.Session)), dash(s.Project),
+						sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
 				}
-				fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), dash(shortID(s.Session)), dash(s.Project),
-					sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
-			}
-			return tw.Flush()
+				return tw.Flush()
+			})
 		},
 	}
-	cmd.Flags().BoolVar(&asJSON, "json", false, "JSON")
+	out = addOutputFlags(cmd, "the snapshots")
 	return cmd
 }
 

@@ -13,6 +13,10 @@ func TestUnknownCommands(t *testing.T) {
 		{"net", "nosuch"},
 		{"image", "nosuch"},
 		{"secret", "nosuch"},
+		{"completion", "nosuch"},
+		{"ls", "--format", "{{.ID"},
+		{"ls", "--json", "--format", "{{.ID}}"},
+		{"diff", "--color", "sometimes", "x"},
 		{"diff", "--nosuch", "x"},
 		{"net", "--nosuch"},
 	} {

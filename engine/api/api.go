@@ -16,6 +16,14 @@ import (
 // Version is the API version; it is the path prefix of every endpoint.
 const Version = "v1"
 
+// Level counts the additions made to the API within Version (endpoints,
+// query parameters, fields), so that a client can tell whether an engine
+// has what it needs: what came at level N is there when the engine's
+// level is N or more. An engine from before levels reports none (0).
+// Level 1: GET /version reports the level; GET /sessions/{id}/commands
+// takes since=ID.
+const Level = 1
+
 // Session states.
 const (
 	StateCreating = "creating"
@@ -229,6 +237,7 @@ type Progress struct {
 // VersionInfo answers GET /v1/version.
 type VersionInfo struct {
 	API           string `json:"api"`
+	Level         int    `json:"level"` // the engine's API level (see Level)
 	Engine        string `json:"engine"`
 	DockerVersion string `json:"docker_version,omitempty"`
 	DockerAPI     string `json:"docker_api,omitempty"`

@@ -215,9 +215,18 @@ func (c *Client) Discard(ctx context.Context, id string, sel api.Selection) (api
 
 // Commands lists what ran in a session.
 func (c *Client) Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error) {
-	var q url.Values
+	return c.CommandsSince(ctx, id, 0, withOutput)
+}
+
+// CommandsSince lists a session's commands from command since on (an
+// engine below API level 1 ignores since and lists them all).
+func (c *Client) CommandsSince(ctx context.Context, id string, since int64, withOutput bool) ([]api.Command, error) {
+	q := url.Values{}
 	if withOutput {
-		q = url.Values{"output": {"1"}}
+		q.Set("output", "1")
+	}
+	if since > 0 {
+		q.Set("since", strconv.FormatInt(since, 10))
 	}
 	var out []api.Command
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/commands", q, nil, &out)

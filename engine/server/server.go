@@ -138,7 +138,9 @@ func writeJSON(w http.ResponseWriter, status int, v any) {
 }
 
 func (s *Server) getVersion(w http.ResponseWriter, r *http.Request) {
-	writeJSON(w, 200, s.version)
+	v := s.version
+	v.API, v.Level = api.Version, api.Level
+	writeJSON(w, 200, v)
 }
 
 func (s *Server) listSessions(w http.ResponseWriter, r *http.Request) {
@@ -278,16 +280,30 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(contex
 	writeJSON(w, 200, out)
 }
 
+// commands lists a session's commands; since=ID keeps those from that
+// command on (what `logs -f` has not seen finish).
 func (s *Server) commands(w http.ResponseWriter, r *http.Request) {
+	var since int64
+	if v := r.URL.Query().Get("since"); v != "" {
+		n, err := strconv.ParseInt(v, 10, 64)
+		if err != nil || n < 0 {
+			writeError(w, errdefs.Invalidf("since %q: give a command id (0, 1, 2, ...)", v))
+			return
+		}
+		since = n
+	}
 	cmds, err := s.eng.Commands(r.Context(), r.PathValue("id"), r.URL.Query().Get("output") == "1")
 	if err != nil {
 		writeError(w, err)
 		return
 	}
-	if cmds == nil {
-		cmds = []api.Command{}
+	out := []api.Command{}
+	for _, c := range cmds {
+		if c.ID >= since {
+			out = append(out, c)
+		}
 	}
-	writeJSON(w, 200, cmds)
+	writeJSON(w, 200, out)
 }
 
 func (s *Server) listImages(w http.ResponseWriter, r *http.Request) {
