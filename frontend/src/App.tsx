@@ -11,11 +11,22 @@ import { SessionView, TABS, type Tab } from "./components/SessionView";
 import { Settings } from "./components/Settings";
 import { Snapshots } from "./components/Snapshots";
 
-type View = { kind: "home" } | { kind: "new" } | { kind: "settings" } | { kind: "snapshots" } | { kind: "session"; id: string; tab: Tab; path?: string };
+type View =
+  | { kind: "home" }
+  | { kind: "new" }
+  | { kind: "settings" }
+  | { kind: "snapshots" }
+  | { kind: "session"; id: string; tab: Tab; path?: string };
 
 function parseHash(h: string): View {
   const m = /^#\/s\/([0-9a-f]+)(?:\/(\w+))?(?:\/(.+))?/.exec(h);
-  if (m) return { kind: "session", id: m[1], tab: (TABS as readonly string[]).includes(m[2]) ? (m[2] as Tab) : "review", path: m[3] ? decodeURIComponent(m[3]) : undefined };
+  if (m)
+    return {
+      kind: "session",
+      id: m[1],
+      tab: (TABS as readonly string[]).includes(m[2]) ? (m[2] as Tab) : "review",
+      path: m[3] ? decodeURIComponent(m[3]) : undefined,
+    };
   if (h === "#/new") return { kind: "new" };
   if (h === "#/settings") return { kind: "settings" };
   if (h === "#/snapshots") return { kind: "snapshots" };
@@ -46,7 +57,11 @@ export function App() {
   const [view, setView] = useState<View>(() => parseHash(location.hash));
   const [sessions, setSessions] = useState<Session[]>([]);
   const [errors, setErrors] = useState<string[]>([]);
-  const [theme, setTheme] = useState<"dark" | "light">(() => (localStorage.getItem("airlock.theme") as "dark" | "light") || (matchMedia?.("(prefers-color-scheme: light)").matches ? "light" : "dark"));
+  const [theme, setTheme] = useState<"dark" | "light">(
+    () =>
+      (localStorage.getItem("airlock.theme") as "dark" | "light") ||
+      (matchMedia?.("(prefers-color-scheme: light)").matches ? "light" : "dark"),
+  );
   const [engine, setEngine] = useState<string>("");
   const [pending, setPending] = useState<NewSessionResult["agent"]>();
 
@@ -104,16 +119,31 @@ export function App() {
   return (
     <div className="app">
       <header className="topbar">
-        <a className="logo" href="#/" onClick={(e) => { e.preventDefault(); go({ kind: "home" }); }}>
+        <a
+          className="logo"
+          href="#/"
+          onClick={(e) => {
+            e.preventDefault();
+            go({ kind: "home" });
+          }}
+        >
           <span className="mark">◧</span> Airlock
         </a>
         <nav>
-          <button className={view.kind === "home" ? "active" : ""} onClick={() => go({ kind: "home" })}>Sessions</button>
-          <button className={view.kind === "snapshots" ? "active" : ""} onClick={() => go({ kind: "snapshots" })}>Snapshots</button>
-          <button className={view.kind === "settings" ? "active" : ""} onClick={() => go({ kind: "settings" })}>Settings</button>
+          <button className={view.kind === "home" ? "active" : ""} onClick={() => go({ kind: "home" })}>
+            Sessions
+          </button>
+          <button className={view.kind === "snapshots" ? "active" : ""} onClick={() => go({ kind: "snapshots" })}>
+            Snapshots
+          </button>
+          <button className={view.kind === "settings" ? "active" : ""} onClick={() => go({ kind: "settings" })}>
+            Settings
+          </button>
         </nav>
         <span className="spacer" />
-        <button className="primary" onClick={() => go({ kind: "new" })}>New session</button>
+        <button className="primary" onClick={() => go({ kind: "new" })}>
+          New session
+        </button>
         <button onClick={() => setTheme(theme === "dark" ? "light" : "dark")} title="Dark or light" aria-label="theme">
           {theme === "dark" ? "☀" : "☾"}
         </button>
@@ -121,7 +151,15 @@ export function App() {
       <div className="main">
         <aside className="sidebar">
           {sessions.map((s) => (
-            <a key={s.id} href={`#/s/${s.id}`} className={"side-item" + (current?.id === s.id ? " selected" : "")} onClick={(e) => { e.preventDefault(); go({ kind: "session", id: s.id, tab: "review" }); }}>
+            <a
+              key={s.id}
+              href={`#/s/${s.id}`}
+              className={"side-item" + (current?.id === s.id ? " selected" : "")}
+              onClick={(e) => {
+                e.preventDefault();
+                go({ kind: "session", id: s.id, tab: "review" });
+              }}
+            >
               <span className={"dot " + stateOf(s)} />
               <span className="side-name">{s.project.split("/").filter(Boolean).pop()}</span>
               {s.changed > 0 && <span className="count">{s.changed}</span>}
@@ -133,7 +171,9 @@ export function App() {
           {errors.map((e, i) => (
             <div key={i} className="callout bad error" role="alert">
               <span>{e}</span>
-              <button onClick={() => setErrors((x) => x.filter((_, j) => j !== i))} aria-label="dismiss">×</button>
+              <button onClick={() => setErrors((x) => x.filter((_, j) => j !== i))} aria-label="dismiss">
+                ×
+              </button>
             </div>
           ))}
           {view.kind === "home" && (
@@ -143,7 +183,10 @@ export function App() {
               onPause={(id) => act(() => client.pause(id))}
               onResume={(id) => act(() => client.resume(id))}
               onSnapshot={(id) => act(() => client.snapshot(id))}
-              onDelete={(s) => confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) && act(() => client.remove(s.id))}
+              onDelete={(s) =>
+                confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) &&
+                act(() => client.remove(s.id))
+              }
               onNew={() => go({ kind: "new" })}
             />
           )}
@@ -160,7 +203,16 @@ export function App() {
             />
           )}
           {view.kind === "settings" && <Settings client={client} onError={onError} />}
-          {view.kind === "snapshots" && <Snapshots client={client} onOpen={(id) => { refresh(); go({ kind: "session", id, tab: "review" }); }} onError={onError} />}
+          {view.kind === "snapshots" && (
+            <Snapshots
+              client={client}
+              onOpen={(id) => {
+                refresh();
+                go({ kind: "session", id, tab: "review" });
+              }}
+              onError={onError}
+            />
+          )}
           {view.kind === "session" &&
             (current ? (
               <SessionView
@@ -175,7 +227,10 @@ export function App() {
                   setView(v);
                   history.replaceState(null, "", hashOf(v));
                 }}
-                onOpen={(id) => { refresh(); go({ kind: "session", id, tab: "review" }); }}
+                onOpen={(id) => {
+                  refresh();
+                  go({ kind: "session", id, tab: "review" });
+                }}
                 onChanged={refresh}
                 onError={onError}
                 pendingPrompt={pending}

@@ -64,7 +64,8 @@ export class Client {
   settings = () => this.t.request<Settings>("GET", "/settings");
   setSettings = (s: Partial<Settings>) => this.t.request<Settings>("PUT", "/settings", s);
   images = () => this.t.request<Image[]>("GET", "/images");
-  buildImage = (kind: string, onLine: (p: Progress) => void) => this.t.stream("POST", "/images/build", { kind }, (l) => onLine(l as Progress));
+  buildImage = (kind: string, onLine: (p: Progress) => void) =>
+    this.t.stream("POST", "/images/build", { kind }, (l) => onLine(l as Progress));
 
   terminal = (id: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn => this.t.terminal(id, cols, rows, h);
   pickFolder = () => this.t.pickFolder();

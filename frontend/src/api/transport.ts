@@ -82,7 +82,10 @@ export class HttpTransport implements Transport {
         credentials: "same-origin",
       });
     } catch {
-      throw new ApiError("unavailable", "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.");
+      throw new ApiError(
+        "unavailable",
+        "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.",
+      );
     }
     if (!res.ok) throw await errorOf(res);
     if (res.status === 204) return undefined as T;
@@ -111,7 +114,9 @@ export class HttpTransport implements Transport {
 
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${proto}//${location.host}${this.base}/v1/sessions/${encodeURIComponent(session)}/terminal?cols=${cols}&rows=${rows}`);
+    const ws = new WebSocket(
+      `${proto}//${location.host}${this.base}/v1/sessions/${encodeURIComponent(session)}/terminal?cols=${cols}&rows=${rows}`,
+    );
     ws.binaryType = "arraybuffer";
     let exited = false;
     ws.onmessage = (m) => {

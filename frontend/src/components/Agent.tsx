@@ -55,7 +55,15 @@ function total(turns: Turn[]): Usage {
 
 // Agent is the session's conversation: every turn's events, live while a
 // turn runs, and the prompt for the next turn.
-export function Agent({ client, session, defaultAgent, initial, onInitialTaken, onError, onTurnDone }: {
+export function Agent({
+  client,
+  session,
+  defaultAgent,
+  initial,
+  onInitialTaken,
+  onError,
+  onTurnDone,
+}: {
   client: Client;
   session: string;
   defaultAgent?: string;
@@ -131,7 +139,9 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
   return (
     <div className="agent">
       <div className="agent-stream">
-        {events.length === 0 && !running && <div className="empty small">No agent has worked in this session yet. Give it a task below.</div>}
+        {events.length === 0 && !running && (
+          <div className="empty small">No agent has worked in this session yet. Give it a task below.</div>
+        )}
         {events.map((e, i) => (
           <EventRow key={i} e={e} />
         ))}
@@ -147,7 +157,9 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
           <>
             {turns.length} turn{turns.length === 1 ? "" : "s"} · {u.input_tokens} tokens in · {u.output_tokens} out
             {u.cost_usd ? ` · ${usd(u.cost_usd)}` : ""}
-            {turns.length ? ` · last turn ${turns[turns.length - 1].state}${turns[turns.length - 1].cpu_seconds ? `, CPU ${seconds(turns[turns.length - 1].cpu_seconds!)}` : ""}` : ""}
+            {turns.length
+              ? ` · last turn ${turns[turns.length - 1].state}${turns[turns.length - 1].cpu_seconds ? `, CPU ${seconds(turns[turns.length - 1].cpu_seconds!)}` : ""}`
+              : ""}
           </>
         )}
       </div>
@@ -159,15 +171,27 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
             ))}
           </select>
           {agent === "custom" ? (
-            <input value={cmd} onChange={(e) => setCmd(e.target.value)} placeholder="command with {prompt}, e.g. my-agent --task {prompt}" aria-label="custom command" />
+            <input
+              value={cmd}
+              onChange={(e) => setCmd(e.target.value)}
+              placeholder="command with {prompt}, e.g. my-agent --task {prompt}"
+              aria-label="custom command"
+            />
           ) : (
-            <input value={model} onChange={(e) => setModel(e.target.value)} placeholder="model (default from settings)" aria-label="model" />
+            <input
+              value={model}
+              onChange={(e) => setModel(e.target.value)}
+              placeholder="model (default from settings)"
+              aria-label="model"
+            />
           )}
         </div>
         <textarea
           value={prompt}
           onChange={(e) => setPrompt(e.target.value)}
-          placeholder={turns.length ? "Next instruction, same conversation… (Ctrl+Enter sends)" : "What should the agent do? (Ctrl+Enter sends)"}
+          placeholder={
+            turns.length ? "Next instruction, same conversation… (Ctrl+Enter sends)" : "What should the agent do? (Ctrl+Enter sends)"
+          }
           onKeyDown={(e) => {
             if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send();
           }}

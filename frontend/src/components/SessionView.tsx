@@ -14,7 +14,20 @@ export type Tab = (typeof TABS)[number];
 
 // SessionView is one session: its review, agent, terminal, network log,
 // snapshots and usage.
-export function SessionView({ client, session, tab, theme, onTab, path, onPath, onOpen, onChanged, onError, pendingPrompt, onPromptTaken }: {
+export function SessionView({
+  client,
+  session,
+  tab,
+  theme,
+  onTab,
+  path,
+  onPath,
+  onOpen,
+  onChanged,
+  onError,
+  pendingPrompt,
+  onPromptTaken,
+}: {
   client: Client;
   session: Session;
   tab: Tab;
@@ -40,7 +53,8 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
         <div>
           <h2 title={session.project}>{session.project}</h2>
           <div className="muted small">
-            {session.id.slice(0, 12)} · {session.image} · <span className={"pill " + st}>{st}</span> · CPU {seconds(session.cpu_seconds)} · {usd(session.cost_usd)}
+            {session.id.slice(0, 12)} · {session.image} · <span className={"pill " + st}>{st}</span> · CPU {seconds(session.cpu_seconds)} ·{" "}
+            {usd(session.cost_usd)}
             {session.error ? ` · ${session.error}` : ""}
           </div>
         </div>
@@ -54,7 +68,19 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
         ))}
       </nav>
       <div className="tab-body">
-        {tab === "review" && <Review key={reviewKey} client={client} session={session.id} theme={theme} path={path} onPath={onPath} onNetwork={() => onTab("network")} onError={onError} onChanged={onChanged} />}
+        {tab === "review" && (
+          <Review
+            key={reviewKey}
+            client={client}
+            session={session.id}
+            theme={theme}
+            path={path}
+            onPath={onPath}
+            onNetwork={() => onTab("network")}
+            onError={onError}
+            onChanged={onChanged}
+          />
+        )}
         {tab === "agent" && (
           <Agent
             client={client}
