@@ -16,8 +16,10 @@ build: ui
 # The interface (frontend/: React, TypeScript, Vite), embedded in the
 # engine (`airlock ui`) and the desktop app. npm ci installs exactly what
 # package-lock.json says.
+NPM_CI := { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+
 ui: setup
-	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
+	cd frontend && $(NPM_CI) && npm run build
 
 ui-test: ui
 	cd frontend && npm test
@@ -52,9 +54,12 @@ fuzz:
 test-short:
 	$(GO) test -short ./...
 
-lint:
+# Go: gofmt and vet. The interface: ESLint (TypeScript and React hooks
+# rules) and Prettier's check (`npm run format` in frontend/ fixes it).
+lint: setup
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) vet ./...
+	cd frontend && $(NPM_CI) && npm run lint
 
 # The desktop app (Wails) must keep building; it needs GTK and WebKit headers.
 desktop-check:

@@ -93,8 +93,8 @@ export function App() {
     localStorage.setItem("airlock.theme", theme);
   }, [theme]);
   useEffect(() => {
-    refresh();
-    const t = setInterval(refresh, 4000);
+    void refresh();
+    const t = setInterval(() => void refresh(), 4000);
     const onHash = () => setView(parseHash(location.hash));
     window.addEventListener("popstate", onHash);
     window.addEventListener("hashchange", onHash);
@@ -111,7 +111,7 @@ export function App() {
     } catch (e) {
       onError(e);
     }
-    refresh();
+    void refresh();
   };
 
   const current = view.kind === "session" ? sessions.find((s) => s.id === view.id || s.id.startsWith(view.id)) : undefined;
@@ -207,7 +207,7 @@ export function App() {
             <Snapshots
               client={client}
               onOpen={(id) => {
-                refresh();
+                void refresh();
                 go({ kind: "session", id, tab: "review" });
               }}
               onError={onError}
@@ -228,7 +228,7 @@ export function App() {
                   history.replaceState(null, "", hashOf(v));
                 }}
                 onOpen={(id) => {
-                  refresh();
+                  void refresh();
                   go({ kind: "session", id, tab: "review" });
                 }}
                 onChanged={refresh}

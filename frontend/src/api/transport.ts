@@ -37,8 +37,8 @@ export interface Transport {
 async function errorOf(res: Response): Promise<ApiError> {
   const text = await res.text();
   try {
-    const e = JSON.parse(text);
-    if (e && e.message) return new ApiError(e.class || "unknown", e.message);
+    const e = JSON.parse(text) as { class?: string; message?: string } | null;
+    if (e?.message) return new ApiError(e.class || "unknown", e.message);
   } catch {
     /* not JSON */
   }
@@ -121,7 +121,7 @@ export class HttpTransport implements Transport {
     let exited = false;
     ws.onmessage = (m) => {
       if (typeof m.data === "string") {
-        const ctl = JSON.parse(m.data);
+        const ctl = JSON.parse(m.data) as { exit_code?: number; error?: { message?: string } };
         exited = true;
         h.onExit(ctl.exit_code ?? null, ctl.error?.message);
       } else {
@@ -139,8 +139,8 @@ export class HttpTransport implements Transport {
     };
   }
 
-  async pickFolder(): Promise<string | null> {
-    return null;
+  pickFolder(): Promise<string | null> {
+    return Promise.resolve(null);
   }
 }
 
@@ -239,17 +239,24 @@ export class WailsTransport implements Transport {
         offs.push(
           this.rt.EventsOn("term-exit:" + tid, (code, err) => {
             offs.forEach((f) => f());
-            h.onExit(typeof code === "number" && code >= 0 ? code : null, err ? String(err) : undefined);
+            h.onExit(typeof code === "number" && code >= 0 ? code : null, typeof err === "string" && err ? err : undefined);
           }),
         );
-        pending.splice(0).forEach((d) => this.app.TerminalInput(id, b64encode(d)));
+        pending.splice(0).forEach((d) => void this.app.TerminalInput(id, b64encode(d)));
       },
       (e) => h.onExit(null, wailsError(e).message),
     );
     return {
-      write: (d) => (id ? this.app.TerminalInput(id, b64encode(d)) : pending.push(d)),
-      resize: (c, r) => id && this.app.TerminalResize(id, c, r),
-      close: () => id && this.app.TerminalClose(id),
+      write: (d) => {
+        if (id) void this.app.TerminalInput(id, b64encode(d));
+        else pending.push(d);
+      },
+      resize: (c, r) => {
+        if (id) void this.app.TerminalResize(id, c, r);
+      },
+      close: () => {
+        if (id) void this.app.TerminalClose(id);
+      },
     };
   }
 

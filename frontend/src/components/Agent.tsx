@@ -69,9 +69,9 @@ export function Agent({
   defaultAgent?: string;
   // initial is a first task to send as soon as the view opens.
   initial?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
-  onInitialTaken?(): void;
-  onError(e: unknown): void;
-  onTurnDone?(): void;
+  onInitialTaken?: () => void;
+  onError: (e: unknown) => void;
+  onTurnDone?: () => void;
 }) {
   const [events, setEvents] = useState<AgentEvent[]>([]);
   const [turns, setTurns] = useState<Turn[]>([]);
@@ -94,21 +94,11 @@ export function Agent({
     }
   }, [client, session, onError]);
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
   useEffect(() => {
     end.current?.scrollIntoView?.({ block: "end" });
   }, [events.length]);
-
-  const sent = useRef(false);
-  useEffect(() => {
-    if (!initial || sent.current) return;
-    sent.current = true;
-    onInitialTaken?.();
-    setAgent(initial.agent);
-    run(initial.agent, initial.prompt, initial.model, initial.cmd, initial.events);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [initial]);
 
   const send = () => run(agent, prompt, model || undefined, agent === "custom" ? cmd : undefined);
   const run = async (agent: string, prompt: string, model?: string, cmd?: string, events?: string) => {
@@ -133,6 +123,16 @@ export function Agent({
       setRunning(false);
     }
   };
+
+  const sent = useRef(false);
+  useEffect(() => {
+    if (!initial || sent.current) return;
+    sent.current = true;
+    onInitialTaken?.();
+    setAgent(initial.agent);
+    void run(initial.agent, initial.prompt, initial.model, initial.cmd, initial.events);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [initial]);
 
   const u = total(turns);
   const current = [...events].reverse().find((e) => e.type === "tool_call");
@@ -193,7 +193,7 @@ export function Agent({
             turns.length ? "Next instruction, same conversation… (Ctrl+Enter sends)" : "What should the agent do? (Ctrl+Enter sends)"
           }
           onKeyDown={(e) => {
-            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send();
+            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) void send();
           }}
           aria-label="prompt"
         />

@@ -5,7 +5,7 @@ import { bytes } from "../lib/format";
 
 // Network is the session's connection log with "allow this host" on what
 // was blocked, and its policy.
-export function Network({ client, session, onError }: { client: Client; session: Session; onError(e: unknown): void }) {
+export function Network({ client, session, onError }: { client: Client; session: Session; onError: (e: unknown) => void }) {
   const [log, setLog] = useState<EgressEntry[]>([]);
   const [blockedOnly, setBlockedOnly] = useState(false);
   const load = useCallback(async () => {
@@ -16,8 +16,8 @@ export function Network({ client, session, onError }: { client: Client; session:
     }
   }, [client, session.id, onError]);
   useEffect(() => {
-    load();
-    const t = setInterval(load, 3000);
+    void load();
+    const t = setInterval(() => void load(), 3000);
     return () => clearInterval(t);
   }, [load]);
   const allow = async (e: EgressEntry) => {
@@ -92,8 +92,8 @@ export function NetSummary({
 }: {
   client: Client;
   session: string;
-  onOpen(): void;
-  onError(e: unknown): void;
+  onOpen: () => void;
+  onError: (e: unknown) => void;
 }) {
   const [log, setLog] = useState<EgressEntry[]>([]);
   const load = useCallback(async () => {
@@ -105,8 +105,8 @@ export function NetSummary({
     }
   }, [client, session]);
   useEffect(() => {
-    load();
-    const t = setInterval(load, 5000);
+    void load();
+    const t = setInterval(() => void load(), 5000);
     return () => clearInterval(t);
   }, [load]);
   const blocked = log.filter((e) => !e.allowed);

@@ -19,9 +19,9 @@ export function NewSession({
   onError,
 }: {
   client: Client;
-  onCreated(r: NewSessionResult): void;
-  onCancel(): void;
-  onError(e: unknown): void;
+  onCreated: (r: NewSessionResult) => void;
+  onCancel: () => void;
+  onError: (e: unknown) => void;
 }) {
   const [project, setProject] = useState(localStorage.getItem("airlock.project") || "");
   const [images, setImages] = useState<Image[]>([]);

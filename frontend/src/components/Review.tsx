@@ -17,11 +17,11 @@ interface Props {
   // path is the file to show (from the address); onPath follows the
   // selection.
   path?: string;
-  onPath?(p: string): void;
+  onPath?: (p: string) => void;
   // onNetwork opens the network log.
-  onNetwork?(): void;
-  onError(e: unknown): void;
-  onChanged?(): void;
+  onNetwork?: () => void;
+  onError: (e: unknown) => void;
+  onChanged?: () => void;
 }
 
 // DiffBlock renders one hunk (or a whole file) with diff2html, syntax
@@ -55,7 +55,7 @@ function Lines({ lines, label }: { lines: string[] | null; label: string }) {
   );
 }
 
-function ConflictView({ c, onTake, focused }: { c: Conflict; onTake(take: "agent" | "host"): void; focused: boolean }) {
+function ConflictView({ c, onTake, focused }: { c: Conflict; onTake: (take: "agent" | "host") => void; focused: boolean }) {
   return (
     <div className={"conflict" + (focused ? " focused" : "")} data-conflict={c.id}>
       <div className="hunk-bar">
@@ -103,7 +103,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   }, [client, session, onError]);
 
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
 
   const files = useMemo(() => diff?.files ?? [], [diff]);
@@ -148,12 +148,12 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     if (!file) return;
     if (file.conflicts?.length) {
       const c = file.conflicts[hunk];
-      if (c) act("accept", acceptConflict(file, c, verb === "accept" ? "agent" : "host"), `conflict #${c.id}`);
+      if (c) void act("accept", acceptConflict(file, c, verb === "accept" ? "agent" : "host"), `conflict #${c.id}`);
       return;
     }
     const h = file.hunks?.[hunk];
-    if (h) act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
-    else fileAction(verb, file);
+    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
+    else void fileAction(verb, file);
   };
 
   const move = (d: number) => {
@@ -179,8 +179,8 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     p: () => moveHunk(-1),
     a: () => !busy && partAction("accept"),
     x: () => !busy && partAction("discard"),
-    A: () => !busy && file && fileAction("accept", file),
-    X: () => !busy && file && fileAction("discard", file),
+    A: () => void (!busy && file && fileAction("accept", file)),
+    X: () => void (!busy && file && fileAction("discard", file)),
     s: () => {
       localStorage.setItem("airlock.split", split ? "0" : "1");
       setSplit(!split);

@@ -32,14 +32,14 @@ export function SessionView({
   session: Session;
   tab: Tab;
   theme: "dark" | "light";
-  onTab(t: Tab): void;
+  onTab: (t: Tab) => void;
   path?: string;
-  onPath(p: string): void;
-  onOpen(id: string): void;
-  onChanged(): void;
-  onError(e: unknown): void;
+  onPath: (p: string) => void;
+  onOpen: (id: string) => void;
+  onChanged: () => void;
+  onError: (e: unknown) => void;
   pendingPrompt?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
-  onPromptTaken(): void;
+  onPromptTaken: () => void;
 }) {
   const [reviewKey, setReviewKey] = useState(0);
   useEffect(() => {

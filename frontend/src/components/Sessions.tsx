@@ -14,12 +14,12 @@ export function Sessions({
   onNew,
 }: {
   sessions: Session[];
-  onOpen(id: string): void;
-  onPause(id: string): void;
-  onResume(id: string): void;
-  onSnapshot(id: string): void;
-  onDelete(s: Session): void;
-  onNew(): void;
+  onOpen: (id: string) => void;
+  onPause: (id: string) => void;
+  onResume: (id: string) => void;
+  onSnapshot: (id: string) => void;
+  onDelete: (s: Session) => void;
+  onNew: () => void;
 }) {
   if (!sessions.length)
     return (

@@ -4,7 +4,7 @@ import type { Progress, Secret, Settings as S } from "../api/types";
 import { age, bytes, nanos, parseDuration, parseSize } from "../lib/format";
 
 // Settings: defaults for new sessions, secrets, images.
-export function Settings({ client, onError }: { client: Client; onError(e: unknown): void }) {
+export function Settings({ client, onError }: { client: Client; onError: (e: unknown) => void }) {
   const [s, setS] = useState<S | null>(null);
   const [image, setImage] = useState("");
   const [idle, setIdle] = useState("");
@@ -34,7 +34,7 @@ export function Settings({ client, onError }: { client: Client; onError(e: unkno
     }
   }, [client, onError]);
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
 
   const save = async () => {

@@ -13,8 +13,8 @@ export function Snapshots({
 }: {
   client: Client;
   session?: string;
-  onOpen(id: string): void;
-  onError(e: unknown): void;
+  onOpen: (id: string) => void;
+  onError: (e: unknown) => void;
 }) {
   const [list, setList] = useState<Snapshot[]>([]);
   const [name, setName] = useState("");
@@ -29,7 +29,7 @@ export function Snapshots({
     }
   }, [client, session, onError]);
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
   const run = async (what: string, f: () => Promise<void>) => {
     setBusy(what);

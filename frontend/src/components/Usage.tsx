@@ -1,4 +1,4 @@
-import { useCallback, useEffect, useRef, useState } from "react";
+import { useCallback, useEffect, useState } from "react";
 import type { Client } from "../api/client";
 import type { CPUSample, LifecycleEvent, Meter } from "../api/types";
 import { bytes, seconds, usd } from "../lib/format";
@@ -48,14 +48,26 @@ function Chart({ points, max }: { points: { t: number; v: number }[]; max: numbe
 
 // Usage is what the session used: CPU over time, cost, memory, bytes,
 // budgets, and its pauses.
-export function Usage({ client, session, cpus, onError }: { client: Client; session: string; cpus: number; onError(e: unknown): void }) {
+export function Usage({
+  client,
+  session,
+  cpus,
+  onError,
+}: {
+  client: Client;
+  session: string;
+  cpus: number;
+  onError: (e: unknown) => void;
+}) {
   const [m, setM] = useState<Meter | null>(null);
   const [life, setLife] = useState<LifecycleEvent[]>([]);
-  const live = useRef<CPUSample[]>([]);
+  // The samples this view took itself, between the engine's.
+  const [live, setLive] = useState<{ session: string; samples: CPUSample[] }>({ session, samples: [] });
   const load = useCallback(async () => {
     try {
       const mm = await client.meter(session);
-      live.current = [...live.current, { time: new Date().toISOString(), cpu_seconds: mm.cpu_seconds }].slice(-360);
+      const sample = { time: new Date().toISOString(), cpu_seconds: mm.cpu_seconds };
+      setLive((l) => ({ session, samples: [...(l.session === session ? l.samples : []), sample].slice(-360) }));
       setM(mm);
       setLife((await client.lifecycle(session)) ?? []);
     } catch (e) {
@@ -63,13 +75,12 @@ export function Usage({ client, session, cpus, onError }: { client: Client; sess
     }
   }, [client, session, onError]);
   useEffect(() => {
-    live.current = [];
-    load();
-    const t = setInterval(load, 3000);
+    void load();
+    const t = setInterval(() => void load(), 3000);
     return () => clearInterval(t);
   }, [load]);
   if (!m) return <div className="empty small">Metering…</div>;
-  const samples = [...(m.history ?? []), ...live.current].sort((a, b) => a.time.localeCompare(b.time));
+  const samples = [...(m.history ?? []), ...(live.session === session ? live.samples : [])].sort((a, b) => a.time.localeCompare(b.time));
   return (
     <div className="usage">
       <div className="cards">
