@@ -1,7 +1,8 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import hljsLight from "highlight.js/styles/github.css?inline";
 import hljsDark from "highlight.js/styles/github-dark.css?inline";
 import { Client } from "./api/client";
+import { followSessions, type Follower } from "./api/live";
 import { ApiError, detectTransport } from "./api/transport";
 import type { Session } from "./api/types";
 import { stateOf } from "./lib/format";
@@ -71,10 +72,28 @@ export function App() {
     if (location.hash !== hashOf(v)) history.pushState(null, "", hashOf(v));
   }, []);
 
+  // The sessions follow the engine's events (api/live.ts); refresh reads
+  // the list at once, after this interface changed something.
+  const [live, setLive] = useState(false);
+  const follower = useRef<Follower | null>(null);
+  useEffect(() => {
+    const f = followSessions(client, {
+      sessions: (list) => {
+        setSessions(list);
+        setEngine("");
+      },
+      status: (up, e) => {
+        setLive(up);
+        if (e !== undefined) setEngine(message(e));
+        else if (up) setEngine("");
+      },
+    });
+    follower.current = f;
+    return () => f.stop();
+  }, []);
   const refresh = useCallback(async () => {
     try {
-      setSessions((await client.sessions()) ?? []);
-      setEngine("");
+      await follower.current?.refresh();
     } catch (e) {
       setEngine(message(e));
     }
@@ -93,17 +112,14 @@ export function App() {
     localStorage.setItem("airlock.theme", theme);
   }, [theme]);
   useEffect(() => {
-    void refresh();
-    const t = setInterval(() => void refresh(), 4000);
     const onHash = () => setView(parseHash(location.hash));
     window.addEventListener("popstate", onHash);
     window.addEventListener("hashchange", onHash);
     return () => {
-      clearInterval(t);
       window.removeEventListener("popstate", onHash);
       window.removeEventListener("hashchange", onHash);
     };
-  }, [refresh]);
+  }, []);
 
   const act = async (f: () => Promise<unknown>) => {
     try {
@@ -117,7 +133,7 @@ export function App() {
   const current = view.kind === "session" ? sessions.find((s) => s.id === view.id || s.id.startsWith(view.id)) : undefined;
 
   return (
-    <div className="app">
+    <div className="app" data-live={live}>
       <header className="topbar">
         <a
           className="logo"

@@ -32,6 +32,7 @@ function fake(diff: Diff, accept: () => { outcomes: Outcome[] } = () => ({ outco
       return { outcomes: [{ path: "x", kind: "modified", applied: true }] } as T;
     },
     async stream() {},
+    watch: () => ({ ended: new Promise<void>(() => {}), close() {} }),
     terminal: () => ({ write() {}, resize() {}, close() {} }),
     pickFolder: async () => null,
   };

@@ -16,6 +16,7 @@ import type {
   Secret,
   Selection,
   Session,
+  SessionEvent,
   Settings,
   Snapshot,
   Turn,
@@ -31,6 +32,8 @@ export class Client {
 
   version = () => this.t.request<VersionInfo>("GET", "/version");
   sessions = () => this.t.request<Session[]>("GET", "/sessions");
+  // watchSessions follows the engine's session events (see live.ts).
+  watchSessions = (onEvent: (e: SessionEvent) => void) => this.t.watch("/events", (d) => onEvent(d as SessionEvent));
   session = (id: string) => this.t.request<Session>("GET", `/sessions/${p(id)}`);
   create = (req: CreateRequest) => this.t.request<Session>("POST", "/sessions", req);
   remove = (id: string) => this.t.request<void>("DELETE", `/sessions/${p(id)}`);

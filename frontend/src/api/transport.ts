@@ -22,12 +22,23 @@ export interface TerminalConn {
   close(): void;
 }
 
+// A stream of server-sent events the client follows until it calls
+// close. ended resolves when the stream ends (the engine closed it, or
+// close was called) and rejects when it breaks.
+export interface Subscription {
+  ended: Promise<void>;
+  close(): void;
+}
+
 export interface Transport {
   kind: "browser" | "desktop";
   request<T>(method: string, path: string, body?: unknown): Promise<T>;
   // stream calls onLine with each JSON line of an application/x-ndjson
   // answer and resolves when it ends.
   stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void>;
+  // watch follows a text/event-stream answer to GET path, calling onData
+  // with each event's JSON data.
+  watch(path: string, onData: (data: unknown) => void): Subscription;
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn;
   // pickFolder opens the native folder dialog (desktop only; null in a
   // browser, where the path is typed).
@@ -45,7 +56,9 @@ async function errorOf(res: Response): Promise<ApiError> {
   return new ApiError("unknown", `the engine answered ${res.status}: ${text.trim() || res.statusText}`);
 }
 
-export function splitLines(onLine: (line: unknown) => void) {
+// lines calls onLine with each non-empty line of text that comes in
+// chunks.
+function lines(onLine: (line: string) => void) {
   let buf = "";
   return {
     push(chunk: string) {
@@ -54,13 +67,27 @@ export function splitLines(onLine: (line: unknown) => void) {
       while ((i = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, i).trim();
         buf = buf.slice(i + 1);
-        if (line) onLine(JSON.parse(line));
+        if (line) onLine(line);
       }
     },
     end() {
-      if (buf.trim()) onLine(JSON.parse(buf.trim()));
+      if (buf.trim()) onLine(buf.trim());
       buf = "";
     },
+  };
+}
+
+// splitLines parses JSON lines (application/x-ndjson).
+export function splitLines(onLine: (line: unknown) => void) {
+  return lines((l) => onLine(JSON.parse(l)));
+}
+
+// eventData takes the lines of a text/event-stream and calls onData with
+// each event's data as JSON. The engine's events are one `data:` line
+// each; comments (keep-alives) and other fields are skipped.
+export function eventData(onData: (data: unknown) => void) {
+  return (line: string) => {
+    if (line.startsWith("data:")) onData(JSON.parse(line.slice(5)));
   };
 }
 
@@ -112,6 +139,26 @@ export class HttpTransport implements Transport {
     lines.end();
   }
 
+  watch(path: string, onData: (data: unknown) => void): Subscription {
+    const abort = new AbortController();
+    const follow = async () => {
+      const res = await fetch(this.base + "/v1" + path, { credentials: "same-origin", signal: abort.signal });
+      if (!res.ok) throw await errorOf(res);
+      const reader = res.body!.getReader();
+      const dec = new TextDecoder();
+      const split = lines(eventData(onData));
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        split.push(dec.decode(value, { stream: true }));
+      }
+    };
+    const ended = follow().catch((e) => {
+      if (!abort.signal.aborted) throw e;
+    });
+    return { ended, close: () => abort.abort() };
+  }
+
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
     const ws = new WebSocket(
@@ -148,6 +195,7 @@ export class HttpTransport implements Transport {
 interface WailsApp {
   Request(method: string, path: string, body: string): Promise<string>;
   Stream(method: string, path: string, body: string): Promise<string>;
+  StreamClose(id: string): Promise<void>;
   TerminalOpen(session: string, cols: number, rows: number): Promise<string>;
   TerminalInput(id: string, b64: string): Promise<void>;
   TerminalResize(id: string, cols: number, rows: number): Promise<void>;
@@ -226,6 +274,48 @@ export class WailsTransport implements Transport {
         else resolve();
       });
     });
+  }
+
+  // watch is a Stream whose lines are server-sent events.
+  watch(path: string, onData: (data: unknown) => void): Subscription {
+    let id = "";
+    let closed = false;
+    const offs: (() => void)[] = [];
+    const off = () => offs.splice(0).forEach((f) => f());
+    let stop = () => {};
+    const ended = new Promise<void>((resolve, reject) => {
+      stop = () => {
+        off();
+        resolve();
+      };
+      this.app.Stream("GET", path, "").then(
+        (sid) => {
+          id = sid;
+          if (closed) {
+            void this.app.StreamClose(sid);
+            return;
+          }
+          const data = eventData(onData);
+          offs.push(this.rt.EventsOn("stream:" + sid, (line) => data(String(line))));
+          offs.push(
+            this.rt.EventsOn("stream-end:" + sid, (err) => {
+              off();
+              if (typeof err === "string" && err) reject(wailsError(err));
+              else resolve();
+            }),
+          );
+        },
+        (e) => reject(wailsError(e)),
+      );
+    });
+    return {
+      ended,
+      close: () => {
+        closed = true;
+        if (id) void this.app.StreamClose(id);
+        stop();
+      },
+    };
   }
 
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {

@@ -306,3 +306,11 @@ export interface Settings {
   limits: Limits;
   egress: EgressPolicy;
 }
+
+// One event of GET /v1/events (engine/api SessionEvent).
+export interface SessionEvent {
+  type: "sessions" | "session" | "removed" | (string & {});
+  sessions?: Session[];
+  session?: Session;
+  id?: string;
+}
