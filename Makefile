@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check bench clean
+.PHONY: all build ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check desktop-dev bench clean
 
 all: build
 
@@ -69,6 +69,17 @@ desktop-check:
 desktop: ui
 	scripts/setup.sh desktop
 	$(GO) build -tags desktop,production -ldflags "$(LDFLAGS)" -o bin/airlock-desktop .
+
+# The Wails CLI at the version go.mod pins, and `wails dev` (wails.json):
+# the app against Vite's dev server, with hot reload, and the engine on
+# $AIRLOCK_ENGINE. `wails build` makes what `make desktop` makes.
+WAILS_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/wailsapp/wails/v2)
+bin/wails: go.mod
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/wailsapp/wails/v2/cmd/wails@$(WAILS_VERSION)
+
+desktop-dev: setup bin/wails
+	scripts/setup.sh desktop
+	bin/wails dev -m
 
 # The desktop app for this machine's users: binary, menu entry, icon.
 install-desktop: desktop
