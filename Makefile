@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build install ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check bench clean
+.PHONY: all build install ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check desktop-dev bench clean
 
 all: build
 
@@ -30,8 +30,10 @@ install: build
 # The interface (frontend/: React, TypeScript, Vite), embedded in the
 # engine (`airlock ui`) and the desktop app. npm ci installs exactly what
 # package-lock.json says.
+NPM_CI := { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; }
+
 ui: setup
-	cd frontend && { [ -d node_modules ] && [ node_modules/.package-lock.json -nt package-lock.json ] || npm ci --no-audit --no-fund; } && npm run build
+	cd frontend && $(NPM_CI) && npm run build
 
 ui-test: ui
 	cd frontend && npm test
@@ -66,9 +68,12 @@ fuzz:
 test-short:
 	$(GO) test -short ./...
 
-lint:
+# Go: gofmt and vet. The interface: ESLint (TypeScript and React hooks
+# rules) and Prettier's check (`npm run format` in frontend/ fixes it).
+lint: setup
 	@bad=$$(gofmt -l $$(git ls-files '*.go')); if [ -n "$$bad" ]; then echo "gofmt needed: $$bad"; exit 1; fi
 	$(GO) vet ./...
+	cd frontend && $(NPM_CI) && npm run lint
 
 # The desktop app (Wails) must keep building; it needs GTK and WebKit headers.
 desktop-check:
@@ -78,6 +83,17 @@ desktop-check:
 desktop: ui
 	scripts/setup.sh desktop
 	$(GO) build -tags desktop,production -ldflags "$(LDFLAGS)" -o bin/airlock-desktop .
+
+# The Wails CLI at the version go.mod pins, and `wails dev` (wails.json):
+# the app against Vite's dev server, with hot reload, and the engine on
+# $AIRLOCK_ENGINE. `wails build` makes what `make desktop` makes.
+WAILS_VERSION = $(shell $(GO) list -m -f '{{.Version}}' github.com/wailsapp/wails/v2)
+bin/wails: go.mod
+	GOBIN=$(CURDIR)/bin $(GO) install github.com/wailsapp/wails/v2/cmd/wails@$(WAILS_VERSION)
+
+desktop-dev: setup bin/wails
+	scripts/setup.sh desktop
+	bin/wails dev -m
 
 # The desktop app for this machine's users: binary, menu entry, icon.
 install-desktop: desktop

@@ -1,7 +1,9 @@
-//go:build desktop
+//go:build desktop || dev || bindings
 
-// The Airlock desktop app (Wails). Build it with
-// `go build -tags desktop,production .` (or `make desktop`). It is a
+// The Airlock desktop app (Wails). Build it with `wails build` (wails.json)
+// or `make desktop` (the same: `go build -tags desktop,production .`);
+// `wails dev` runs it with the tag dev against Vite's dev server, and
+// Wails's binding generator with the tag bindings. It is a
 // client of the engine daemon, like the CLI, and shows the same interface
 // the engine serves to browsers (frontend/).
 package main

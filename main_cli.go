@@ -1,4 +1,4 @@
-//go:build !desktop
+//go:build !desktop && !dev && !bindings
 
 // The Airlock desktop app builds from this package with the desktop tag:
 // `go build -tags desktop,production .`. Without it (as in `go vet ./...`)

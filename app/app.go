@@ -37,8 +37,9 @@ type App struct {
 	events eventer
 	seq    atomic.Int64
 
-	mu    sync.Mutex
-	terms map[string]*term
+	mu      sync.Mutex
+	terms   map[string]*term
+	streams map[string]context.CancelFunc // open Streams, by id
 }
 
 // eventer sends events to the frontend (runtime.go; a fake in tests).
@@ -48,7 +49,7 @@ type eventer interface {
 
 // New returns an app that talks to the engine on socket.
 func New(socket string) *App {
-	return &App{socket: socket, client: client.New(socket), terms: map[string]*term{}}
+	return &App{socket: socket, client: client.New(socket), terms: map[string]*term{}, streams: map[string]context.CancelFunc{}}
 }
 
 // Startup is called by Wails when the window is ready. When no engine
@@ -78,12 +79,15 @@ func (a *App) Startup(ctx context.Context) {
 	}
 }
 
-// Shutdown closes the terminals when the window goes.
+// Shutdown closes the terminals and streams when the window goes.
 func (a *App) Shutdown(ctx context.Context) {
 	a.mu.Lock()
 	defer a.mu.Unlock()
 	for _, t := range a.terms {
 		t.cancel()
+	}
+	for _, cancel := range a.streams {
+		cancel()
 	}
 }
 
@@ -129,19 +133,36 @@ func (a *App) Request(method, path, body string) (string, error) {
 // for finding out what the window did.
 var debug = os.Getenv("AIRLOCK_APP_DEBUG") != ""
 
-// Stream forwards a call whose answer is JSON lines (agent turns, image
-// builds). It returns a stream id at once; each line comes as the event
-// "stream:ID", and the end as "stream-end:ID" with the error, if any.
+// Stream forwards a call whose answer comes in lines: JSON lines (agent
+// turns, image builds) or server-sent events (the session events). It
+// returns a stream id at once; each line comes as the event "stream:ID",
+// and the end as "stream-end:ID" with the error, if any. StreamClose
+// ends it early.
 func (a *App) Stream(method, path, body string) (string, error) {
 	if err := checkPath(path); err != nil {
 		return "", classed(err)
 	}
+	var b []byte
+	if body != "" {
+		b = []byte(body)
+	}
 	id := strconv.FormatInt(a.seq.Add(1), 10)
-	rc, err := a.client.Raw(a.ctx, method, path, []byte(body))
+	ctx, cancel := context.WithCancel(a.ctx)
+	rc, err := a.client.Raw(ctx, method, path, b)
 	if err != nil {
+		cancel()
 		return "", classed(err)
 	}
+	a.mu.Lock()
+	a.streams[id] = cancel
+	a.mu.Unlock()
 	go func() {
+		defer func() {
+			a.mu.Lock()
+			delete(a.streams, id)
+			a.mu.Unlock()
+			cancel()
+		}()
 		defer rc.Close()
 		sc := bufio.NewScanner(rc)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
@@ -151,12 +172,22 @@ func (a *App) Stream(method, path, body string) (string, error) {
 			}
 		}
 		msg := ""
-		if err := sc.Err(); err != nil {
+		if err := sc.Err(); err != nil && ctx.Err() == nil {
 			msg = classed(err).Error()
 		}
 		a.events.emit("stream-end:"+id, msg)
 	}()
 	return id, nil
+}
+
+// StreamClose ends a Stream (the window stops following it).
+func (a *App) StreamClose(id string) {
+	a.mu.Lock()
+	cancel := a.streams[id]
+	a.mu.Unlock()
+	if cancel != nil {
+		cancel()
+	}
 }
 
 type term struct {

@@ -142,3 +142,49 @@ func TestBindings(t *testing.T) {
 		t.Errorf("input to an ended terminal: %v", err)
 	}
 }
+
+// TestWatchStream: the session events reach the window through Stream as
+// server-sent event lines (the list, then a session paused from
+// elsewhere), and StreamClose ends the stream without an error.
+func TestWatchStream(t *testing.T) {
+	a, ev, p := start(t)
+	id, err := a.Stream("GET", "/events", "")
+	if err != nil {
+		t.Fatal(err)
+	}
+	body, _ := json.Marshal(api.CreateRequest{Project: p})
+	out, err := a.Request("POST", "/sessions", string(body))
+	if err != nil {
+		t.Fatal(err)
+	}
+	var s api.Session
+	json.Unmarshal([]byte(out), &s)
+	if _, err := a.Request("POST", "/sessions/"+s.ID+"/pause", ""); err != nil {
+		t.Fatal(err)
+	}
+	paused := func() bool {
+		for _, l := range ev.all("stream:" + id) {
+			var e api.SessionEvent
+			if data, ok := strings.CutPrefix(l.(string), "data: "); ok && json.Unmarshal([]byte(data), &e) == nil &&
+				e.Type == api.EventSession && e.Session.ID == s.ID && e.Session.State == api.StatePaused {
+				return true
+			}
+		}
+		return false
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for !paused() && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	lines := ev.all("stream:" + id)
+	if len(lines) == 0 || !strings.HasPrefix(lines[0].(string), `data: {"type":"sessions"`) || !paused() {
+		t.Fatalf("the event stream's lines: %v", lines)
+	}
+	a.StreamClose(id)
+	for len(ev.all("stream-end:"+id)) == 0 && time.Now().Before(deadline) {
+		time.Sleep(50 * time.Millisecond)
+	}
+	if end := ev.all("stream-end:" + id); len(end) != 1 || end[0] != "" {
+		t.Errorf("the stream's end after StreamClose: %v", end)
+	}
+}

@@ -191,6 +191,7 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (a
 	if err != nil {
 		return api.Outcomes{}, err
 	}
+	defer e.store.Changed(sid) // its count of changes
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	var res api.Outcomes
@@ -250,6 +251,7 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 	if err != nil {
 		return nil, err
 	}
+	defer e.store.Changed(sid) // its count of changes
 	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return nil, err

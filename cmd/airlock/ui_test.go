@@ -514,3 +514,55 @@ window.results = {};
 		}
 	}
 }
+
+// TestBrowserLive: the page follows the engine's events, with no list
+// reads of its own while they flow: a session created, given a file,
+// paused and resumed, then removed from the CLI shows in the open page.
+func TestBrowserLive(t *testing.T) {
+	c := newCLI(t)
+	enginetest.Require(t)
+	ctx := browser(t)
+	c.ok("image", "build", "--tiny")
+	u := strings.TrimSpace(c.ok("ui", "--no-open"))
+	// Every list read the page makes, counted in the page.
+	const countReads = `(() => {
+		window.listReads = 0;
+		const f = window.fetch;
+		window.fetch = (input, init) => {
+			if (String(input).endsWith("/v1/sessions") && (!init || !init.method || init.method === "GET")) window.listReads++;
+			return f(input, init);
+		};
+	})()`
+	step(t, ctx, "the page, following the engine",
+		chromedp.Navigate(u),
+		chromedp.WaitVisible(`.app[data-live="true"]`),
+		chromedp.Evaluate(countReads, nil),
+	)
+
+	code, _, errs := c.run("run", "--project", sampleProject(t), "--image", enginetest.Image, "--", "true")
+	m := sessionLine.FindStringSubmatch(errs)
+	if code != 0 || m == nil {
+		t.Fatalf("run: exit %d %q", code, errs)
+	}
+	id := m[1]
+	row := fmt.Sprintf(`tr[data-session^=%q]`, id)
+	pill := func(state string) chromedp.Action {
+		return chromedp.Poll(fmt.Sprintf(`document.querySelector('%s .pill')?.textContent === %q`, row, state), nil, chromedp.WithPollingTimeout(30*time.Second))
+	}
+	step(t, ctx, "a session run from the CLI", pill("running"))
+	c.ok("exec", id, "--", "sh", "-c", "echo new > new.txt")
+	step(t, ctx, "its changes", chromedp.Poll(fmt.Sprintf(`document.querySelector('%s td:nth-child(4)')?.textContent === "1"`, row), nil, chromedp.WithPollingTimeout(30*time.Second)))
+	c.ok("pause", id)
+	step(t, ctx, "paused from the CLI", pill("paused"), shoot("sessions-live"))
+	c.ok("resume", id)
+	step(t, ctx, "resumed from the CLI", pill("running"))
+	c.ok("rm", id)
+	step(t, ctx, "removed from the CLI", chromedp.WaitNotPresent(row))
+
+	var reads int
+	var live string
+	step(t, ctx, "what the page read", chromedp.Evaluate(`window.listReads`, &reads), chromedp.AttributeValue(`.app`, "data-live", &live, nil))
+	if reads != 0 || live != "true" {
+		t.Errorf("the page read the list %d times (live %q): it should have followed the events alone", reads, live)
+	}
+}

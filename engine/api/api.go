@@ -484,3 +484,27 @@ type ReviewLimits struct {
 	// MaxTotalText is the text one review diffs over all its files.
 	MaxTotalText int64 `json:"max_total_text,omitempty"`
 }
+
+// SessionEvent is one message of GET /v1/events, a stream of server-sent
+// events (text/event-stream) whose every `data:` line is one of these as
+// JSON. The first is the whole list; after it, each change as it happens.
+type SessionEvent struct {
+	Type SessionEventType `json:"type"`
+	// Sessions: every session (type "sessions").
+	Sessions []Session `json:"sessions,omitempty"`
+	// Session: one that was created or changed, as it is now (type
+	// "session").
+	Session *Session `json:"session,omitempty"`
+	// ID: the session that is gone (type "removed").
+	ID string `json:"id,omitempty"`
+}
+
+// SessionEventType says what a SessionEvent carries.
+type SessionEventType string
+
+// The types of SessionEvent.
+const (
+	EventSessions SessionEventType = "sessions"
+	EventSession  SessionEventType = "session"
+	EventRemoved  SessionEventType = "removed"
+)

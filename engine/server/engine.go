@@ -17,6 +17,7 @@ import (
 // *engine.Engine.
 type Engine interface {
 	List(ctx context.Context) ([]api.Session, error)
+	Watch(ctx context.Context) <-chan []string
 	Get(ctx context.Context, id string) (api.Session, error)
 	Exists(ctx context.Context, id string) error
 	Create(ctx context.Context, req api.CreateRequest) (api.Session, error)

@@ -42,6 +42,11 @@ type Server struct {
 		importBody int64         // the most an import reads
 		importIdle time.Duration // how long an import waits for a byte
 	}
+	// shutdown ends event streams with their http.Server (see watch.go).
+	shutdown struct {
+		sync.Mutex
+		of map[*http.Server]context.Context
+	}
 }
 
 // New returns the API handler for eng. version describes this engine.
@@ -103,6 +108,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("DELETE "+p+"/secrets/{name}", s.deleteSecret)
 	m.HandleFunc("GET "+p+"/images", s.listImages)
 	m.HandleFunc("POST "+p+"/images/build", s.buildImage)
+	m.HandleFunc("GET "+p+"/events", s.watch)
 	m.HandleFunc("/", func(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.NotFoundf("no endpoint %s %s in API %s: see docs/API.md", r.Method, r.URL.Path, api.Version))
 	})

@@ -27,7 +27,7 @@ func (s *Store) StartTurn(ctx context.Context, t api.Turn) (api.Turn, error) {
 		return t, err
 	}
 	t.State = "running"
-	return t, tx.Commit()
+	return t, s.changed(t.Session, tx.Commit())
 }
 
 // SetAgentSession records the agent's conversation id for a turn.
@@ -49,7 +49,7 @@ func (s *Store) FinishTurn(ctx context.Context, t api.Turn) error {
 	}
 	_, err := s.db.ExecContext(ctx, `UPDATE turns SET state = ?, ended_at = ?, exit_code = ?, final = ?, result = ?, usage = ?, error = ?, agent_session = ?, cpu_ns = ? WHERE session_id = ? AND n = ?`,
 		t.State, ended, t.ExitCode, t.Final, result, string(usage), t.Error, t.AgentSession, int64(t.CPUSeconds*1e9), t.Session, t.N)
-	return err
+	return s.changed(t.Session, err)
 }
 
 // Turns lists a session's turns in order.

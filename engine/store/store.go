@@ -9,6 +9,7 @@ import (
 	"database/sql"
 	"embed"
 	"encoding/json"
+	"errors"
 	"fmt"
 	"io/fs"
 	"sort"
@@ -26,7 +27,8 @@ var migrations embed.FS
 
 // Store is the engine's database. It is safe for concurrent use.
 type Store struct {
-	db *sql.DB
+	db    *sql.DB
+	watch watchers // see Watch
 }
 
 // Open opens (creating if needed) the database at path and migrates it.
@@ -132,25 +134,25 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout,
 		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget`,
 		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget)
-	return err
+	return s.changed(x.ID, err)
 }
 
 // SetBudgets records a session's budgets.
 func (s *Store) SetBudgets(ctx context.Context, id string, cpu time.Duration, cost float64) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET cpu_budget = ?, cost_budget = ? WHERE id = ?`, int64(cpu), cost, id)
-	return err
+	return s.changed(id, err)
 }
 
 // SetEgress records a session's egress policy.
 func (s *Store) SetEgress(ctx context.Context, id, egress string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET egress = ? WHERE id = ?`, egress, id)
-	return err
+	return s.changed(id, err)
 }
 
 // SetSessionState records a session's state and error text.
 func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET state = ?, error = ? WHERE id = ?`, state, errText, id)
-	return err
+	return s.changed(id, err)
 }
 
 const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget`
@@ -220,7 +222,7 @@ func (s *Store) Session(ctx context.Context, id string) (Session, error) {
 // DeleteSession removes a session and its commands.
 func (s *Store) DeleteSession(ctx context.Context, id string) error {
 	_, err := s.db.ExecContext(ctx, `DELETE FROM sessions WHERE id = ?`, id)
-	return err
+	return s.changed(id, err)
 }
 
 // Command is a stored command.
@@ -254,8 +256,12 @@ func (s *Store) SetCommandCPU(ctx context.Context, id int64, ns int64) error {
 
 // FinishCommand records how a command ended. exitCode nil means unknown.
 func (s *Store) FinishCommand(ctx context.Context, id int64, state string, exitCode *int, ended time.Time) error {
-	_, err := s.db.ExecContext(ctx, `UPDATE commands SET state = ?, exit_code = ?, ended_at = ? WHERE id = ?`, state, exitCode, ended.UnixNano(), id)
-	return err
+	var session string
+	err := s.db.QueryRowContext(ctx, `UPDATE commands SET state = ?, exit_code = ?, ended_at = ? WHERE id = ? RETURNING session_id`, state, exitCode, ended.UnixNano(), id).Scan(&session)
+	if errors.Is(err, sql.ErrNoRows) {
+		return nil
+	}
+	return s.changed(session, err)
 }
 
 // Commands lists a session's commands in order; output only when asked.

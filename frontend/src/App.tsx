@@ -1,7 +1,8 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import hljsLight from "highlight.js/styles/github.css?inline";
 import hljsDark from "highlight.js/styles/github-dark.css?inline";
 import { Client } from "./api/client";
+import { followSessions, type Follower } from "./api/live";
 import { ApiError, detectTransport } from "./api/transport";
 import type { Session } from "./api/types";
 import { stateOf } from "./lib/format";
@@ -11,11 +12,22 @@ import { SessionView, TABS, type Tab } from "./components/SessionView";
 import { Settings } from "./components/Settings";
 import { Snapshots } from "./components/Snapshots";
 
-type View = { kind: "home" } | { kind: "new" } | { kind: "settings" } | { kind: "snapshots" } | { kind: "session"; id: string; tab: Tab; path?: string };
+type View =
+  | { kind: "home" }
+  | { kind: "new" }
+  | { kind: "settings" }
+  | { kind: "snapshots" }
+  | { kind: "session"; id: string; tab: Tab; path?: string };
 
 function parseHash(h: string): View {
   const m = /^#\/s\/([0-9a-f]+)(?:\/(\w+))?(?:\/(.+))?/.exec(h);
-  if (m) return { kind: "session", id: m[1], tab: (TABS as readonly string[]).includes(m[2]) ? (m[2] as Tab) : "review", path: m[3] ? decodeURIComponent(m[3]) : undefined };
+  if (m)
+    return {
+      kind: "session",
+      id: m[1],
+      tab: (TABS as readonly string[]).includes(m[2]) ? (m[2] as Tab) : "review",
+      path: m[3] ? decodeURIComponent(m[3]) : undefined,
+    };
   if (h === "#/new") return { kind: "new" };
   if (h === "#/settings") return { kind: "settings" };
   if (h === "#/snapshots") return { kind: "snapshots" };
@@ -46,7 +58,11 @@ export function App() {
   const [view, setView] = useState<View>(() => parseHash(location.hash));
   const [sessions, setSessions] = useState<Session[]>([]);
   const [errors, setErrors] = useState<string[]>([]);
-  const [theme, setTheme] = useState<"dark" | "light">(() => (localStorage.getItem("airlock.theme") as "dark" | "light") || (matchMedia?.("(prefers-color-scheme: light)").matches ? "light" : "dark"));
+  const [theme, setTheme] = useState<"dark" | "light">(
+    () =>
+      (localStorage.getItem("airlock.theme") as "dark" | "light") ||
+      (matchMedia?.("(prefers-color-scheme: light)").matches ? "light" : "dark"),
+  );
   const [engine, setEngine] = useState<string>("");
   const [pending, setPending] = useState<NewSessionResult["agent"]>();
 
@@ -56,10 +72,28 @@ export function App() {
     if (location.hash !== hashOf(v)) history.pushState(null, "", hashOf(v));
   }, []);
 
+  // The sessions follow the engine's events (api/live.ts); refresh reads
+  // the list at once, after this interface changed something.
+  const [live, setLive] = useState(false);
+  const follower = useRef<Follower | null>(null);
+  useEffect(() => {
+    const f = followSessions(client, {
+      sessions: (list) => {
+        setSessions(list);
+        setEngine("");
+      },
+      status: (up, e) => {
+        setLive(up);
+        if (e !== undefined) setEngine(message(e));
+        else if (up) setEngine("");
+      },
+    });
+    follower.current = f;
+    return () => f.stop();
+  }, []);
   const refresh = useCallback(async () => {
     try {
-      setSessions((await client.sessions()) ?? []);
-      setEngine("");
+      await follower.current?.refresh();
     } catch (e) {
       setEngine(message(e));
     }
@@ -78,17 +112,14 @@ export function App() {
     localStorage.setItem("airlock.theme", theme);
   }, [theme]);
   useEffect(() => {
-    refresh();
-    const t = setInterval(refresh, 4000);
     const onHash = () => setView(parseHash(location.hash));
     window.addEventListener("popstate", onHash);
     window.addEventListener("hashchange", onHash);
     return () => {
-      clearInterval(t);
       window.removeEventListener("popstate", onHash);
       window.removeEventListener("hashchange", onHash);
     };
-  }, [refresh]);
+  }, []);
 
   const act = async (f: () => Promise<unknown>) => {
     try {
@@ -96,24 +127,39 @@ export function App() {
     } catch (e) {
       onError(e);
     }
-    refresh();
+    void refresh();
   };
 
   const current = view.kind === "session" ? sessions.find((s) => s.id === view.id || s.id.startsWith(view.id)) : undefined;
 
   return (
-    <div className="app">
+    <div className="app" data-live={live}>
       <header className="topbar">
-        <a className="logo" href="#/" onClick={(e) => { e.preventDefault(); go({ kind: "home" }); }}>
+        <a
+          className="logo"
+          href="#/"
+          onClick={(e) => {
+            e.preventDefault();
+            go({ kind: "home" });
+          }}
+        >
           <span className="mark">◧</span> Airlock
         </a>
         <nav>
-          <button className={view.kind === "home" ? "active" : ""} onClick={() => go({ kind: "home" })}>Sessions</button>
-          <button className={view.kind === "snapshots" ? "active" : ""} onClick={() => go({ kind: "snapshots" })}>Snapshots</button>
-          <button className={view.kind === "settings" ? "active" : ""} onClick={() => go({ kind: "settings" })}>Settings</button>
+          <button className={view.kind === "home" ? "active" : ""} onClick={() => go({ kind: "home" })}>
+            Sessions
+          </button>
+          <button className={view.kind === "snapshots" ? "active" : ""} onClick={() => go({ kind: "snapshots" })}>
+            Snapshots
+          </button>
+          <button className={view.kind === "settings" ? "active" : ""} onClick={() => go({ kind: "settings" })}>
+            Settings
+          </button>
         </nav>
         <span className="spacer" />
-        <button className="primary" onClick={() => go({ kind: "new" })}>New session</button>
+        <button className="primary" onClick={() => go({ kind: "new" })}>
+          New session
+        </button>
         <button onClick={() => setTheme(theme === "dark" ? "light" : "dark")} title="Dark or light" aria-label="theme">
           {theme === "dark" ? "☀" : "☾"}
         </button>
@@ -121,7 +167,15 @@ export function App() {
       <div className="main">
         <aside className="sidebar">
           {sessions.map((s) => (
-            <a key={s.id} href={`#/s/${s.id}`} className={"side-item" + (current?.id === s.id ? " selected" : "")} onClick={(e) => { e.preventDefault(); go({ kind: "session", id: s.id, tab: "review" }); }}>
+            <a
+              key={s.id}
+              href={`#/s/${s.id}`}
+              className={"side-item" + (current?.id === s.id ? " selected" : "")}
+              onClick={(e) => {
+                e.preventDefault();
+                go({ kind: "session", id: s.id, tab: "review" });
+              }}
+            >
               <span className={"dot " + stateOf(s)} />
               <span className="side-name">{s.project.split("/").filter(Boolean).pop()}</span>
               {s.changed > 0 && <span className="count">{s.changed}</span>}
@@ -133,7 +187,9 @@ export function App() {
           {errors.map((e, i) => (
             <div key={i} className="callout bad error" role="alert">
               <span>{e}</span>
-              <button onClick={() => setErrors((x) => x.filter((_, j) => j !== i))} aria-label="dismiss">×</button>
+              <button onClick={() => setErrors((x) => x.filter((_, j) => j !== i))} aria-label="dismiss">
+                ×
+              </button>
             </div>
           ))}
           {view.kind === "home" && (
@@ -143,7 +199,10 @@ export function App() {
               onPause={(id) => act(() => client.pause(id))}
               onResume={(id) => act(() => client.resume(id))}
               onSnapshot={(id) => act(() => client.snapshot(id))}
-              onDelete={(s) => confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) && act(() => client.remove(s.id))}
+              onDelete={(s) =>
+                confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) &&
+                act(() => client.remove(s.id))
+              }
               onNew={() => go({ kind: "new" })}
             />
           )}
@@ -160,7 +219,16 @@ export function App() {
             />
           )}
           {view.kind === "settings" && <Settings client={client} onError={onError} />}
-          {view.kind === "snapshots" && <Snapshots client={client} onOpen={(id) => { refresh(); go({ kind: "session", id, tab: "review" }); }} onError={onError} />}
+          {view.kind === "snapshots" && (
+            <Snapshots
+              client={client}
+              onOpen={(id) => {
+                void refresh();
+                go({ kind: "session", id, tab: "review" });
+              }}
+              onError={onError}
+            />
+          )}
           {view.kind === "session" &&
             (current ? (
               <SessionView
@@ -175,7 +243,10 @@ export function App() {
                   setView(v);
                   history.replaceState(null, "", hashOf(v));
                 }}
-                onOpen={(id) => { refresh(); go({ kind: "session", id, tab: "review" }); }}
+                onOpen={(id) => {
+                  void refresh();
+                  go({ kind: "session", id, tab: "review" });
+                }}
                 onChanged={refresh}
                 onError={onError}
                 pendingPrompt={pending}

@@ -37,13 +37,23 @@ describe("format", () => {
   });
 });
 
-const file = (over: Partial<FileDiff>): FileDiff => ({ id: "f", path: "a.txt", kind: "modified", type: "file", size: 1, old_size: 1, ...over });
+const file = (over: Partial<FileDiff>): FileDiff => ({
+  id: "f",
+  path: "a.txt",
+  kind: "modified",
+  type: "file",
+  size: 1,
+  old_size: 1,
+  ...over,
+});
 
 describe("patch", () => {
   it("writes a hunk as unified diff text, with the missing newline marked", () => {
     const f = file({ path: "src/x.go" });
     const text = hunkPatch(f, [{ id: "h", old_start: 1, old_lines: 1, new_start: 1, new_lines: 1, lines: ["-old\n", "+new"] }]);
-    expect(text).toBe("diff --git a/src/x.go b/src/x.go\n--- a/src/x.go\n+++ b/src/x.go\n@@ -1,1 +1,1 @@\n-old\n+new\n\\ No newline at end of file\n");
+    expect(text).toBe(
+      "diff --git a/src/x.go b/src/x.go\n--- a/src/x.go\n+++ b/src/x.go\n@@ -1,1 +1,1 @@\n-old\n+new\n\\ No newline at end of file\n",
+    );
     expect(hunkPatch(file({ kind: "added" }), [])).toContain("--- /dev/null");
     expect(hunkPatch(file({ kind: "renamed", from: "old.txt" }), [])).toContain("--- a/old.txt");
   });
@@ -53,7 +63,9 @@ describe("patch", () => {
   });
   it("badges say what a change is", () => {
     expect(badges(file({ kind: "added" })).map((b) => b.label)).toEqual(["A"]);
-    const labels = badges(file({ conflict: true, held: "a rule", binary: true, findings: [{ scanner: "secrets", message: "a key" }] })).map((b) => b.label);
+    const labels = badges(file({ conflict: true, held: "a rule", binary: true, findings: [{ scanner: "secrets", message: "a key" }] })).map(
+      (b) => b.label,
+    );
     expect(labels).toEqual(["M", "bin", "conflict", "held", "secrets"]);
   });
 });

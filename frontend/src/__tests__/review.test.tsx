@@ -14,11 +14,25 @@ function fake(diff: Diff, accept: () => { outcomes: Outcome[] } = () => ({ outco
     async request<T>(method: string, path: string, body?: unknown) {
       calls.push({ method, path, body });
       if (path.endsWith("/diff")) return diff as T;
-      if (path.endsWith("/net")) return [{ id: 7, time: "2026-11-22T12:00:00Z", kind: "connect", host: "evil.example.com", port: 443, bytes_out: 0, bytes_in: 0, allowed: false, duration: 0 }] as T;
+      if (path.endsWith("/net"))
+        return [
+          {
+            id: 7,
+            time: "2026-11-22T12:00:00Z",
+            kind: "connect",
+            host: "evil.example.com",
+            port: 443,
+            bytes_out: 0,
+            bytes_in: 0,
+            allowed: false,
+            duration: 0,
+          },
+        ] as T;
       if (path.endsWith("/accept")) return accept() as T;
       return { outcomes: [{ path: "x", kind: "modified", applied: true }] } as T;
     },
     async stream() {},
+    watch: () => ({ ended: new Promise<void>(() => {}), close() {} }),
     terminal: () => ({ write() {}, resize() {}, close() {} }),
     pickFolder: async () => null,
   };
@@ -31,15 +45,31 @@ const diff: Diff = {
   workspace: { used: 1024, size: 2 << 30, full: false, files: 2 },
   files: [
     {
-      id: "f1", path: "src/main.go", kind: "modified", type: "file", size: 10, old_size: 9, digest: "sha256:f1",
+      id: "f1",
+      path: "src/main.go",
+      kind: "modified",
+      type: "file",
+      size: 10,
+      old_size: 9,
+      digest: "sha256:f1",
       hunks: [
         { id: "h1", old_start: 1, old_lines: 1, new_start: 1, new_lines: 1, lines: ["-a\n", "+b\n"], digest: "sha256:h1" },
         { id: "h2", old_start: 9, old_lines: 1, new_start: 9, new_lines: 1, lines: ["-c\n", "+d\n"], digest: "sha256:h2" },
       ],
     },
     {
-      id: "f2", path: "config.yaml", kind: "modified", type: "file", size: 1, old_size: 1, conflict: true, conflict_reason: "both changed line 1", digest: "sha256:f2",
-      conflicts: [{ id: "c1", host_start: 1, host_lines: 1, base: ["mode: careful\n"], host: ["mode: paranoid\n"], agent: ["mode: fast\n"] }],
+      id: "f2",
+      path: "config.yaml",
+      kind: "modified",
+      type: "file",
+      size: 1,
+      old_size: 1,
+      conflict: true,
+      conflict_reason: "both changed line 1",
+      digest: "sha256:f2",
+      conflicts: [
+        { id: "c1", host_start: 1, host_lines: 1, base: ["mode: careful\n"], host: ["mode: paranoid\n"], agent: ["mode: fast\n"] },
+      ],
     },
   ],
 };
@@ -66,7 +96,11 @@ describe("Review", () => {
     fireEvent.click(screen.getByText("Take agent"));
     await waitFor(() => expect(calls.some((c) => c.path === "/sessions/s1/accept")).toBe(true));
     // Pinned to the file's digest as shown.
-    expect(calls.find((c) => c.path === "/sessions/s1/accept")!.body as Selection).toEqual({ hunks: ["c1"], take: "agent", digests: { f2: "sha256:f2" } });
+    expect(calls.find((c) => c.path === "/sessions/s1/accept")!.body as Selection).toEqual({
+      hunks: ["c1"],
+      take: "agent",
+      digests: { f2: "sha256:f2" },
+    });
     // j: next file; n: next hunk; a: accept it.
     await act(async () => {
       fireEvent.keyDown(window, { key: "j" });

@@ -16,6 +16,7 @@ import type {
   Secret,
   Selection,
   Session,
+  SessionEvent,
   Settings,
   Snapshot,
   Turn,
@@ -31,6 +32,8 @@ export class Client {
 
   version = () => this.t.request<VersionInfo>("GET", "/version");
   sessions = () => this.t.request<Session[]>("GET", "/sessions");
+  // watchSessions follows the engine's session events (see live.ts).
+  watchSessions = (onEvent: (e: SessionEvent) => void) => this.t.watch("/events", (d) => onEvent(d as SessionEvent));
   session = (id: string) => this.t.request<Session>("GET", `/sessions/${p(id)}`);
   create = (req: CreateRequest) => this.t.request<Session>("POST", "/sessions", req);
   remove = (id: string) => this.t.request<void>("DELETE", `/sessions/${p(id)}`);
@@ -64,7 +67,8 @@ export class Client {
   settings = () => this.t.request<Settings>("GET", "/settings");
   setSettings = (s: Partial<Settings>) => this.t.request<Settings>("PUT", "/settings", s);
   images = () => this.t.request<Image[]>("GET", "/images");
-  buildImage = (kind: string, onLine: (p: Progress) => void) => this.t.stream("POST", "/images/build", { kind }, (l) => onLine(l as Progress));
+  buildImage = (kind: string, onLine: (p: Progress) => void) =>
+    this.t.stream("POST", "/images/build", { kind }, (l) => onLine(l as Progress));
 
   terminal = (id: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn => this.t.terminal(id, cols, rows, h);
   pickFolder = () => this.t.pickFolder();

@@ -22,12 +22,23 @@ export interface TerminalConn {
   close(): void;
 }
 
+// A stream of server-sent events the client follows until it calls
+// close. ended resolves when the stream ends (the engine closed it, or
+// close was called) and rejects when it breaks.
+export interface Subscription {
+  ended: Promise<void>;
+  close(): void;
+}
+
 export interface Transport {
   kind: "browser" | "desktop";
   request<T>(method: string, path: string, body?: unknown): Promise<T>;
   // stream calls onLine with each JSON line of an application/x-ndjson
   // answer and resolves when it ends.
   stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void>;
+  // watch follows a text/event-stream answer to GET path, calling onData
+  // with each event's JSON data.
+  watch(path: string, onData: (data: unknown) => void): Subscription;
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn;
   // pickFolder opens the native folder dialog (desktop only; null in a
   // browser, where the path is typed).
@@ -37,15 +48,17 @@ export interface Transport {
 async function errorOf(res: Response): Promise<ApiError> {
   const text = await res.text();
   try {
-    const e = JSON.parse(text);
-    if (e && e.message) return new ApiError(e.class || "unknown", e.message);
+    const e = JSON.parse(text) as { class?: string; message?: string } | null;
+    if (e?.message) return new ApiError(e.class || "unknown", e.message);
   } catch {
     /* not JSON */
   }
   return new ApiError("unknown", `the engine answered ${res.status}: ${text.trim() || res.statusText}`);
 }
 
-export function splitLines(onLine: (line: unknown) => void) {
+// lines calls onLine with each non-empty line of text that comes in
+// chunks.
+function lines(onLine: (line: string) => void) {
   let buf = "";
   return {
     push(chunk: string) {
@@ -54,13 +67,27 @@ export function splitLines(onLine: (line: unknown) => void) {
       while ((i = buf.indexOf("\n")) >= 0) {
         const line = buf.slice(0, i).trim();
         buf = buf.slice(i + 1);
-        if (line) onLine(JSON.parse(line));
+        if (line) onLine(line);
       }
     },
     end() {
-      if (buf.trim()) onLine(JSON.parse(buf.trim()));
+      if (buf.trim()) onLine(buf.trim());
       buf = "";
     },
+  };
+}
+
+// splitLines parses JSON lines (application/x-ndjson).
+export function splitLines(onLine: (line: unknown) => void) {
+  return lines((l) => onLine(JSON.parse(l)));
+}
+
+// eventData takes the lines of a text/event-stream and calls onData with
+// each event's data as JSON. The engine's events are one `data:` line
+// each; comments (keep-alives) and other fields are skipped.
+export function eventData(onData: (data: unknown) => void) {
+  return (line: string) => {
+    if (line.startsWith("data:")) onData(JSON.parse(line.slice(5)));
   };
 }
 
@@ -82,7 +109,10 @@ export class HttpTransport implements Transport {
         credentials: "same-origin",
       });
     } catch {
-      throw new ApiError("unavailable", "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.");
+      throw new ApiError(
+        "unavailable",
+        "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.",
+      );
     }
     if (!res.ok) throw await errorOf(res);
     if (res.status === 204) return undefined as T;
@@ -109,14 +139,36 @@ export class HttpTransport implements Transport {
     lines.end();
   }
 
+  watch(path: string, onData: (data: unknown) => void): Subscription {
+    const abort = new AbortController();
+    const follow = async () => {
+      const res = await fetch(this.base + "/v1" + path, { credentials: "same-origin", signal: abort.signal });
+      if (!res.ok) throw await errorOf(res);
+      const reader = res.body!.getReader();
+      const dec = new TextDecoder();
+      const split = lines(eventData(onData));
+      for (;;) {
+        const { done, value } = await reader.read();
+        if (done) break;
+        split.push(dec.decode(value, { stream: true }));
+      }
+    };
+    const ended = follow().catch((e) => {
+      if (!abort.signal.aborted) throw e;
+    });
+    return { ended, close: () => abort.abort() };
+  }
+
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
     const proto = location.protocol === "https:" ? "wss:" : "ws:";
-    const ws = new WebSocket(`${proto}//${location.host}${this.base}/v1/sessions/${encodeURIComponent(session)}/terminal?cols=${cols}&rows=${rows}`);
+    const ws = new WebSocket(
+      `${proto}//${location.host}${this.base}/v1/sessions/${encodeURIComponent(session)}/terminal?cols=${cols}&rows=${rows}`,
+    );
     ws.binaryType = "arraybuffer";
     let exited = false;
     ws.onmessage = (m) => {
       if (typeof m.data === "string") {
-        const ctl = JSON.parse(m.data);
+        const ctl = JSON.parse(m.data) as { exit_code?: number; error?: { message?: string } };
         exited = true;
         h.onExit(ctl.exit_code ?? null, ctl.error?.message);
       } else {
@@ -134,8 +186,8 @@ export class HttpTransport implements Transport {
     };
   }
 
-  async pickFolder(): Promise<string | null> {
-    return null;
+  pickFolder(): Promise<string | null> {
+    return Promise.resolve(null);
   }
 }
 
@@ -143,6 +195,7 @@ export class HttpTransport implements Transport {
 interface WailsApp {
   Request(method: string, path: string, body: string): Promise<string>;
   Stream(method: string, path: string, body: string): Promise<string>;
+  StreamClose(id: string): Promise<void>;
   TerminalOpen(session: string, cols: number, rows: number): Promise<string>;
   TerminalInput(id: string, b64: string): Promise<void>;
   TerminalResize(id: string, cols: number, rows: number): Promise<void>;
@@ -223,6 +276,48 @@ export class WailsTransport implements Transport {
     });
   }
 
+  // watch is a Stream whose lines are server-sent events.
+  watch(path: string, onData: (data: unknown) => void): Subscription {
+    let id = "";
+    let closed = false;
+    const offs: (() => void)[] = [];
+    const off = () => offs.splice(0).forEach((f) => f());
+    let stop = () => {};
+    const ended = new Promise<void>((resolve, reject) => {
+      stop = () => {
+        off();
+        resolve();
+      };
+      this.app.Stream("GET", path, "").then(
+        (sid) => {
+          id = sid;
+          if (closed) {
+            void this.app.StreamClose(sid);
+            return;
+          }
+          const data = eventData(onData);
+          offs.push(this.rt.EventsOn("stream:" + sid, (line) => data(String(line))));
+          offs.push(
+            this.rt.EventsOn("stream-end:" + sid, (err) => {
+              off();
+              if (typeof err === "string" && err) reject(wailsError(err));
+              else resolve();
+            }),
+          );
+        },
+        (e) => reject(wailsError(e)),
+      );
+    });
+    return {
+      ended,
+      close: () => {
+        closed = true;
+        if (id) void this.app.StreamClose(id);
+        stop();
+      },
+    };
+  }
+
   terminal(session: string, cols: number, rows: number, h: TerminalHandlers): TerminalConn {
     let id = "";
     const pending: string[] = [];
@@ -234,17 +329,24 @@ export class WailsTransport implements Transport {
         offs.push(
           this.rt.EventsOn("term-exit:" + tid, (code, err) => {
             offs.forEach((f) => f());
-            h.onExit(typeof code === "number" && code >= 0 ? code : null, err ? String(err) : undefined);
+            h.onExit(typeof code === "number" && code >= 0 ? code : null, typeof err === "string" && err ? err : undefined);
           }),
         );
-        pending.splice(0).forEach((d) => this.app.TerminalInput(id, b64encode(d)));
+        pending.splice(0).forEach((d) => void this.app.TerminalInput(id, b64encode(d)));
       },
       (e) => h.onExit(null, wailsError(e).message),
     );
     return {
-      write: (d) => (id ? this.app.TerminalInput(id, b64encode(d)) : pending.push(d)),
-      resize: (c, r) => id && this.app.TerminalResize(id, c, r),
-      close: () => id && this.app.TerminalClose(id),
+      write: (d) => {
+        if (id) void this.app.TerminalInput(id, b64encode(d));
+        else pending.push(d);
+      },
+      resize: (c, r) => {
+        if (id) void this.app.TerminalResize(id, c, r);
+      },
+      close: () => {
+        if (id) void this.app.TerminalClose(id);
+      },
     };
   }
 

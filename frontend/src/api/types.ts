@@ -9,7 +9,7 @@ export interface Limits {
 }
 
 export interface EgressPolicy {
-  mode: "allow-all" | "deny-all" | "custom" | string;
+  mode: "allow-all" | "deny-all" | "custom" | (string & {});
   allow?: string[];
   deny?: string[];
   private?: boolean;
@@ -20,7 +20,7 @@ export interface Session {
   id: string;
   project: string;
   image: string;
-  state: "creating" | "running" | "paused" | "stopped" | "failed" | string;
+  state: "creating" | "running" | "paused" | "stopped" | "failed" | (string & {});
   created: string;
   user: string;
   limits: Limits;
@@ -48,7 +48,7 @@ export interface CreateRequest {
   cost_budget?: number;
 }
 
-export type Kind = "added" | "modified" | "deleted" | "renamed" | "type_changed" | string;
+export type Kind = "added" | "modified" | "deleted" | "renamed" | "type_changed" | (string & {});
 
 export interface Hunk {
   id: string;
@@ -130,7 +130,7 @@ export interface Outcome {
   partial?: boolean;
   error?: string;
   // Set when the accept left the change in the session on purpose.
-  left?: "held" | "flagged" | "unreviewed" | string;
+  left?: "held" | "flagged" | "unreviewed" | (string & {});
   reason?: string;
   digest?: string;
 }
@@ -144,7 +144,7 @@ export interface Usage {
 }
 
 export interface AgentEvent {
-  type: "session" | "message" | "tool_call" | "file_edit" | "command" | "usage" | "error" | "turn_done" | string;
+  type: "session" | "message" | "tool_call" | "file_edit" | "command" | "usage" | "error" | "turn_done" | (string & {});
   time: string;
   turn?: number;
   text?: string;
@@ -229,7 +229,7 @@ export interface Meter {
 }
 
 export interface SnapshotLayer {
-  what: "container" | "workspace" | string;
+  what: "container" | "workspace" | (string & {});
   digest: string;
   size: number;
   files: number;
@@ -305,4 +305,12 @@ export interface Settings {
   ca_bundle: string;
   limits: Limits;
   egress: EgressPolicy;
+}
+
+// One event of GET /v1/events (engine/api SessionEvent).
+export interface SessionEvent {
+  type: "sessions" | "session" | "removed" | (string & {});
+  sessions?: Session[];
+  session?: Session;
+  id?: string;
 }

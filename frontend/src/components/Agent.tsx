@@ -55,15 +55,23 @@ function total(turns: Turn[]): Usage {
 
 // Agent is the session's conversation: every turn's events, live while a
 // turn runs, and the prompt for the next turn.
-export function Agent({ client, session, defaultAgent, initial, onInitialTaken, onError, onTurnDone }: {
+export function Agent({
+  client,
+  session,
+  defaultAgent,
+  initial,
+  onInitialTaken,
+  onError,
+  onTurnDone,
+}: {
   client: Client;
   session: string;
   defaultAgent?: string;
   // initial is a first task to send as soon as the view opens.
   initial?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
-  onInitialTaken?(): void;
-  onError(e: unknown): void;
-  onTurnDone?(): void;
+  onInitialTaken?: () => void;
+  onError: (e: unknown) => void;
+  onTurnDone?: () => void;
 }) {
   const [events, setEvents] = useState<AgentEvent[]>([]);
   const [turns, setTurns] = useState<Turn[]>([]);
@@ -86,21 +94,11 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
     }
   }, [client, session, onError]);
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
   useEffect(() => {
     end.current?.scrollIntoView?.({ block: "end" });
   }, [events.length]);
-
-  const sent = useRef(false);
-  useEffect(() => {
-    if (!initial || sent.current) return;
-    sent.current = true;
-    onInitialTaken?.();
-    setAgent(initial.agent);
-    run(initial.agent, initial.prompt, initial.model, initial.cmd, initial.events);
-    // eslint-disable-next-line react-hooks/exhaustive-deps
-  }, [initial]);
 
   const send = () => run(agent, prompt, model || undefined, agent === "custom" ? cmd : undefined);
   const run = async (agent: string, prompt: string, model?: string, cmd?: string, events?: string) => {
@@ -126,12 +124,24 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
     }
   };
 
+  const sent = useRef(false);
+  useEffect(() => {
+    if (!initial || sent.current) return;
+    sent.current = true;
+    onInitialTaken?.();
+    setAgent(initial.agent);
+    void run(initial.agent, initial.prompt, initial.model, initial.cmd, initial.events);
+    // eslint-disable-next-line react-hooks/exhaustive-deps
+  }, [initial]);
+
   const u = total(turns);
   const current = [...events].reverse().find((e) => e.type === "tool_call");
   return (
     <div className="agent">
       <div className="agent-stream">
-        {events.length === 0 && !running && <div className="empty small">No agent has worked in this session yet. Give it a task below.</div>}
+        {events.length === 0 && !running && (
+          <div className="empty small">No agent has worked in this session yet. Give it a task below.</div>
+        )}
         {events.map((e, i) => (
           <EventRow key={i} e={e} />
         ))}
@@ -147,7 +157,9 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
           <>
             {turns.length} turn{turns.length === 1 ? "" : "s"} · {u.input_tokens} tokens in · {u.output_tokens} out
             {u.cost_usd ? ` · ${usd(u.cost_usd)}` : ""}
-            {turns.length ? ` · last turn ${turns[turns.length - 1].state}${turns[turns.length - 1].cpu_seconds ? `, CPU ${seconds(turns[turns.length - 1].cpu_seconds!)}` : ""}` : ""}
+            {turns.length
+              ? ` · last turn ${turns[turns.length - 1].state}${turns[turns.length - 1].cpu_seconds ? `, CPU ${seconds(turns[turns.length - 1].cpu_seconds!)}` : ""}`
+              : ""}
           </>
         )}
       </div>
@@ -159,17 +171,29 @@ export function Agent({ client, session, defaultAgent, initial, onInitialTaken, 
             ))}
           </select>
           {agent === "custom" ? (
-            <input value={cmd} onChange={(e) => setCmd(e.target.value)} placeholder="command with {prompt}, e.g. my-agent --task {prompt}" aria-label="custom command" />
+            <input
+              value={cmd}
+              onChange={(e) => setCmd(e.target.value)}
+              placeholder="command with {prompt}, e.g. my-agent --task {prompt}"
+              aria-label="custom command"
+            />
           ) : (
-            <input value={model} onChange={(e) => setModel(e.target.value)} placeholder="model (default from settings)" aria-label="model" />
+            <input
+              value={model}
+              onChange={(e) => setModel(e.target.value)}
+              placeholder="model (default from settings)"
+              aria-label="model"
+            />
           )}
         </div>
         <textarea
           value={prompt}
           onChange={(e) => setPrompt(e.target.value)}
-          placeholder={turns.length ? "Next instruction, same conversation… (Ctrl+Enter sends)" : "What should the agent do? (Ctrl+Enter sends)"}
+          placeholder={
+            turns.length ? "Next instruction, same conversation… (Ctrl+Enter sends)" : "What should the agent do? (Ctrl+Enter sends)"
+          }
           onKeyDown={(e) => {
-            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) send();
+            if (e.key === "Enter" && (e.ctrlKey || e.metaKey)) void send();
           }}
           aria-label="prompt"
         />

@@ -5,7 +5,7 @@ import { bytes } from "../lib/format";
 
 // Network is the session's connection log with "allow this host" on what
 // was blocked, and its policy.
-export function Network({ client, session, onError }: { client: Client; session: Session; onError(e: unknown): void }) {
+export function Network({ client, session, onError }: { client: Client; session: Session; onError: (e: unknown) => void }) {
   const [log, setLog] = useState<EgressEntry[]>([]);
   const [blockedOnly, setBlockedOnly] = useState(false);
   const load = useCallback(async () => {
@@ -16,8 +16,8 @@ export function Network({ client, session, onError }: { client: Client; session:
     }
   }, [client, session.id, onError]);
   useEffect(() => {
-    load();
-    const t = setInterval(load, 3000);
+    void load();
+    const t = setInterval(() => void load(), 3000);
     return () => clearInterval(t);
   }, [load]);
   const allow = async (e: EgressEntry) => {
@@ -69,7 +69,9 @@ export function Network({ client, session, onError }: { client: Client; session:
                 <td>{e.port || ""}</td>
                 <td>{bytes(e.bytes_out)}</td>
                 <td>{bytes(e.bytes_in)}</td>
-                <td title={e.reason}>{e.allowed ? "allowed" : "BLOCKED"} {e.rule ? <span className="muted">({e.rule})</span> : null}</td>
+                <td title={e.reason}>
+                  {e.allowed ? "allowed" : "BLOCKED"} {e.rule ? <span className="muted">({e.rule})</span> : null}
+                </td>
                 <td>{!e.allowed && <button onClick={() => allow(e)}>Allow this host</button>}</td>
               </tr>
             ))}
@@ -82,7 +84,17 @@ export function Network({ client, session, onError }: { client: Client; session:
 
 // NetSummary sits beside the diff: what the session reached, and what was
 // blocked with "allow" at hand.
-export function NetSummary({ client, session, onOpen, onError }: { client: Client; session: string; onOpen(): void; onError(e: unknown): void }) {
+export function NetSummary({
+  client,
+  session,
+  onOpen,
+  onError,
+}: {
+  client: Client;
+  session: string;
+  onOpen: () => void;
+  onError: (e: unknown) => void;
+}) {
   const [log, setLog] = useState<EgressEntry[]>([]);
   const load = useCallback(async () => {
     try {
@@ -93,8 +105,8 @@ export function NetSummary({ client, session, onOpen, onError }: { client: Clien
     }
   }, [client, session]);
   useEffect(() => {
-    load();
-    const t = setInterval(load, 5000);
+    void load();
+    const t = setInterval(() => void load(), 5000);
     return () => clearInterval(t);
   }, [load]);
   const blocked = log.filter((e) => !e.allowed);
@@ -115,11 +127,23 @@ export function NetSummary({ client, session, onOpen, onError }: { client: Clien
           {log.length} connection{log.length === 1 ? "" : "s"} · {hosts.size} host{hosts.size === 1 ? "" : "s"} · {blocked.length} blocked
         </span>
         <span className="spacer" />
-        <a href="#" onClick={(e) => { e.preventDefault(); onOpen(); }} className="small">log</a>
+        <a
+          href="#"
+          onClick={(e) => {
+            e.preventDefault();
+            onOpen();
+          }}
+          className="small"
+        >
+          log
+        </a>
       </div>
       {blocked.slice(-4).map((e) => (
         <div key={e.id} className="blocked-host" title={e.reason}>
-          <span className="host">{e.host}{e.port ? `:${e.port}` : ""}</span>
+          <span className="host">
+            {e.host}
+            {e.port ? `:${e.port}` : ""}
+          </span>
           <button onClick={() => allow(e)}>Allow</button>
         </div>
       ))}

@@ -12,7 +12,17 @@ export interface NewSessionResult {
 // NewSession asks for what a session needs: the project (native folder
 // dialog on the desktop), image, agent and model, network, idle timeout,
 // limits.
-export function NewSession({ client, onCreated, onCancel, onError }: { client: Client; onCreated(r: NewSessionResult): void; onCancel(): void; onError(e: unknown): void }) {
+export function NewSession({
+  client,
+  onCreated,
+  onCancel,
+  onError,
+}: {
+  client: Client;
+  onCreated: (r: NewSessionResult) => void;
+  onCancel: () => void;
+  onError: (e: unknown) => void;
+}) {
   const [project, setProject] = useState(localStorage.getItem("airlock.project") || "");
   const [images, setImages] = useState<Image[]>([]);
   const [settings, setSettings] = useState<Settings | null>(null);
@@ -32,7 +42,10 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
   const [problem, setProblem] = useState("");
 
   useEffect(() => {
-    client.images().then((l) => setImages(l ?? []), () => {});
+    client.images().then(
+      (l) => setImages(l ?? []),
+      () => {},
+    );
     client.settings().then(setSettings, () => {});
   }, [client]);
 
@@ -47,7 +60,8 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
 
   const submit = async () => {
     const req: CreateRequest = { project: project.trim() };
-    if (!req.project.startsWith("/")) return setProblem("Give the project's absolute path (it is on the engine's machine), e.g. /home/me/src/app.");
+    if (!req.project.startsWith("/"))
+      return setProblem("Give the project's absolute path (it is on the engine's machine), e.g. /home/me/src/app.");
     if (image) req.image = image;
     const limits: CreateRequest["limits"] = {};
     if (cpus) {
@@ -55,7 +69,10 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
       if (!(n > 0)) return setProblem("CPUs: give a number of cores, e.g. 2 or 0.5.");
       limits.cpus = n;
     }
-    for (const [v, k, label] of [[memory, "memory", "Memory"], [ws, "workspace_size", "Workspace size"]] as const) {
+    for (const [v, k, label] of [
+      [memory, "memory", "Memory"],
+      [ws, "workspace_size", "Workspace size"],
+    ] as const) {
       if (!v) continue;
       const n = parseSize(v);
       if (!(n > 0)) return setProblem(`${label}: give a size like 4g or 512m.`);
@@ -74,13 +91,26 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
       req.egress = { mode: net };
       if (net === "custom") req.egress.allow = allow.split(/[\s,]+/).filter(Boolean);
     }
-    if (agent === "custom" && prompt && !cmd.includes("{prompt}")) return setProblem("A custom agent's command needs {prompt} where the prompt goes.");
+    if (agent === "custom" && prompt && !cmd.includes("{prompt}"))
+      return setProblem("A custom agent's command needs {prompt} where the prompt goes.");
     setProblem("");
     setBusy(true);
     try {
       const s = await client.create(req);
       localStorage.setItem("airlock.project", req.project);
-      onCreated({ id: s.id, agent: prompt.trim() && agent !== "none" ? { agent, model: model || undefined, cmd: agent === "custom" ? cmd : undefined, events: agent === "custom" ? events : undefined, prompt } : undefined });
+      onCreated({
+        id: s.id,
+        agent:
+          prompt.trim() && agent !== "none"
+            ? {
+                agent,
+                model: model || undefined,
+                cmd: agent === "custom" ? cmd : undefined,
+                events: agent === "custom" ? events : undefined,
+                prompt,
+              }
+            : undefined,
+      });
     } catch (e) {
       onError(e);
     } finally {
@@ -102,9 +132,13 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
         Image
         <select value={image} onChange={(e) => setImage(e.target.value)} aria-label="image">
           <option value="">{settings?.image || "airlock/base"} (default)</option>
-          {images.filter((i) => i.name !== settings?.image).map((i) => (
-            <option key={i.name} value={i.name}>{i.name}</option>
-          ))}
+          {images
+            .filter((i) => i.name !== settings?.image)
+            .map((i) => (
+              <option key={i.name} value={i.name}>
+                {i.name}
+              </option>
+            ))}
         </select>
       </label>
       <div className="cols">
@@ -112,14 +146,21 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
           Agent
           <select value={agent} onChange={(e) => setAgent(e.target.value)} aria-label="agent">
             <option value="none">none (a terminal only)</option>
-            {AGENTS.map((a) => <option key={a}>{a}</option>)}
+            {AGENTS.map((a) => (
+              <option key={a}>{a}</option>
+            ))}
           </select>
         </label>
         {agent === "custom" ? (
           <>
             <label>
               Command
-              <input value={cmd} onChange={(e) => setCmd(e.target.value)} placeholder="my-agent --task {prompt}" aria-label="custom command" />
+              <input
+                value={cmd}
+                onChange={(e) => setCmd(e.target.value)}
+                placeholder="my-agent --task {prompt}"
+                aria-label="custom command"
+              />
             </label>
             <label style={{ flex: "0 0 140px" }}>
               Its output
@@ -132,14 +173,25 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
         ) : (
           <label>
             Model
-            <input value={model} onChange={(e) => setModel(e.target.value)} placeholder="default" aria-label="model" disabled={agent === "none"} />
+            <input
+              value={model}
+              onChange={(e) => setModel(e.target.value)}
+              placeholder="default"
+              aria-label="model"
+              disabled={agent === "none"}
+            />
           </label>
         )}
       </div>
       {agent !== "none" && (
         <label>
           First task
-          <textarea value={prompt} onChange={(e) => setPrompt(e.target.value)} placeholder="Fix the failing test in pkg/foo (optional: you can also start it later)" aria-label="first task" />
+          <textarea
+            value={prompt}
+            onChange={(e) => setPrompt(e.target.value)}
+            placeholder="Fix the failing test in pkg/foo (optional: you can also start it later)"
+            aria-label="first task"
+          />
         </label>
       )}
       <div className="cols">
@@ -155,7 +207,12 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
         {net === "custom" && (
           <label>
             Allow
-            <input value={allow} onChange={(e) => setAllow(e.target.value)} placeholder="*.github.com registry.npmjs.org 10.0.0.0/8:443" aria-label="allow" />
+            <input
+              value={allow}
+              onChange={(e) => setAllow(e.target.value)}
+              placeholder="*.github.com registry.npmjs.org 10.0.0.0/8:443"
+              aria-label="allow"
+            />
           </label>
         )}
         <label>
@@ -166,7 +223,12 @@ export function NewSession({ client, onCreated, onCancel, onError }: { client: C
       <div className="cols">
         <label>
           CPUs
-          <input value={cpus} onChange={(e) => setCpus(e.target.value)} placeholder={String(settings?.limits?.cpus ?? 2)} aria-label="cpus" />
+          <input
+            value={cpus}
+            onChange={(e) => setCpus(e.target.value)}
+            placeholder={String(settings?.limits?.cpus ?? 2)}
+            aria-label="cpus"
+          />
         </label>
         <label>
           Memory

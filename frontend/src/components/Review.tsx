@@ -17,11 +17,11 @@ interface Props {
   // path is the file to show (from the address); onPath follows the
   // selection.
   path?: string;
-  onPath?(p: string): void;
+  onPath?: (p: string) => void;
   // onNetwork opens the network log.
-  onNetwork?(): void;
-  onError(e: unknown): void;
-  onChanged?(): void;
+  onNetwork?: () => void;
+  onError: (e: unknown) => void;
+  onChanged?: () => void;
 }
 
 // DiffBlock renders one hunk (or a whole file) with diff2html, syntax
@@ -55,7 +55,7 @@ function Lines({ lines, label }: { lines: string[] | null; label: string }) {
   );
 }
 
-function ConflictView({ c, onTake, focused }: { c: Conflict; onTake(take: "agent" | "host"): void; focused: boolean }) {
+function ConflictView({ c, onTake, focused }: { c: Conflict; onTake: (take: "agent" | "host") => void; focused: boolean }) {
   return (
     <div className={"conflict" + (focused ? " focused" : "")} data-conflict={c.id}>
       <div className="hunk-bar">
@@ -103,7 +103,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   }, [client, session, onError]);
 
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
 
   const files = useMemo(() => diff?.files ?? [], [diff]);
@@ -148,12 +148,12 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     if (!file) return;
     if (file.conflicts?.length) {
       const c = file.conflicts[hunk];
-      if (c) act("accept", acceptConflict(file, c, verb === "accept" ? "agent" : "host"), `conflict #${c.id}`);
+      if (c) void act("accept", acceptConflict(file, c, verb === "accept" ? "agent" : "host"), `conflict #${c.id}`);
       return;
     }
     const h = file.hunks?.[hunk];
-    if (h) act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
-    else fileAction(verb, file);
+    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
+    else void fileAction(verb, file);
   };
 
   const move = (d: number) => {
@@ -173,20 +173,20 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   }, [hunk, sel]);
 
   useShortcuts({
-      j: () => move(1),
-      k: () => move(-1),
-      n: () => moveHunk(1),
-      p: () => moveHunk(-1),
-      a: () => !busy && partAction("accept"),
-      x: () => !busy && partAction("discard"),
-      A: () => !busy && file && fileAction("accept", file),
-      X: () => !busy && file && fileAction("discard", file),
-      s: () => {
-        localStorage.setItem("airlock.split", split ? "0" : "1");
-        setSplit(!split);
-      },
-      "?": () => setHelp(!help),
-      Escape: () => setHelp(false),
+    j: () => move(1),
+    k: () => move(-1),
+    n: () => moveHunk(1),
+    p: () => moveHunk(-1),
+    a: () => !busy && partAction("accept"),
+    x: () => !busy && partAction("discard"),
+    A: () => void (!busy && file && fileAction("accept", file)),
+    X: () => void (!busy && file && fileAction("discard", file)),
+    s: () => {
+      localStorage.setItem("airlock.split", split ? "0" : "1");
+      setSplit(!split);
+    },
+    "?": () => setHelp(!help),
+    Escape: () => setHelp(false),
   });
 
   if (!diff) return <div className="empty">Reading the session's changes…</div>;
@@ -211,7 +211,11 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
           >
             Accept all
           </button>
-          <button className="danger" disabled={busy} onClick={() => confirm("Discard every change of this session?") && act("discard", {}, "everything")}>
+          <button
+            className="danger"
+            disabled={busy}
+            onClick={() => confirm("Discard every change of this session?") && act("discard", {}, "everything")}
+          >
             Discard all
           </button>
           <button onClick={load} title="Read the changes again">
@@ -264,7 +268,8 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         </ul>
         <NetSummary client={client} session={session} onOpen={() => onNetwork?.()} onError={onError} />
         <div className="muted small keys-hint">
-          <kbd>j</kbd>/<kbd>k</kbd> file · <kbd>n</kbd>/<kbd>p</kbd> hunk · <kbd>a</kbd> accept · <kbd>x</kbd> discard · <kbd>?</kbd> all keys
+          <kbd>j</kbd>/<kbd>k</kbd> file · <kbd>n</kbd>/<kbd>p</kbd> hunk · <kbd>a</kbd> accept · <kbd>x</kbd> discard · <kbd>?</kbd> all
+          keys
         </div>
       </aside>
       <section className="filediff">
@@ -330,18 +335,34 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
               </div>
             ))}
             {file.note && <div className="callout warn">{file.note}</div>}
-            {file.conflict && <div className="callout bad">Conflict: {file.conflict_reason}. Choose a side for each region below, or for the whole file above.</div>}
-            {file.merged && <div className="callout info">The project changed this file too, elsewhere: accepting writes both changes merged.</div>}
+            {file.conflict && (
+              <div className="callout bad">
+                Conflict: {file.conflict_reason}. Choose a side for each region below, or for the whole file above.
+              </div>
+            )}
+            {file.merged && (
+              <div className="callout info">The project changed this file too, elsewhere: accepting writes both changes merged.</div>
+            )}
             {file.conflicts?.length
               ? file.conflicts.map((c, i) => (
                   <div key={c.id} data-part={i} onClick={() => setHunk(i)}>
-                    <ConflictView c={c} focused={i === hunk} onTake={(take) => act("accept", acceptConflict(file, c, take), `conflict #${c.id} (${take})`)} />
+                    <ConflictView
+                      c={c}
+                      focused={i === hunk}
+                      onTake={(take) => act("accept", acceptConflict(file, c, take), `conflict #${c.id} (${take})`)}
+                    />
                   </div>
                 ))
               : null}
             {!file.conflicts?.length && file.hunks?.length
               ? file.hunks.map((h, i) => (
-                  <div key={h.id} className={"hunk" + (i === hunk ? " focused" : "")} data-part={i} data-hunk={h.id} onClick={() => setHunk(i)}>
+                  <div
+                    key={h.id}
+                    className={"hunk" + (i === hunk ? " focused" : "")}
+                    data-part={i}
+                    data-hunk={h.id}
+                    onClick={() => setHunk(i)}
+                  >
                     <div className="hunk-bar">
                       <span className="hunk-title">
                         @@ -{h.old_start},{h.old_lines} +{h.new_start},{h.new_lines} <span className="muted">#{h.id}</span>

@@ -14,19 +14,32 @@ export type Tab = (typeof TABS)[number];
 
 // SessionView is one session: its review, agent, terminal, network log,
 // snapshots and usage.
-export function SessionView({ client, session, tab, theme, onTab, path, onPath, onOpen, onChanged, onError, pendingPrompt, onPromptTaken }: {
+export function SessionView({
+  client,
+  session,
+  tab,
+  theme,
+  onTab,
+  path,
+  onPath,
+  onOpen,
+  onChanged,
+  onError,
+  pendingPrompt,
+  onPromptTaken,
+}: {
   client: Client;
   session: Session;
   tab: Tab;
   theme: "dark" | "light";
-  onTab(t: Tab): void;
+  onTab: (t: Tab) => void;
   path?: string;
-  onPath(p: string): void;
-  onOpen(id: string): void;
-  onChanged(): void;
-  onError(e: unknown): void;
+  onPath: (p: string) => void;
+  onOpen: (id: string) => void;
+  onChanged: () => void;
+  onError: (e: unknown) => void;
   pendingPrompt?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
-  onPromptTaken(): void;
+  onPromptTaken: () => void;
 }) {
   const [reviewKey, setReviewKey] = useState(0);
   useEffect(() => {
@@ -40,7 +53,8 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
         <div>
           <h2 title={session.project}>{session.project}</h2>
           <div className="muted small">
-            {session.id.slice(0, 12)} · {session.image} · <span className={"pill " + st}>{st}</span> · CPU {seconds(session.cpu_seconds)} · {usd(session.cost_usd)}
+            {session.id.slice(0, 12)} · {session.image} · <span className={"pill " + st}>{st}</span> · CPU {seconds(session.cpu_seconds)} ·{" "}
+            {usd(session.cost_usd)}
             {session.error ? ` · ${session.error}` : ""}
           </div>
         </div>
@@ -54,7 +68,19 @@ export function SessionView({ client, session, tab, theme, onTab, path, onPath, 
         ))}
       </nav>
       <div className="tab-body">
-        {tab === "review" && <Review key={reviewKey} client={client} session={session.id} theme={theme} path={path} onPath={onPath} onNetwork={() => onTab("network")} onError={onError} onChanged={onChanged} />}
+        {tab === "review" && (
+          <Review
+            key={reviewKey}
+            client={client}
+            session={session.id}
+            theme={theme}
+            path={path}
+            onPath={onPath}
+            onNetwork={() => onTab("network")}
+            onError={onError}
+            onChanged={onChanged}
+          />
+        )}
         {tab === "agent" && (
           <Agent
             client={client}

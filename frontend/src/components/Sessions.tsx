@@ -4,21 +4,31 @@ import { age, seconds, stateOf, usd } from "../lib/format";
 const base = (p: string) => p.split("/").filter(Boolean).pop() || p;
 
 // Sessions is the list of sessions with their actions.
-export function Sessions({ sessions, onOpen, onPause, onResume, onSnapshot, onDelete, onNew }: {
+export function Sessions({
+  sessions,
+  onOpen,
+  onPause,
+  onResume,
+  onSnapshot,
+  onDelete,
+  onNew,
+}: {
   sessions: Session[];
-  onOpen(id: string): void;
-  onPause(id: string): void;
-  onResume(id: string): void;
-  onSnapshot(id: string): void;
-  onDelete(s: Session): void;
-  onNew(): void;
+  onOpen: (id: string) => void;
+  onPause: (id: string) => void;
+  onResume: (id: string) => void;
+  onSnapshot: (id: string) => void;
+  onDelete: (s: Session) => void;
+  onNew: () => void;
 }) {
   if (!sessions.length)
     return (
       <div className="empty">
         <h3>No sessions yet</h3>
         <p>A session runs an agent or a command on a copy-on-write view of a project. Nothing reaches the project until you accept it.</p>
-        <button className="primary" onClick={onNew}>New session</button>
+        <button className="primary" onClick={onNew}>
+          New session
+        </button>
       </div>
     );
   return (
@@ -41,14 +51,25 @@ export function Sessions({ sessions, onOpen, onPause, onResume, onSnapshot, onDe
           return (
             <tr key={s.id} onDoubleClick={() => onOpen(s.id)} data-session={s.id}>
               <td>
-                <a href={`#/s/${s.id}`} onClick={(e) => { e.preventDefault(); onOpen(s.id); }} title={s.project}>
+                <a
+                  href={`#/s/${s.id}`}
+                  onClick={(e) => {
+                    e.preventDefault();
+                    onOpen(s.id);
+                  }}
+                  title={s.project}
+                >
                   {base(s.project)}
                 </a>{" "}
-                <span className="muted small">{s.id.slice(0, 8)} · {s.image}</span>
+                <span className="muted small">
+                  {s.id.slice(0, 8)} · {s.image}
+                </span>
               </td>
               <td>{s.agent || <span className="muted">—</span>}</td>
               <td>
-                <span className={"pill " + st} title={s.error || ""}>{st}</span>
+                <span className={"pill " + st} title={s.error || ""}>
+                  {st}
+                </span>
               </td>
               <td>{s.changed < 0 ? "?" : s.changed}</td>
               <td>{seconds(s.cpu_seconds)}</td>
@@ -59,10 +80,16 @@ export function Sessions({ sessions, onOpen, onPause, onResume, onSnapshot, onDe
                 {s.state === "paused" ? (
                   <button onClick={() => onResume(s.id)}>Resume</button>
                 ) : (
-                  <button disabled={s.state !== "running"} onClick={() => onPause(s.id)}>Pause</button>
+                  <button disabled={s.state !== "running"} onClick={() => onPause(s.id)}>
+                    Pause
+                  </button>
                 )}
-                <button disabled={s.state === "failed"} onClick={() => onSnapshot(s.id)}>Snapshot</button>
-                <button className="danger" onClick={() => onDelete(s)}>Delete</button>
+                <button disabled={s.state === "failed"} onClick={() => onSnapshot(s.id)}>
+                  Snapshot
+                </button>
+                <button className="danger" onClick={() => onDelete(s)}>
+                  Delete
+                </button>
               </td>
             </tr>
           );

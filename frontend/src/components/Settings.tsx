@@ -4,7 +4,7 @@ import type { Progress, Secret, Settings as S } from "../api/types";
 import { age, bytes, nanos, parseDuration, parseSize } from "../lib/format";
 
 // Settings: defaults for new sessions, secrets, images.
-export function Settings({ client, onError }: { client: Client; onError(e: unknown): void }) {
+export function Settings({ client, onError }: { client: Client; onError: (e: unknown) => void }) {
   const [s, setS] = useState<S | null>(null);
   const [image, setImage] = useState("");
   const [idle, setIdle] = useState("");
@@ -34,7 +34,7 @@ export function Settings({ client, onError }: { client: Client; onError(e: unkno
     }
   }, [client, onError]);
   useEffect(() => {
-    load();
+    void load();
   }, [load]);
 
   const save = async () => {
@@ -60,7 +60,8 @@ export function Settings({ client, onError }: { client: Client; onError(e: unkno
   };
 
   const addSecret = async () => {
-    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(sName)) return onError(new Error("A secret's name is letters, digits and underscores, e.g. ANTHROPIC_API_KEY."));
+    if (!/^[A-Za-z_][A-Za-z0-9_]*$/.test(sName))
+      return onError(new Error("A secret's name is letters, digits and underscores, e.g. ANTHROPIC_API_KEY."));
     try {
       await client.setSecret(sName, sValue);
       setSName("");
@@ -93,43 +94,87 @@ export function Settings({ client, onError }: { client: Client; onError(e: unkno
       <section>
         <h3>New sessions</h3>
         <div className="cols">
-          <label>Default image<input value={image} onChange={(e) => setImage(e.target.value)} aria-label="default image" /></label>
-          <label>Idle timeout<input value={idle} onChange={(e) => setIdle(e.target.value)} aria-label="default idle timeout" /></label>
-          <label>Workspace size<input value={ws} onChange={(e) => setWs(e.target.value)} aria-label="default workspace size" /></label>
+          <label>
+            Default image
+            <input value={image} onChange={(e) => setImage(e.target.value)} aria-label="default image" />
+          </label>
+          <label>
+            Idle timeout
+            <input value={idle} onChange={(e) => setIdle(e.target.value)} aria-label="default idle timeout" />
+          </label>
+          <label>
+            Workspace size
+            <input value={ws} onChange={(e) => setWs(e.target.value)} aria-label="default workspace size" />
+          </label>
         </div>
         <div className="cols">
-          <label>Cost per core-hour ($)<input value={rate} onChange={(e) => setRate(e.target.value)} aria-label="rate" /></label>
-          <label>Extra CA bundle (a PEM file on the engine's machine)<input value={ca} onChange={(e) => setCa(e.target.value)} placeholder="/etc/ssl/corp-ca.pem" aria-label="ca bundle" /></label>
+          <label>
+            Cost per core-hour ($)
+            <input value={rate} onChange={(e) => setRate(e.target.value)} aria-label="rate" />
+          </label>
+          <label>
+            Extra CA bundle (a PEM file on the engine's machine)
+            <input value={ca} onChange={(e) => setCa(e.target.value)} placeholder="/etc/ssl/corp-ca.pem" aria-label="ca bundle" />
+          </label>
         </div>
         <div className="row">
-          <button className="primary" onClick={save}>Save</button>
+          <button className="primary" onClick={save}>
+            Save
+          </button>
           {saved && <span className="muted small">{saved}</span>}
         </div>
       </section>
       <section>
         <h3>Secrets</h3>
-        <p className="muted small">Kept by the engine, encrypted; sessions never see them — the network proxy adds them to requests for the hosts they belong to.</p>
+        <p className="muted small">
+          Kept by the engine, encrypted; sessions never see them — the network proxy adds them to requests for the hosts they belong to.
+        </p>
         <ul className="plain">
           {secrets.map((x) => (
             <li key={x.name}>
               <code>{x.name}</code> <span className="muted small">set {age(x.updated)}</span>{" "}
-              <button className="danger" onClick={async () => { try { await client.removeSecret(x.name); await load(); } catch (e) { onError(e); } }}>Remove</button>
+              <button
+                className="danger"
+                onClick={async () => {
+                  try {
+                    await client.removeSecret(x.name);
+                    await load();
+                  } catch (e) {
+                    onError(e);
+                  }
+                }}
+              >
+                Remove
+              </button>
             </li>
           ))}
         </ul>
         <div className="row">
           <input value={sName} onChange={(e) => setSName(e.target.value)} placeholder="ANTHROPIC_API_KEY" aria-label="secret name" />
           <input type="password" value={sValue} onChange={(e) => setSValue(e.target.value)} placeholder="value" aria-label="secret value" />
-          <button onClick={addSecret} disabled={!sName || !sValue}>Set</button>
+          <button onClick={addSecret} disabled={!sName || !sValue}>
+            Set
+          </button>
         </div>
       </section>
       <section>
         <h3>Images</h3>
         <ul className="plain">
-          {imgs.filter((i) => !i.name.includes("-layer:")).map((i) => <li key={i.name}><code>{i.name}</code> <span className="muted small">{bytes(i.size)} · built {age(i.created)}</span></li>)}
+          {imgs
+            .filter((i) => !i.name.includes("-layer:"))
+            .map((i) => (
+              <li key={i.name}>
+                <code>{i.name}</code>{" "}
+                <span className="muted small">
+                  {bytes(i.size)} · built {age(i.created)}
+                </span>
+              </li>
+            ))}
         </ul>
         <div className="row">
-          <button disabled={!!build} onClick={() => buildImage("")}>Build airlock/base</button>
+          <button disabled={!!build} onClick={() => buildImage("")}>
+            Build airlock/base
+          </button>
           {build && (
             <span className="progress">
               <span className="spinner" /> {build.stage} {build.message || ""}

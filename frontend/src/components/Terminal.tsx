@@ -16,7 +16,10 @@ export function Terminal({ client, session, theme }: { client: Client; session: 
       fontFamily: "ui-monospace, SFMono-Regular, Menlo, Consolas, monospace",
       fontSize: 13,
       cursorBlink: true,
-      theme: theme === "dark" ? { background: "#0f1115", foreground: "#d7dae0" } : { background: "#ffffff", foreground: "#1f2328", cursor: "#1f2328", selectionBackground: "#b6d7ff" },
+      theme:
+        theme === "dark"
+          ? { background: "#0f1115", foreground: "#d7dae0" }
+          : { background: "#ffffff", foreground: "#1f2328", cursor: "#1f2328", selectionBackground: "#b6d7ff" },
     });
     const fit = new FitAddon();
     term.loadAddon(fit);
@@ -58,7 +61,12 @@ export function Terminal({ client, session, theme }: { client: Client; session: 
         <div className="term-status">
           {status}{" "}
           {status !== "connecting…" && (
-            <button onClick={() => { setStatus("connecting…"); setGen(gen + 1); }}>
+            <button
+              onClick={() => {
+                setStatus("connecting…");
+                setGen(gen + 1);
+              }}
+            >
               New shell
             </button>
           )}

@@ -11,7 +11,9 @@ export function inField(t: EventTarget | null): boolean {
 // useShortcuts binds single keys (e.key) while the component is mounted.
 export function useShortcuts(map: Record<string, () => void>) {
   const ref = useRef(map);
-  ref.current = map;
+  useEffect(() => {
+    ref.current = map;
+  });
   useEffect(() => {
     const h = (e: KeyboardEvent) => {
       if (e.ctrlKey || e.metaKey || e.altKey || inField(e.target)) return;
