@@ -297,9 +297,9 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 			workFailed = fmt.Sprintf("the agent's turn %s: %s", turn.State, firstNonEmpty(turn.Error, errString(err)))
 		}
 	} else {
-		var out bytes.Buffer
-		w := io.MultiWriter(o.Progress, &out)
-		code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: o.Command}, engine.ExecIO{Stdout: w, Stderr: w})
+		// The output goes to the progress stream only: a command may print
+		// more than fits in memory.
+		code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: o.Command}, engine.ExecIO{Stdout: o.Progress, Stderr: o.Progress})
 		if err != nil {
 			return fail(err)
 		}
@@ -335,11 +335,19 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 		}
 	}
 	if len(d.Files) > 0 {
-		var patch bytes.Buffer
-		if err := e.Patch(ctx, s.ID, nil, &patch); err != nil {
-			return fail(err)
-		}
-		if err := atomicfile.Write(filepath.Join(o.Out, "changes.patch"), patch.Bytes(), 0o644); err != nil {
+		// Streamed into the file, which appears whole or not at all. A
+		// failure to write it is the output's; any other, the review's.
+		out := &recordingWriter{}
+		var patchErr error
+		err := atomicfile.WriteFrom(filepath.Join(o.Out, "changes.patch"), 0o644, func(w io.Writer) error {
+			out.w = w
+			patchErr = e.Patch(ctx, s.ID, nil, out)
+			return patchErr
+		})
+		switch {
+		case patchErr != nil && out.err == nil:
+			return fail(patchErr)
+		case err != nil:
 			return finish(OutputFailed, outputError(o.Out, err).Error())
 		}
 		v.Patch = "changes.patch"
@@ -507,4 +515,18 @@ func errString(err error) string {
 		return ""
 	}
 	return err.Error()
+}
+
+// recordingWriter remembers its writer's first error.
+type recordingWriter struct {
+	w   io.Writer
+	err error
+}
+
+func (r *recordingWriter) Write(b []byte) (int, error) {
+	n, err := r.w.Write(b)
+	if err != nil && r.err == nil {
+		r.err = err
+	}
+	return n, err
 }
