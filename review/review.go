@@ -34,8 +34,8 @@ type Options struct {
 	// Workers, when set, is shared with other reviews: this one only adds
 	// goroutines while it has room. The caller's goroutine always works.
 	Workers *Workers
-	// NoDigests leaves FileDiff.Digest empty (a summary has no use for
-	// it, and an accept cannot be pinned to it).
+	// NoDigests leaves FileDiff.Digest and ContentSum empty (a summary
+	// has no use for them, and an accept cannot be pinned to them).
 	NoDigests bool
 }
 
@@ -194,7 +194,7 @@ func reviewSafely(ctx context.Context, l Layers, r *roots, c Change, opts Option
 			err = panicked(c.Path, v)
 		}
 	}()
-	return reviewOne(ctx, l, r, c, opts.Hunks, opts.Limits, over)
+	return reviewOne(ctx, l, r, c, opts.Hunks, !opts.NoDigests, opts.Limits, over)
 }
 
 func textual(c Change) bool {
@@ -204,7 +204,8 @@ func textual(c Change) bool {
 // maxTextDiff is the largest project file readSide reads.
 const maxTextDiff = DefaultMaxText
 
-func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, lim Limits, over bool) (FileDiff, bool, error) {
+// sums: digest binaries' content (ContentSum); a summary has no use for it.
+func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks, sums bool, lim Limits, over bool) (FileDiff, bool, error) {
 	fd := FileDiff{Change: c}
 	if textual(c) {
 		switch {
@@ -247,6 +248,9 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, li
 				hunkIDs(c.Path, fd.Hunks)
 			}
 		}
+		if !sums {
+			return fd, true, nil // and not cached: it lacks its sum
+		}
 		if err := sum(ctx, r, &fd); err != nil {
 			return unreadable(ctx, fd, err)
 		}
@@ -279,8 +283,10 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks bool, li
 	if agentOK {
 		fd.digestText(agent)
 	}
-	if err := sum(ctx, r, &fd); err != nil && ctx.Err() != nil {
-		return fd, false, ctx.Err()
+	if sums {
+		if err := sum(ctx, r, &fd); err != nil && ctx.Err() != nil {
+			return fd, false, ctx.Err()
+		}
 	}
 	switch {
 	case c.Kind == Deleted:

@@ -33,6 +33,7 @@ func TestReviewEachIsTheReviewInBatches(t *testing.T) {
 		write(t, filepath.Join(m, fmt.Sprintf("many/d%d/f%03d.txt", i%7, i)), fmt.Sprintf("file %d\n", i), 0o644)
 	}
 	must(t, os.MkdirAll(filepath.Join(m, "empty/dir"), 0o755))
+	write(t, filepath.Join(m, "bin.dat"), "\x00\x01binary\x00", 0o644)
 	l := review.Layers{Upper: ws.Upper(), Project: p}
 
 	whole, err := review.Review(l)
@@ -93,6 +94,18 @@ func TestReviewEachIsTheReviewInBatches(t *testing.T) {
 	if !errors.As(err, &nm) || calls != 1 {
 		t.Errorf("unmatched path: %v after %d calls", err, calls)
 	}
+	// A summary digests nothing, binaries included.
+	for _, f := range whole {
+		if f.Path == "bin.dat" && f.ContentSum == "" {
+			t.Error("bin.dat: no content sum in the whole review")
+		}
+	}
+	must(t, review.ReviewEach(context.Background(), l, review.Options{Paths: []string{"bin.dat"}, NoDigests: true}, func(b []review.FileDiff) error {
+		if len(b) != 1 || b[0].ContentSum != "" || b[0].Digest != "" {
+			t.Errorf("NoDigests: %+v", b)
+		}
+		return nil
+	}))
 	// Selected paths narrow the stream.
 	var sel []string
 	must(t, review.ReviewEach(context.Background(), l, review.Options{Paths: []string{"many/d3"}, NoDigests: true}, func(b []review.FileDiff) error {
