@@ -87,6 +87,12 @@ export interface FileDiff {
   size: number;
   old_size: number;
   binary?: boolean;
+  content_type?: string;
+  // Why a text file gets no text diff (its size, a line's length, the
+  // review's text budget): it is shown like a binary.
+  too_large?: string;
+  // The session's file's SHA-256 when it gets no text diff.
+  content_sum?: string;
   link?: string;
   old_link?: string;
   note?: string;
@@ -109,7 +115,8 @@ export interface FileDiff {
 export interface Diff {
   session: string;
   files: FileDiff[] | null;
-  stats: unknown[];
+  // Only in a summary (?stat=1); a full diff leaves them to the client.
+  stats?: unknown[];
   workspace: { used: number; size: number; full: boolean; files: number };
 }
 
@@ -305,6 +312,15 @@ export interface Settings {
   ca_bundle: string;
   limits: Limits;
   egress: EgressPolicy;
+  review: ReviewLimits;
+}
+
+// What a review reads and diffs at most (engine/api ReviewLimits; 0: the
+// default).
+export interface ReviewLimits {
+  max_text?: number;
+  max_line?: number;
+  max_total_text?: number;
 }
 
 // One event of GET /v1/events (engine/api SessionEvent).
