@@ -137,21 +137,48 @@ var debug = os.Getenv("AIRLOCK_APP_DEBUG") != ""
 // turns, image builds) or server-sent events (the session events). It
 // returns a stream id at once; each line comes as the event "stream:ID",
 // and the end as "stream-end:ID" with the error, if any. StreamClose
-// ends it early.
+// ends it early. Lines may come before the window has the id: a window
+// that must see every line uses StreamAs.
 func (a *App) Stream(method, path, body string) (string, error) {
+	id := strconv.FormatInt(a.seq.Add(1), 10)
+	return id, a.startStream(id, method, path, body)
+}
+
+// StreamAs is Stream under an id the window chose (letters, digits and
+// '-', at most 64), so that it listens for the id's events before the
+// first line can come.
+func (a *App) StreamAs(id, method, path, body string) error {
+	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+		return classed(errdefs.Invalidf("stream id %q: give 1 to 64 letters, digits or '-'", id))
+	}
+	if _, err := strconv.ParseInt(id, 10, 64); err == nil {
+		return classed(errdefs.Invalidf("stream id %q: a number is one Stream may choose; add a letter", id))
+	}
+	return a.startStream(id, method, path, body)
+}
+
+func (a *App) startStream(id, method, path, body string) error {
 	if err := checkPath(path); err != nil {
-		return "", classed(err)
+		return classed(err)
 	}
 	var b []byte
 	if body != "" {
 		b = []byte(body)
 	}
-	id := strconv.FormatInt(a.seq.Add(1), 10)
+	a.mu.Lock()
+	_, taken := a.streams[id]
+	a.mu.Unlock()
+	if taken {
+		return classed(errdefs.Conflictf("stream id %q is in use", id))
+	}
 	ctx, cancel := context.WithCancel(a.ctx)
 	rc, err := a.client.Raw(ctx, method, path, b)
+	if debug {
+		log.Printf("app: %s %s: %v (stream %s)", method, path, err, id)
+	}
 	if err != nil {
 		cancel()
-		return "", classed(err)
+		return classed(err)
 	}
 	a.mu.Lock()
 	a.streams[id] = cancel
@@ -166,8 +193,13 @@ func (a *App) Stream(method, path, body string) (string, error) {
 		defer rc.Close()
 		sc := bufio.NewScanner(rc)
 		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		first := true
 		for sc.Scan() {
 			if line := strings.TrimSpace(sc.Text()); line != "" {
+				if debug && first {
+					log.Printf("app: stream %s: its first line", id)
+				}
+				first = false
 				a.events.emit("stream:"+id, line)
 			}
 		}
@@ -177,7 +209,7 @@ func (a *App) Stream(method, path, body string) (string, error) {
 		}
 		a.events.emit("stream-end:"+id, msg)
 	}()
-	return id, nil
+	return nil
 }
 
 // StreamClose ends a Stream (the window stops following it).

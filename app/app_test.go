@@ -188,3 +188,29 @@ func TestWatchStream(t *testing.T) {
 		t.Errorf("the stream's end after StreamClose: %v", end)
 	}
 }
+
+// StreamAs runs a stream under the window's own id, so the window listens
+// before the first line; ids it could collide with, or that are not plain,
+// are refused.
+func TestStreamAs(t *testing.T) {
+	a, ev, _ := start(t)
+	for _, bad := range []string{"", "12", "a b", "x/../y", strings.Repeat("a", 65)} {
+		if err := a.StreamAs(bad, "GET", "/events", ""); err == nil {
+			t.Errorf("StreamAs(%q) was accepted", bad)
+		}
+	}
+	if err := a.StreamAs("w1-list", "GET", "/events", ""); err != nil {
+		t.Fatal(err)
+	}
+	if err := a.StreamAs("w1-list", "GET", "/events", ""); err == nil {
+		t.Error("a second stream under an id in use was accepted")
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for len(ev.all("stream:w1-list")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if lines := ev.all("stream:w1-list"); len(lines) == 0 || !strings.HasPrefix(lines[0].(string), `data: {"type":"sessions"`) {
+		t.Fatalf("the stream's first line: %v", lines)
+	}
+	a.StreamClose("w1-list")
+}

@@ -191,10 +191,19 @@ export class HttpTransport implements Transport {
   }
 }
 
+// streamId is a new id for StreamAs: the window's own, unlike the
+// numbers Stream gives.
+let streams = 0;
+function streamId(): string {
+  streams++;
+  return `w${streams}-${Date.now().toString(36)}-${Math.random().toString(36).slice(2, 10)}`;
+}
+
 // The desktop app's bindings (app/app.go), as Wails exposes them.
 interface WailsApp {
   Request(method: string, path: string, body: string): Promise<string>;
   Stream(method: string, path: string, body: string): Promise<string>;
+  StreamAs(id: string, method: string, path: string, body: string): Promise<void>;
   StreamClose(id: string): Promise<void>;
   TerminalOpen(session: string, cols: number, rows: number): Promise<string>;
   TerminalInput(id: string, b64: string): Promise<void>;
@@ -258,28 +267,35 @@ export class WailsTransport implements Transport {
     }
   }
 
+  // stream listens for the stream's events before it starts (StreamAs
+  // under an id of its own), so that no line can come before it listens.
   async stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void> {
-    let id: string;
+    const id = streamId();
+    let offs: (() => void)[] = [];
+    const off = () => offs.splice(0).forEach((f) => f());
+    const done = new Promise<void>((resolve, reject) => {
+      offs = [
+        this.rt.EventsOn("stream:" + id, (line) => onLine(JSON.parse(String(line)))),
+        this.rt.EventsOn("stream-end:" + id, (err) => {
+          off();
+          if (err) reject(wailsError(err));
+          else resolve();
+        }),
+      ];
+    });
     try {
-      id = await this.app.Stream(method, path, JSON.stringify(body));
+      await this.app.StreamAs(id, method, path, JSON.stringify(body));
     } catch (e) {
+      off();
       throw wailsError(e);
     }
-    await new Promise<void>((resolve, reject) => {
-      const offLine = this.rt.EventsOn("stream:" + id, (line) => onLine(JSON.parse(String(line))));
-      const offEnd = this.rt.EventsOn("stream-end:" + id, (err) => {
-        offLine();
-        offEnd();
-        if (err) reject(wailsError(err));
-        else resolve();
-      });
-    });
+    await done;
   }
 
   // watch is a Stream whose lines are server-sent events.
   watch(path: string, onData: (data: unknown) => void): Subscription {
-    let id = "";
-    let closed = false;
+    const id = streamId();
+    let started = false;
     const offs: (() => void)[] = [];
     const off = () => offs.splice(0).forEach((f) => f());
     let stop = () => {};
@@ -288,31 +304,32 @@ export class WailsTransport implements Transport {
         off();
         resolve();
       };
-      this.app.Stream("GET", path, "").then(
-        (sid) => {
-          id = sid;
-          if (closed) {
-            void this.app.StreamClose(sid);
-            return;
-          }
-          const data = eventData(onData);
-          offs.push(this.rt.EventsOn("stream:" + sid, (line) => data(String(line))));
-          offs.push(
-            this.rt.EventsOn("stream-end:" + sid, (err) => {
-              off();
-              if (typeof err === "string" && err) reject(wailsError(err));
-              else resolve();
-            }),
-          );
+      // Listening first: the stream's first line (the whole list) must
+      // not come before anyone hears it.
+      const data = eventData(onData);
+      offs.push(this.rt.EventsOn("stream:" + id, (line) => data(String(line))));
+      offs.push(
+        this.rt.EventsOn("stream-end:" + id, (err) => {
+          off();
+          if (typeof err === "string" && err) reject(wailsError(err));
+          else resolve();
+        }),
+      );
+      this.app.StreamAs(id, "GET", path, "").then(
+        () => {
+          started = true;
+          if (offs.length === 0) void this.app.StreamClose(id); // closed meanwhile
         },
-        (e) => reject(wailsError(e)),
+        (e) => {
+          off();
+          reject(wailsError(e));
+        },
       );
     });
     return {
       ended,
       close: () => {
-        closed = true;
-        if (id) void this.app.StreamClose(id);
+        if (started) void this.app.StreamClose(id);
         stop();
       },
     };
