@@ -24,7 +24,6 @@ import (
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
-	"github.com/airlock/airlock/review"
 )
 
 // Server serves one engine.
@@ -257,12 +256,12 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 
 func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 	// A discard stops between files when the client goes away.
-	s.outcomes(w, r, func(_ context.Context, id string, sel review.Selection) (api.Outcomes, error) {
+	s.outcomes(w, r, func(_ context.Context, id string, sel api.Selection) (api.Outcomes, error) {
 		return s.eng.Discard(r.Context(), id, sel)
 	})
 }
 
-func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, review.Selection) (api.Outcomes, error)) {
+func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(context.Context, string, api.Selection) (api.Outcomes, error)) {
 	var req api.Selection
 	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
@@ -275,7 +274,7 @@ func (s *Server) outcomes(w http.ResponseWriter, r *http.Request, do func(contex
 		return
 	}
 	if out.Outcomes == nil {
-		out.Outcomes = []review.Outcome{}
+		out.Outcomes = []api.Outcome{}
 	}
 	writeJSON(w, 200, out)
 }
