@@ -1,3 +1,10 @@
+// Package server puts an engine on the wire: the local JSON-over-HTTP API
+// that the CLI and the desktop app use, served on a unix socket. Errors
+// map their class to an HTTP status and an api.Error body; exec streams
+// upgrade the connection to the framing in engine/api. One file per
+// resource (sessions.go, exec.go, review.go, agent.go, egress.go,
+// meter.go, snapshots.go, images.go, settings.go, secrets.go); most
+// handlers are the one shape serve (handle.go) writes.
 package server
 
 import (
@@ -13,14 +20,6 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 )
-
-// Package server puts an engine on the wire: the local JSON-over-HTTP API
-// that the CLI and the desktop app use, served on a unix socket. Errors
-// map their class to an HTTP status and an api.Error body; exec streams
-// upgrade the connection to the framing in engine/api. One file per
-// resource (sessions.go, exec.go, review.go, agent.go, egress.go,
-// meter.go, snapshots.go, images.go, settings.go, secrets.go); most
-// handlers are the one shape serve (handle.go) writes.
 
 // Server serves one engine.
 type Server struct {
