@@ -130,3 +130,33 @@ func TestNoLargeTrackedFiles(t *testing.T) {
 		}
 	}
 }
+
+// TestWireIsALeaf keeps the API's clients light: engine/api imports
+// nothing of the project, and engine/client links, even indirectly,
+// neither the engine nor the review, the agents, Docker, the secret
+// scanner or git (the engine converts its types to the wire's).
+func TestWireIsALeaf(t *testing.T) {
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"/engine/api" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.HasPrefix(imp, mod) {
+				t.Errorf("engine/api imports %s: the wire contract imports nothing of the project", imp)
+			}
+		}
+	}
+	out, err := exec.Command("go", "list", "-deps", "./engine/client").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	forbidden := []string{mod + "/engine", mod + "/review", mod + "/harness",
+		"github.com/docker", "github.com/moby", "github.com/zricethezav/gitleaks", "github.com/gitleaks", "github.com/go-git", "github.com/bluekeyes/go-gitdiff"}
+	for _, dep := range strings.Fields(string(out)) {
+		for _, f := range forbidden {
+			if (dep == f || strings.HasPrefix(dep, f+"/")) && !strings.HasPrefix(dep, mod+"/engine/api") && !strings.HasPrefix(dep, mod+"/engine/client") {
+				t.Errorf("engine/client depends on %s: a client links only the wire contract (engine/api) and errdefs", dep)
+			}
+		}
+	}
+}

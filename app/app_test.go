@@ -166,7 +166,7 @@ func TestWatchStream(t *testing.T) {
 		for _, l := range ev.all("stream:" + id) {
 			var e api.SessionEvent
 			if data, ok := strings.CutPrefix(l.(string), "data: "); ok && json.Unmarshal([]byte(data), &e) == nil &&
-				e.Type == api.EventSession && e.Session.ID == s.ID && e.Session.State == api.StatePaused {
+				e.Type == api.SessionChanged && e.Session.ID == s.ID && e.Session.State == api.StatePaused {
 				return true
 			}
 		}

@@ -315,7 +315,7 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 	if err != nil {
 		return fail(err)
 	}
-	stats := map[string]review.Stat{}
+	stats := map[string]api.Stat{}
 	for _, st := range d.Stats {
 		stats[st.Path] = st
 	}
@@ -363,8 +363,8 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 		t = time.Now()
 		// Pinned to the digests of the review above: what is applied is
 		// what the verdict, the patch and the scanners saw, or nothing.
-		sel := review.Selection{Digests: map[string]string{}}
-		reviewed := map[string]review.FileDiff{}
+		sel := api.Selection{Digests: map[string]string{}}
+		reviewed := map[string]api.FileDiff{}
 		for _, f := range d.Files {
 			reviewed[f.Path] = f
 		}
@@ -412,7 +412,7 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 
 // autoAccepted: with auto_accept globs in the policy, only the paths they
 // match are applied; without any, every change nothing holds.
-func autoAccepted(files []review.FileDiff, path string) bool {
+func autoAccepted(files []api.FileDiff, path string) bool {
 	any := false
 	for _, f := range files {
 		any = any || f.AutoAccept

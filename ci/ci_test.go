@@ -5,7 +5,7 @@ import (
 	"strings"
 	"testing"
 
-	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/engine/api"
 )
 
 func TestExitCodes(t *testing.T) {
@@ -35,11 +35,11 @@ func TestSummary(t *testing.T) {
 }
 
 func TestAutoAccepted(t *testing.T) {
-	none := []review.FileDiff{{Change: review.Change{Path: "a"}}, {Change: review.Change{Path: "b"}}}
+	none := []api.FileDiff{{Change: api.Change{Path: "a"}}, {Change: api.Change{Path: "b"}}}
 	if !autoAccepted(none, "a") || !autoAccepted(none, "b") {
 		t.Error("without auto_accept globs every change that nothing holds is applied")
 	}
-	some := []review.FileDiff{{Change: review.Change{Path: "a"}, AutoAccept: true}, {Change: review.Change{Path: "b"}}}
+	some := []api.FileDiff{{Change: api.Change{Path: "a"}, AutoAccept: true}, {Change: api.Change{Path: "b"}}}
 	if !autoAccepted(some, "a") || autoAccepted(some, "b") {
 		t.Error("with auto_accept globs only what they match is applied")
 	}

@@ -177,7 +177,7 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 		if err := e.store.AddEvent(ctx, id, ev); err != nil {
 			e.log.Warn("store an agent event", "session", id, "err", err)
 		}
-		sink(ev)
+		sink(wireEvent(ev))
 	}
 	attempt := func(t harness.Turn) (int, string, error) {
 		inv, err := ag.Command(t)
@@ -238,7 +238,7 @@ func (e *Engine) runTurn(ctx context.Context, id string, memory int64, ag *harne
 	turn.CPUSeconds = float64(max(0, e.sessionCPU(id)-cpuStart)) / 1e9
 	turn.ExitCode = &code
 	turn.Final = final
-	turn.Usage = usage
+	turn.Usage = api.Usage(usage)
 	turn.State = "done"
 	if err != nil {
 		turn.State, turn.Error = "failed", err.Error()
@@ -454,7 +454,8 @@ func (e *Engine) Events(ctx context.Context, id string, turn int) ([]api.Event, 
 	if err != nil {
 		return nil, err
 	}
-	return e.store.Events(ctx, rec.ID, turn)
+	evs, err := e.store.Events(ctx, rec.ID, turn)
+	return wireEvents(evs), err
 }
 
 var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)

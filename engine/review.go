@@ -60,15 +60,15 @@ func selectErr(err error) error {
 // Diff returns the session's changes at paths (all when empty) with hunks
 // and conflicts. It gives up when ctx ends (the client went away).
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
-	var files []review.FileDiff
-	d, err := e.DiffEach(ctx, id, paths, false, func(f review.FileDiff) error {
+	var files []api.FileDiff
+	d, err := e.DiffEach(ctx, id, paths, false, func(f api.FileDiff) error {
 		files = append(files, f)
 		return nil
 	})
 	if err != nil {
 		return api.Diff{}, err
 	}
-	d.Files, d.Stats = files, review.Stats(files)
+	d.Files, d.Stats = files, api.Stats(files)
 	return d, nil
 }
 
@@ -80,8 +80,9 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 // cleanly; a failure after that is returned after some files were handed
 // on, and the caller must say the diff is incomplete.
 //
-// A summary (stat) is made without the files' digests.
-func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(review.FileDiff) error) (api.Diff, error) {
+// A summary (stat) is made without the files' digests. Each file is
+// converted to the wire's type as it is handed on.
+func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(api.FileDiff) error) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
@@ -95,7 +96,7 @@ func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat b
 	err = e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths, NoDigests: stat}, func(batch []review.FileDiff) error {
 		return h.without(ctx, func() error {
 			for _, f := range batch {
-				if err := each(f); err != nil {
+				if err := each(wireFileDiff(f)); err != nil {
 					return err
 				}
 			}
@@ -111,7 +112,7 @@ func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat b
 		e.log.Warn("read the session's commits", "session", sid, "err", err)
 	}
 	e.log.Debug("diff", "session", sid, "files", n)
-	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: commits}, nil
+	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits)}, nil
 }
 
 // Patch writes the session's changes at paths as a git-apply patch,
@@ -186,7 +187,8 @@ func (s *slotWriter) Write(b []byte) (n int, err error) {
 // Accept writes the selected changes into the project, all or nothing, and
 // imports the session's commits as a branch when asked. This is the only
 // operation that writes the project.
-func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error) {
+func (e *Engine) Accept(ctx context.Context, id string, wsel api.Selection) (api.Outcomes, error) {
+	sel := reviewSelection(wsel)
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Outcomes{}, err
@@ -200,16 +202,19 @@ func (e *Engine) Accept(ctx context.Context, id string, sel review.Selection) (a
 		if res.Branch == "" {
 			res.Branch = "airlock/" + sid
 		}
-		if res.Commits, err = review.ImportCommits(layers.Project, l.ws.Merged(), res.Branch); err != nil {
+		commits, err := review.ImportCommits(layers.Project, l.ws.Merged(), res.Branch)
+		if err != nil {
 			return res, selectErr(err)
 		}
+		res.Commits = wireCommits(commits)
 		e.log.Info("imported commits", "session", sid, "branch", res.Branch, "commits", len(res.Commits))
 		if len(sel.Paths) == 0 && len(sel.RawPaths) == 0 && len(sel.Hunks) == 0 && len(sel.Digests) == 0 && !sel.Auto {
-			res.Outcomes = []review.Outcome{}
+			res.Outcomes = []api.Outcome{}
 			return res, nil
 		}
 	}
-	res.Outcomes, err = e.acceptFiles(sid, layers, sel)
+	out, err := e.acceptFiles(sid, layers, sel)
+	res.Outcomes = wireOutcomes(out)
 	return res, err
 }
 
@@ -241,9 +246,9 @@ func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Select
 // Discard drops the selected changes from the session, through the
 // session's own view of the workspace. It stops between files when ctx
 // ends; what was discarded by then is reported.
-func (e *Engine) Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error) {
-	out, err := e.discard(ctx, id, sel)
-	return api.Outcomes{Outcomes: out}, err
+func (e *Engine) Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
+	out, err := e.discard(ctx, id, reviewSelection(sel))
+	return api.Outcomes{Outcomes: wireOutcomes(out)}, err
 }
 
 func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {

@@ -15,7 +15,6 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
-	"github.com/airlock/airlock/review"
 )
 
 // vmHWM resets the process's peak resident size (the engine runs in this
@@ -77,7 +76,7 @@ func TestReviewOfHostileSession(t *testing.T) {
 	d, err := e.Diff(ctx, s.ID, nil)
 	must(t, err)
 	tDiff := time.Since(t0)
-	by := map[string]review.Stat{}
+	by := map[string]api.Stat{}
 	for _, st := range d.Stats {
 		by[st.Path] = st
 	}

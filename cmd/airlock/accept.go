@@ -63,7 +63,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 		Example: example,
 		Args:    cobra.MinimumNArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
-			sel := api.Selection{Hunks: hunks, Take: review.Resolution(take), Auto: auto, Commits: commits, Branch: branch, IncludeFlagged: includeFlagged}
+			sel := api.Selection{Hunks: hunks, Take: take, Auto: auto, Commits: commits, Branch: branch, IncludeFlagged: includeFlagged}
 			for _, p := range args[1:] {
 				if utf8.ValidString(p) {
 					sel.Paths = append(sel.Paths, p)

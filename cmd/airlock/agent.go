@@ -192,7 +192,7 @@ func eventsCmd(g *globals) *cobra.Command {
 				show := newTurnView(os.Stdout, os.Stdout, false)
 				show.tty, show.color = false, false
 				for _, ev := range evs {
-					if ev.Type == harness.EventTurnDone {
+					if ev.Type == api.EventTurnDone {
 						fmt.Printf("── turn %d done%s\n", ev.Turn, usageText(ev.Usage))
 						continue
 					}
@@ -360,15 +360,15 @@ func (v *turnView) event(ev api.Event) {
 	}
 	v.clearLocked()
 	switch ev.Type {
-	case harness.EventMessage:
+	case api.EventMessage:
 		fmt.Fprintln(v.out, strings.TrimRight(ev.Text, "\n"))
-	case harness.EventToolCall:
+	case api.EventToolCall:
 		v.tool = ev.Tool
 		fmt.Fprintln(v.errw, v.paint("2", "  ▸ "+ev.Tool+" "+ev.Input))
-	case harness.EventFileEdit:
+	case api.EventFileEdit:
 		v.files[ev.Path] = true
 		fmt.Fprintln(v.errw, v.paint("36", "  ✎ "+ev.Path))
-	case harness.EventCommand:
+	case api.EventCommand:
 		code := "?"
 		if ev.ExitCode != nil {
 			code = fmt.Sprint(*ev.ExitCode)
@@ -378,14 +378,14 @@ func (v *turnView) event(ev api.Event) {
 			color = "33"
 		}
 		fmt.Fprintln(v.errw, v.paint(color, "  $ "+ev.Command+"  → exit "+code))
-	case harness.EventUsage:
+	case api.EventUsage:
 		if ev.Usage != nil {
-			v.usage.Add(*ev.Usage)
+			v.usage.Add(harness.Usage(*ev.Usage))
 		}
-	case harness.EventError:
+	case api.EventError:
 		fmt.Fprintln(v.errw, v.paint("31", "  ! "+ev.Text))
 	}
-	if ev.Type != harness.EventTurnDone {
+	if ev.Type != api.EventTurnDone {
 		v.statusLine()
 	}
 }
@@ -412,7 +412,7 @@ func (v *turnView) summary(t api.Turn) {
 		time.Since(v.start).Round(100*time.Millisecond), len(v.files), usageText(&t.Usage))
 }
 
-func usageText(u *harness.Usage) string {
+func usageText(u *api.Usage) string {
 	if u == nil || u.InputTokens+u.OutputTokens == 0 {
 		return ""
 	}

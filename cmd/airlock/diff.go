@@ -59,7 +59,9 @@ func diffCmd(g *globals) *cobra.Command {
 			}
 			if stat {
 				printStat(out, d, colored)
-			} else if err := review.Unified(out, d.Files, colored); err != nil {
+			} else if files, err := reviewFiles(d.Files); err != nil {
+				return err
+			} else if err := review.Unified(out, files, colored); err != nil {
 				return err
 			}
 			out.Flush()
@@ -77,6 +79,18 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
 	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
 	return cmd
+}
+
+// reviewFiles is the wire's diff in the review's types, for
+// review.Unified to print: the two have the same JSON (engine/api keeps
+// it so, engine/wire_test.go checks it), so JSON converts them whole.
+func reviewFiles(files []api.FileDiff) ([]review.FileDiff, error) {
+	b, err := json.Marshal(files)
+	if err != nil {
+		return nil, err
+	}
+	var out []review.FileDiff
+	return out, json.Unmarshal(b, &out)
 }
 
 func printStat(w io.Writer, d api.Diff, colored bool) {

@@ -1,16 +1,15 @@
 // Package api is the contract between the engine and its clients (the CLI,
 // the desktop app, CI tooling): the JSON types of the local HTTP API, its
-// version, the error body and the framing of interactive streams. It holds
-// no behaviour, so any client can depend on it without pulling in the
-// engine. docs/API.md documents the endpoints.
+// version, the error body and the framing of interactive streams. It
+// imports nothing of the project (layout_test.go holds it to that), so a
+// client depends on it without pulling in the engine, the review or the
+// agents: the engine converts its own types to these (engine/wire.go).
+// docs/API.md documents the endpoints.
 package api
 
 import (
 	"encoding/json"
 	"time"
-
-	"github.com/airlock/airlock/harness"
-	"github.com/airlock/airlock/review"
 )
 
 // Version is the API version; it is the path prefix of every endpoint.
@@ -108,30 +107,6 @@ type CreateRequest struct {
 type Budgets struct {
 	CPU  *time.Duration `json:"cpu,omitempty"`
 	Cost *float64       `json:"cost,omitempty"`
-}
-
-// Diff is a session's changes with their hunks.
-type Diff struct {
-	Session string            `json:"session"`
-	Files   []review.FileDiff `json:"files"`
-	// Commits are git commits made in the session that the project does
-	// not have (accept --commits brings them in as a branch).
-	Commits   []review.Commit `json:"commits,omitempty"`
-	Stats     []review.Stat   `json:"stats"`
-	Workspace Workspace       `json:"workspace"`
-}
-
-// Selection picks changes for accept and discard: whole files by path,
-// hunks and conflicts by id, lines within hunks, and how to settle
-// conflicts. An empty selection takes everything.
-type Selection = review.Selection
-
-// Outcomes is the per-path result of an accept or discard.
-type Outcomes struct {
-	Outcomes []review.Outcome `json:"outcomes"`
-	// Branch and Commits report commits imported by accept --commits.
-	Branch  string          `json:"branch,omitempty"`
-	Commits []review.Commit `json:"commits,omitempty"`
 }
 
 // Command is one command run in a session.
@@ -243,12 +218,6 @@ type VersionInfo struct {
 	DockerAPI     string `json:"docker_api,omitempty"`
 	PID           int    `json:"pid"`
 }
-
-// Event is what an agent did (see package harness for the types).
-type Event = harness.Event
-
-// Usage is tokens and cost.
-type Usage = harness.Usage
 
 // AgentRequest runs one agent turn in a session.
 type AgentRequest struct {
@@ -504,7 +473,7 @@ type SessionEventType string
 
 // The types of SessionEvent.
 const (
-	EventSessions SessionEventType = "sessions"
-	EventSession  SessionEventType = "session"
-	EventRemoved  SessionEventType = "removed"
+	SessionsListed SessionEventType = "sessions" // the whole list (the stream's first event)
+	SessionChanged SessionEventType = "session"  // one session as it is now
+	SessionRemoved SessionEventType = "removed"  // a session is gone
 )

@@ -20,7 +20,6 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
-	"github.com/airlock/airlock/review"
 )
 
 // Client talks to one engine over its unix socket.
@@ -171,7 +170,7 @@ func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 		return out, err
 	}
 	if out.Stats == nil {
-		out.Stats = review.Stats(out.Files)
+		out.Stats = api.Stats(out.Files)
 	}
 	return out, nil
 }

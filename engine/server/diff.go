@@ -6,7 +6,6 @@ import (
 	"net/http"
 
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/review"
 )
 
 // diffWriter writes a diff response as the review hands its files on: the
@@ -40,11 +39,11 @@ func (d *diffWriter) start() {
 }
 
 // file writes one file of the diff.
-func (d *diffWriter) file(f review.FileDiff) error {
+func (d *diffWriter) file(f api.FileDiff) error {
 	d.start()
 	var v any = f
 	if d.stat {
-		v = review.Stats([]review.FileDiff{f})[0]
+		v = api.Stats([]api.FileDiff{f})[0]
 	}
 	b, err := json.Marshal(v)
 	if err != nil {
@@ -63,9 +62,9 @@ func (d *diffWriter) finish(rest api.Diff) error {
 	d.start()
 	rest.Files, rest.Stats = nil, nil
 	b, err := json.Marshal(struct {
-		Session   string          `json:"session"`
-		Commits   []review.Commit `json:"commits,omitempty"`
-		Workspace api.Workspace   `json:"workspace"`
+		Session   string        `json:"session"`
+		Commits   []api.Commit  `json:"commits,omitempty"`
+		Workspace api.Workspace `json:"workspace"`
 	}{rest.Session, rest.Commits, rest.Workspace})
 	if err != nil {
 		return err

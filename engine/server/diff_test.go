@@ -10,7 +10,6 @@ import (
 	"testing"
 
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/review"
 )
 
 // streaming is an engine whose diff hands on n files, then fails with
@@ -21,10 +20,10 @@ type streaming struct {
 	failWith error
 }
 
-func (s streaming) DiffEach(_ context.Context, id string, _ []string, _ bool, each func(review.FileDiff) error) (api.Diff, error) {
+func (s streaming) DiffEach(_ context.Context, id string, _ []string, _ bool, each func(api.FileDiff) error) (api.Diff, error) {
 	for i := range s.n {
-		f := review.FileDiff{Change: review.Change{Path: fmt.Sprintf("f%05d", i), Kind: review.Added, Type: review.File}}
-		f.Hunks = []review.Hunk{{Lines: []string{"+a\n", "+b\n"}}}
+		f := api.FileDiff{Change: api.Change{Path: fmt.Sprintf("f%05d", i), Kind: api.KindAdded, Type: api.TypeFile}}
+		f.Hunks = []api.Hunk{{Lines: []string{"+a\n", "+b\n"}}}
 		if err := each(f); err != nil {
 			return api.Diff{}, err
 		}

@@ -7,7 +7,6 @@ import (
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/images"
-	"github.com/airlock/airlock/review"
 )
 
 // Engine is what the API serves: the calls of the session engine its
@@ -26,10 +25,10 @@ type Engine interface {
 	Exec(ctx context.Context, id string, req api.ExecRequest, sio engine.ExecIO) (int, error)
 	Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error)
 
-	DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(review.FileDiff) error) (api.Diff, error)
+	DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(api.FileDiff) error) (api.Diff, error)
 	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
-	Accept(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)
-	Discard(ctx context.Context, id string, sel review.Selection) (api.Outcomes, error)
+	Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
+	Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
 
 	Agent(ctx context.Context, id string, req api.AgentRequest, sink func(api.Event)) (api.Turn, error)
 	Turns(ctx context.Context, id string) ([]api.Turn, error)

@@ -16,7 +16,6 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/engine/meter"
-	"github.com/airlock/airlock/review"
 )
 
 // sampleLine is one sample of Prometheus's text format: a name, labels
@@ -74,10 +73,10 @@ type usageEngine struct {
 }
 
 func (u usageEngine) Usage(context.Context) ([]engine.SessionUse, error) { return u.use, nil }
-func (usageEngine) Diff(context.Context, string, []string) (api.Diff, error) {
+func (usageEngine) DiffEach(context.Context, string, []string, bool, func(api.FileDiff) error) (api.Diff, error) {
 	return api.Diff{}, nil
 }
-func (usageEngine) Accept(context.Context, string, review.Selection) (api.Outcomes, error) {
+func (usageEngine) Accept(context.Context, string, api.Selection) (api.Outcomes, error) {
 	return api.Outcomes{}, nil
 }
 

@@ -46,7 +46,7 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 		b, _ := json.Marshal(ev)
 		return write(fmt.Sprintf("data: %s\n\n", b))
 	}
-	if !send(api.SessionEvent{Type: api.EventSessions, Sessions: list}) {
+	if !send(api.SessionEvent{Type: api.SessionsListed, Sessions: list}) {
 		return
 	}
 	tick := time.NewTicker(watchKeepAlive)
@@ -64,11 +64,11 @@ func (s *Server) watch(w http.ResponseWriter, r *http.Request) {
 				return
 			}
 			for _, id := range ids {
-				ev := api.SessionEvent{Type: api.EventRemoved, ID: id}
+				ev := api.SessionEvent{Type: api.SessionRemoved, ID: id}
 				sess, err := s.eng.Get(ctx, id)
 				switch {
 				case err == nil:
-					ev = api.SessionEvent{Type: api.EventSession, Session: &sess}
+					ev = api.SessionEvent{Type: api.SessionChanged, Session: &sess}
 				case errdefs.ClassOf(err) != errdefs.NotFound:
 					s.log.Warn("event stream: read a session that changed", "session", id, "err", err)
 					continue

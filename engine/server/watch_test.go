@@ -70,7 +70,7 @@ func TestWatchEvents(t *testing.T) {
 		return api.SessionEvent{}
 	}
 	first := next("the list", func(api.SessionEvent) bool { return true })
-	if first.Type != api.EventSessions || len(first.Sessions) != 0 {
+	if first.Type != api.SessionsListed || len(first.Sessions) != 0 {
 		t.Fatalf("the first event is %+v, want the (empty) list", first)
 	}
 
@@ -83,7 +83,7 @@ func TestWatchEvents(t *testing.T) {
 	}
 	state := func(st string) func(api.SessionEvent) bool {
 		return func(ev api.SessionEvent) bool {
-			return ev.Type == api.EventSession && ev.Session.ID == s.ID && ev.Session.State == st
+			return ev.Type == api.SessionChanged && ev.Session.ID == s.ID && ev.Session.State == st
 		}
 	}
 	next("the session created", state(api.StateRunning))
@@ -92,7 +92,7 @@ func TestWatchEvents(t *testing.T) {
 		t.Fatal(err)
 	}
 	next("its count of changes", func(ev api.SessionEvent) bool {
-		return ev.Type == api.EventSession && ev.Session.ID == s.ID && ev.Session.Changed == 1
+		return ev.Type == api.SessionChanged && ev.Session.ID == s.ID && ev.Session.Changed == 1
 	})
 
 	// Another client (the CLI, say) pauses and resumes it.
@@ -108,7 +108,7 @@ func TestWatchEvents(t *testing.T) {
 	if err := e.Remove(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
-	next("the removal", func(ev api.SessionEvent) bool { return ev.Type == api.EventRemoved && ev.ID == s.ID })
+	next("the removal", func(ev api.SessionEvent) bool { return ev.Type == api.SessionRemoved && ev.ID == s.ID })
 
 	sctx, cancel := context.WithTimeout(ctx, 30*time.Second)
 	defer cancel()

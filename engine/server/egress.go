@@ -1,0 +1,27 @@
+package server
+
+import (
+	"net/http"
+	"strconv"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+)
+
+func (s *Server) policy(r *http.Request, req api.PolicyChange) (api.EgressPolicy, error) {
+	return s.eng.Policy(r.Context(), r.PathValue("id"), req)
+}
+
+// netLog lists a session's connections: blocked=1 keeps the blocked
+// ones, limit=N the last N.
+func (s *Server) netLog(r *http.Request, _ none) ([]api.EgressEntry, error) {
+	limit := 0
+	if v := r.URL.Query().Get("limit"); v != "" {
+		n, err := strconv.Atoi(v)
+		if err != nil || n < 0 {
+			return nil, errdefs.Invalidf("limit %q: give a number", v)
+		}
+		limit = n
+	}
+	return s.eng.EgressLog(r.Context(), r.PathValue("id"), r.URL.Query().Get("blocked") == "1", limit)
+}

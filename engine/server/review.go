@@ -1,0 +1,94 @@
+package server
+
+import (
+	"context"
+	"fmt"
+	"net/http"
+	"strings"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+)
+
+// diff streams the session's diff as one JSON object, file by file, so
+// that the engine holds one batch of a large session's files, never all:
+// `{"files":[...],"session":...}`, or with stat=1 `{"stats":[...],...}`
+// (a full diff leaves the stats to the client: they are a summary of the
+// files). Like a patch, a failure after the first byte cuts the response
+// short, so the client sees an error, never a diff that looks whole.
+func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
+	stat := r.URL.Query().Get("stat") == "1"
+	dw := newDiffWriter(w, stat)
+	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], stat, dw.file)
+	if err == nil {
+		err = dw.finish(d)
+	}
+	switch {
+	case err != nil && !dw.started:
+		writeError(w, err)
+	case err != nil:
+		panic(http.ErrAbortHandler)
+	}
+}
+
+func (s *Server) patch(w http.ResponseWriter, r *http.Request) {
+	// Streamed: the engine writes nothing before it can fail cleanly (an
+	// error response then), and a failure after its first byte cuts the
+	// response short, so the client sees an error, never a patch that
+	// looks whole.
+	pw := &patchWriter{w: w}
+	err := s.eng.Patch(r.Context(), r.PathValue("id"), r.URL.Query()["path"], pw)
+	switch {
+	case err == nil && !pw.started:
+		w.Header().Set("Content-Type", "text/x-diff")
+	case err != nil && !pw.started:
+		writeError(w, err)
+	case err != nil:
+		fmt.Fprintf(w, "\n# airlock: the patch is incomplete: %s\n", strings.ReplaceAll(err.Error(), "\n", " "))
+		panic(http.ErrAbortHandler)
+	}
+}
+
+// patchWriter starts a patch response on its first byte.
+type patchWriter struct {
+	w       http.ResponseWriter
+	started bool
+}
+
+func (p *patchWriter) Write(b []byte) (int, error) {
+	if !p.started {
+		p.w.Header().Set("Content-Type", "text/x-diff")
+		p.started = true
+	}
+	return (&stallWriter{w: p.w}).Write(b)
+}
+
+// stallWriter writes a streamed response. A client that stops reading
+// fails the write after streamStall, so that a patch or a diff never holds
+// its session's review lock forever.
+type stallWriter struct{ w http.ResponseWriter }
+
+const streamStall = time.Minute
+
+func (s *stallWriter) Write(b []byte) (int, error) {
+	http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(streamStall))
+	return s.w.Write(b)
+}
+
+func (s *Server) accept(r *http.Request, sel api.Selection) (api.Outcomes, error) {
+	// An accept, once started, finishes even if the client goes away.
+	return outcomes(s.eng.Accept(context.WithoutCancel(r.Context()), r.PathValue("id"), sel))
+}
+
+func (s *Server) discard(r *http.Request, sel api.Selection) (api.Outcomes, error) {
+	// A discard stops between files when the client goes away.
+	return outcomes(s.eng.Discard(r.Context(), r.PathValue("id"), sel))
+}
+
+// outcomes answers an empty list, never null, when nothing was selected.
+func outcomes(out api.Outcomes, err error) (api.Outcomes, error) {
+	if err == nil && out.Outcomes == nil {
+		out.Outcomes = []api.Outcome{}
+	}
+	return out, err
+}

@@ -1,0 +1,81 @@
+package engine
+
+import (
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/harness"
+	"github.com/airlock/airlock/review"
+)
+
+// The engine speaks the review's and the agents' types; its API speaks
+// engine/api's, which import nothing so that clients link neither. These
+// convert between them at the engine's edge. The JSON of each pair is the
+// same (engine/wire_test.go compares them).
+
+// wireAll converts a slice, keeping nil nil and empty empty: the JSON of
+// a nil slice is null, of an empty one [].
+func wireAll[S, T any](in []S, f func(S) T) []T {
+	if in == nil {
+		return nil
+	}
+	out := make([]T, len(in))
+	for i, v := range in {
+		out[i] = f(v)
+	}
+	return out
+}
+
+func wireFileDiff(f review.FileDiff) api.FileDiff {
+	return api.FileDiff{
+		Change:     wireChange(f.Change),
+		Hunks:      wireAll(f.Hunks, func(h review.Hunk) api.Hunk { return api.Hunk(h) }),
+		Conflicts:  wireAll(f.Conflicts, func(c review.Conflict) api.Conflict { return api.Conflict(c) }),
+		Held:       f.Held,
+		AutoAccept: f.AutoAccept,
+		Findings:   wireAll(f.Findings, func(x review.Finding) api.Finding { return api.Finding(x) }),
+		Digest:     f.Digest,
+	}
+}
+
+func wireChange(c review.Change) api.Change {
+	return api.Change{
+		ID: c.ID, Path: c.Path, RawPath: c.RawPath,
+		Kind: string(c.Kind), Type: string(c.Type), OldType: string(c.OldType),
+		Mode: c.Mode, OldMode: c.OldMode, Size: c.Size, OldSize: c.OldSize,
+		Binary: c.Binary, ContentType: c.ContentType, TooLarge: c.TooLarge, ContentSum: c.ContentSum,
+		Link: c.Link, OldLink: c.OldLink, Note: c.Note,
+		HostChanged: c.HostChanged, Merged: c.Merged, Conflict: c.Conflict, ConflictReason: c.ConflictReason,
+		From: c.From, Similarity: c.Similarity,
+	}
+}
+
+func wireCommits(cs []review.Commit) []api.Commit {
+	return wireAll(cs, func(c review.Commit) api.Commit { return api.Commit(c) })
+}
+
+func wireOutcomes(os []review.Outcome) []api.Outcome {
+	return wireAll(os, func(o review.Outcome) api.Outcome {
+		return api.Outcome{Path: o.Path, Kind: string(o.Kind), Applied: o.Applied, Partial: o.Partial,
+			Error: o.Error, Left: o.Left, Reason: o.Reason, Digest: o.Digest}
+	})
+}
+
+// reviewSelection is a selection from the wire in the review's terms.
+func reviewSelection(s api.Selection) review.Selection {
+	return review.Selection{
+		Paths: s.Paths, RawPaths: s.RawPaths, Hunks: s.Hunks, Lines: s.Lines,
+		Take: review.Resolution(s.Take), Auto: s.Auto, Commits: s.Commits, Branch: s.Branch,
+		Patch: s.Patch, Digests: s.Digests, IncludeFlagged: s.IncludeFlagged,
+	}
+}
+
+func wireEvent(e harness.Event) api.Event {
+	w := api.Event{Type: e.Type, Time: e.Time, Turn: e.Turn, Text: e.Text, Tool: e.Tool, Input: e.Input,
+		Path: e.Path, Command: e.Command, ExitCode: e.ExitCode, Session: e.Session, Result: e.Result}
+	if e.Usage != nil {
+		u := api.Usage(*e.Usage)
+		w.Usage = &u
+	}
+	return w
+}
+
+func wireEvents(evs []harness.Event) []api.Event { return wireAll(evs, wireEvent) }
