@@ -12,6 +12,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	"github.com/spf13/cobra"
@@ -55,7 +56,7 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", defaultSocket), "engine socket (env AIRLOCK_ENGINE)")
+	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", daemon.DefaultSocket), "engine socket (env AIRLOCK_ENGINE)")
 	root.AddCommand(
 		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), pauseCmd(g), resumeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
