@@ -3,6 +3,7 @@ package daemon
 import (
 	"context"
 	"net/http"
+	"net/http/cookiejar"
 	"net/url"
 	"os"
 	"path/filepath"
@@ -108,23 +109,26 @@ func TestServe(t *testing.T) {
 	if again, _ := c.StartUI(ctx); again != ui {
 		t.Errorf("a second `airlock ui` opened %q, want the same %q", again, ui)
 	}
-	get := func(token string) int {
-		req, _ := http.NewRequest("GET", "http://"+u.Host+"/v1/version", nil)
-		if token != "" {
-			req.Header.Set("Authorization", "Bearer "+token)
-		}
-		resp, err := http.DefaultClient.Do(req)
+	// The address works in a browser: the token becomes a cookie, which
+	// then opens the API; another token opens nothing.
+	jar, _ := cookiejar.New(nil)
+	browser := &http.Client{Jar: jar}
+	status := func(u string) int {
+		resp, err := browser.Get(u)
 		if err != nil {
 			return 0
 		}
 		resp.Body.Close()
 		return resp.StatusCode
 	}
-	if code := get("a-token-of-this-test-0123456789"); code != 200 {
-		t.Errorf("TCP with the token: %d", code)
+	if code := status(ui); code != 200 {
+		t.Errorf("the interface's address: %d", code)
 	}
-	if code := get("wrong"); code != 403 {
-		t.Errorf("TCP with a wrong token: %d", code)
+	if code := status("http://" + u.Host + "/v1/version"); code != 200 {
+		t.Errorf("the API with the interface's cookie: %d", code)
+	}
+	if code := status("http://" + u.Host + "/?token=not-the-token-of-this-engine"); code != 403 {
+		t.Errorf("an address with another token: %d", code)
 	}
 
 	stop()
@@ -134,7 +138,7 @@ func TestServe(t *testing.T) {
 	if _, err := os.Stat(sock); !os.IsNotExist(err) {
 		t.Errorf("the socket is left after a stop: %v", err)
 	}
-	if code := get("a-token-of-this-test-0123456789"); code != 0 {
+	if code := status("http://" + u.Host + "/v1/version"); code != 0 {
 		t.Errorf("the TCP listener answers after a stop: %d", code)
 	}
 }
