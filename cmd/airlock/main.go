@@ -1,6 +1,7 @@
-// Command airlock is Airlock's CLI and its engine daemon (`airlock serve`).
-// Every other verb is a client of the engine's local API; the CLI starts
-// the engine on demand when none answers.
+// Command airlock is Airlock's CLI. `airlock serve` runs the engine daemon
+// (package daemon) and `airlock ci` a job's own engine (package ci); every
+// other verb is a client of the engine's local API, and the CLI starts the
+// engine on demand when none answers.
 package main
 
 import (
