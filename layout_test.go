@@ -4,14 +4,22 @@ package main
 
 import (
 	"encoding/json"
+	"go/ast"
+	"go/parser"
+	"go/token"
 	"os"
 	"os/exec"
+	"path/filepath"
+	"slices"
+	"strconv"
 	"strings"
 	"testing"
 )
 
 type pkg struct {
 	ImportPath string
+	Dir        string
+	GoFiles    []string
 	Doc        string
 	Imports    []string
 	Deps       []string
@@ -57,12 +65,13 @@ func TestDependencyDirection(t *testing.T) {
 		{"confined", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "atomicfile"}},
 		{"atomicfile", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs"}},
 		{"ci", []string{"app", "cmd", "github.com/wailsapp"}},
+		{"daemon", []string{"app", "cmd", "ci", "github.com/wailsapp"}},
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
 		{"engine", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"engine/api", []string{"engine/", "github.com/docker", "github.com/mattn"}},
 		{"engine/meter", []string{"engine", "app", "cmd", "overlay", "review", "github.com/mattn", "github.com/wailsapp"}},
 		{"engine/client", []string{"engine/store", "engine/server", "github.com/docker", "github.com/mattn"}},
-		{"cmd", []string{"app", "github.com/wailsapp"}},
+		{"cmd", []string{"app", "github.com/wailsapp", "github.com/docker", "github.com/mattn"}},
 	}
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
@@ -97,6 +106,67 @@ func TestDependencyDirection(t *testing.T) {
 			if strings.HasPrefix(imp, "github.com/wailsapp") && p.ImportPath != mod+"/app" && p.ImportPath != mod {
 				t.Errorf("%s imports Wails: only app/ and main.go may", p.ImportPath)
 			}
+		}
+	}
+}
+
+// TestCLIIsAClient: cmd/ reaches the engine through its API (engine/api,
+// engine/client) and runs it through daemon/ and ci/, never by importing
+// the engine's internals.
+func TestCLIIsAClient(t *testing.T) {
+	allowed := map[string]bool{"engine/api": true, "engine/client": true}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		if rel != "cmd" && !strings.HasPrefix(rel, "cmd/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			irel, ok := strings.CutPrefix(imp, mod+"/")
+			if ok && (irel == "engine" || strings.HasPrefix(irel, "engine/")) && !allowed[irel] {
+				t.Errorf("%s imports %s: the CLI uses engine/api and engine/client, and daemon/ to run the engine", p.ImportPath, imp)
+			}
+		}
+	}
+}
+
+// TestOnlyDaemonBuildsAnEngine: an engine is assembled in one place,
+// daemon.Assemble, which `airlock serve` and `airlock ci` both use. Test
+// setup (engine/enginetest) and the benchmarks may build their own.
+func TestOnlyDaemonBuildsAnEngine(t *testing.T) {
+	allowed := map[string]bool{"daemon": true, "engine/enginetest": true, "bench": true}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		if allowed[rel] || !slices.Contains(p.Imports, mod+"/engine") {
+			continue
+		}
+		for _, name := range p.GoFiles {
+			path := filepath.Join(p.Dir, name)
+			f, err := parser.ParseFile(token.NewFileSet(), path, nil, parser.SkipObjectResolution)
+			if err != nil {
+				t.Fatal(err)
+			}
+			local := ""
+			for _, imp := range f.Imports {
+				if imp.Path.Value == strconv.Quote(mod+"/engine") {
+					local = "engine"
+					if imp.Name != nil {
+						local = imp.Name.Name
+					}
+				}
+			}
+			if local == "" {
+				continue
+			}
+			ast.Inspect(f, func(n ast.Node) bool {
+				sel, ok := n.(*ast.SelectorExpr)
+				if !ok || sel.Sel.Name != "New" {
+					return true
+				}
+				if x, ok := sel.X.(*ast.Ident); ok && x.Name == local {
+					t.Errorf("%s calls engine.New: assemble an engine with daemon.Assemble", path)
+				}
+				return true
+			})
 		}
 	}
 }

@@ -23,9 +23,9 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/atomicfile"
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
@@ -227,35 +227,18 @@ func gitState(dir string) (head string, dirty, ok bool) {
 	return strings.TrimSpace(string(out)), len(bytes.TrimSpace(st)) > 0, true
 }
 
+// startEngine assembles the run's own engine: its state directory (so its
+// own SQLite file and secrets key), the run's policy for every session,
+// and no idle pauses within a job.
 func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engine, func(), error) {
-	docker, err := engine.NewDocker()
+	d, err := daemon.Assemble(ctx, daemon.Options{StateDir: stateDir, Defaults: o.Defaults, Logger: o.Log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour})
 	if err != nil {
 		return nil, nil, err
 	}
-	pctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	_, err = docker.Ping(pctx)
-	cancel()
-	if err != nil {
-		return nil, nil, errdefs.Unavailablef("Docker is not running (%v): start it (`sudo systemctl start docker`, or `sudo dockerd &`)", err)
-	}
-	st, err := store.Open(ctx, filepath.Join(stateDir, "airlock.db"))
-	if err != nil {
-		return nil, nil, err
-	}
-	log := o.Log
-	if log == nil {
-		log = slog.New(slog.DiscardHandler)
-	}
-	e, err := engine.New(ctx, docker, st, engine.Options{StateDir: stateDir, Defaults: o.Defaults, Logger: log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour})
-	if err != nil {
-		st.Close()
-		return nil, nil, err
-	}
-	return e, func() {
+	return d.Engine, func() {
 		cctx, cancel := context.WithTimeout(context.Background(), 10*time.Second)
 		defer cancel()
-		e.Close(cctx)
-		st.Close()
+		d.Close(cctx)
 	}, nil
 }
 

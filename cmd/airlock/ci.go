@@ -7,6 +7,7 @@ import (
 	"os"
 
 	"github.com/airlock/airlock/ci"
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
 )
@@ -49,11 +50,7 @@ format.`,
 					o.Agent.APIKey = os.Getenv(ag.KeyEnv)
 				}
 			}
-			cfg, err := loadConfig(envOr("AIRLOCK_CONFIG", defaultConfig), os.Getenv("AIRLOCK_CONFIG") != "")
-			if err == nil {
-				o.Defaults, err = cfg.defaults()
-			}
-			if err != nil && o.InputError == nil {
+			if o.Defaults, err = daemon.LoadConfig(envOr("AIRLOCK_CONFIG", daemon.DefaultConfig), os.Getenv("AIRLOCK_CONFIG") != ""); err != nil && o.InputError == nil {
 				o.InputError = err
 			}
 			v := ci.Run(cmd.Context(), o)

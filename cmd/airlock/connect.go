@@ -10,15 +10,9 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/errdefs"
-)
-
-// Default locations; docs/API.md and the README name them.
-const (
-	defaultSocket   = "/run/airlock/airlock.sock"
-	defaultStateDir = "/var/lib/airlock"
-	defaultConfig   = "/etc/airlock/config.yaml"
 )
 
 // connect returns a client of a running engine, starting one in the
@@ -53,7 +47,7 @@ func (g *globals) connect(ctx context.Context) (*client.Client, error) {
 }
 
 func engineLog() string {
-	return filepath.Join(envOr("AIRLOCK_STATE_DIR", defaultStateDir), "engine.log")
+	return filepath.Join(envOr("AIRLOCK_STATE_DIR", daemon.DefaultStateDir), "engine.log")
 }
 
 // startEngine runs `airlock serve` detached from this process, logging to

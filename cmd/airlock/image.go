@@ -7,7 +7,6 @@ import (
 	"text/tabwriter"
 	"time"
 
-	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
@@ -54,7 +53,7 @@ func imageBuildCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
-	cmd.Flags().StringVar(&agents, "agents", "", "also install agent CLIs at pinned versions into "+engine.DefaultAgentsImage+": "+strings.Join(harness.Installable(), ","))
+	cmd.Flags().StringVar(&agents, "agents", "", "also install agent CLIs at pinned versions into "+api.DefaultAgentsImage+": "+strings.Join(harness.Installable(), ","))
 	cmd.Flags().BoolVar(&tiny, "tiny", false, "build airlock/tiny from the host's busybox instead (seconds; for tests)")
 	cmd.Flags().BoolVar(&req.Force, "force", false, "rebuild even if the image is up to date")
 	cmd.Flags().StringVar(&req.Name, "name", "", "image name (default airlock/base, or airlock/tiny)")

@@ -6,6 +6,7 @@ import (
 	"text/tabwriter"
 	"time"
 
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/spf13/cobra"
 )
@@ -151,10 +152,10 @@ func limitsCmd(g *globals) *cobra.Command {
 		RunE: func(cmd *cobra.Command, args []string) error {
 			l := api.Limits{CPUs: cpus, Pids: pids}
 			var err error
-			if l.Memory, err = parseSize("--memory", memory); err != nil {
+			if l.Memory, err = daemon.ParseSize("--memory", memory); err != nil {
 				return err
 			}
-			if l.WorkspaceSize, err = parseSize("--workspace-size", workspace); err != nil {
+			if l.WorkspaceSize, err = daemon.ParseSize("--workspace-size", workspace); err != nil {
 				return err
 			}
 			ctx := cmd.Context()

@@ -1,6 +1,7 @@
-// Command airlock is Airlock's CLI and its engine daemon (`airlock serve`).
-// Every other verb is a client of the engine's local API; the CLI starts
-// the engine on demand when none answers.
+// Command airlock is Airlock's CLI. `airlock serve` runs the engine daemon
+// (package daemon) and `airlock ci` a job's own engine (package ci); every
+// other verb is a client of the engine's local API, and the CLI starts the
+// engine on demand when none answers.
 package main
 
 import (
@@ -12,6 +13,7 @@ import (
 	"strings"
 	"syscall"
 
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	"github.com/spf13/cobra"
@@ -55,7 +57,7 @@ func newRoot(g *globals) *cobra.Command {
 		SilenceErrors: true,
 		Version:       version,
 	}
-	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", defaultSocket), "engine socket (env AIRLOCK_ENGINE)")
+	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", daemon.DefaultSocket), "engine socket (env AIRLOCK_ENGINE)")
 	root.AddCommand(
 		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), pauseCmd(g), resumeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),

@@ -8,7 +8,7 @@ import (
 	"strings"
 	"time"
 
-	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/errdefs"
@@ -70,10 +70,10 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 		}
 	}
 	req.Limits.CPUs, req.Limits.Pids = f.cpus, f.pids
-	if req.Limits.WorkspaceSize, err = parseSize("--workspace-size", f.workspaceSize); err != nil {
+	if req.Limits.WorkspaceSize, err = daemon.ParseSize("--workspace-size", f.workspaceSize); err != nil {
 		return req, err
 	}
-	if req.Limits.Memory, err = parseSize("--memory", f.memory); err != nil {
+	if req.Limits.Memory, err = daemon.ParseSize("--memory", f.memory); err != nil {
 		return req, err
 	}
 	return req, nil
@@ -147,7 +147,7 @@ func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags) e
 		return err
 	}
 	if req.Image == "" && af.agent != "custom" {
-		req.Image = engine.DefaultAgentsImage
+		req.Image = api.DefaultAgentsImage
 	}
 	c, err := g.connect(ctx)
 	if err != nil {
@@ -155,7 +155,7 @@ func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags) e
 	}
 	sess, err := c.Create(ctx, req)
 	if err != nil {
-		if errdefs.IsNotFound(err) && req.Image == engine.DefaultAgentsImage && f.image == "" {
+		if errdefs.IsNotFound(err) && req.Image == api.DefaultAgentsImage && f.image == "" {
 			return errdefs.NotFoundf("image %s is not available: build it with `airlock image build --agents %s`", req.Image, af.agent)
 		}
 		return err

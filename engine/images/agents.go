@@ -18,7 +18,7 @@ import (
 )
 
 // AgentsName is the image with agent CLIs that agent sessions use.
-const AgentsName = "airlock/agents"
+const AgentsName = api.DefaultAgentsImage
 
 // AgentsLabel lists an image's agent CLIs as name@version, comma
 // separated.

@@ -1,4 +1,4 @@
-package main
+package daemon
 
 import (
 	"context"
@@ -20,6 +20,9 @@ import (
 	"github.com/airlock/airlock/frontend"
 )
 
+// minToken is the shortest token a token file may hold.
+const minToken = 16
+
 // tcpListener is the engine's optional TCP side: the API and the browser
 // UI behind a token, opened at start (--listen) or by `airlock ui`.
 type tcpListener struct {
@@ -33,26 +36,32 @@ type tcpListener struct {
 	hs  *http.Server
 }
 
-func newTCPListener(srv *server.Server, o *serveOptions, log *slog.Logger) (*tcpListener, error) {
-	t := &tcpListener{srv: srv, addr: o.listen, log: log}
-	if t.addr == "" {
-		t.addr = "127.0.0.1:0"
+// newTCPListener prepares the listener on addr ("": a loopback port
+// chosen when it opens); nothing listens until start.
+func newTCPListener(srv *server.Server, addr, token string, log *slog.Logger) *tcpListener {
+	if addr == "" {
+		addr = "127.0.0.1:0"
 	}
-	if o.tokenFile != "" {
-		b, err := os.ReadFile(o.tokenFile)
-		if err != nil {
-			return nil, errdefs.Invalidf("token file: %v", err)
-		}
-		t.token = strings.TrimSpace(string(b))
-		if len(t.token) < 16 {
-			return nil, errdefs.Invalidf("token file %s: the token must have at least 16 characters", o.tokenFile)
-		}
-	} else {
+	return &tcpListener{srv: srv, addr: addr, token: token, log: log}
+}
+
+// loadToken reads the TCP listener's token from path (surrounding space
+// ignored), or makes a new random one when path is "".
+func loadToken(path string) (string, error) {
+	if path == "" {
 		b := make([]byte, 24)
 		rand.Read(b)
-		t.token = hex.EncodeToString(b)
+		return hex.EncodeToString(b), nil
 	}
-	return t, nil
+	b, err := os.ReadFile(path)
+	if err != nil {
+		return "", errdefs.Invalidf("token file: %v", err)
+	}
+	token := strings.TrimSpace(string(b))
+	if len(token) < minToken {
+		return "", errdefs.Invalidf("token file %s: the token must have at least %d characters", path, minToken)
+	}
+	return token, nil
 }
 
 // start opens the listener once and returns the UI's address with the

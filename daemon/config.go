@@ -1,8 +1,9 @@
-package main
+package daemon
 
 import (
 	"bytes"
 	"errors"
+	"io"
 	"os"
 	"time"
 
@@ -47,8 +48,18 @@ type agentConfig struct {
 	BaseURL string `yaml:"base_url"`
 }
 
-// loadConfig reads path; a missing file is an error only when required.
-func loadConfig(path string, required bool) (config, error) {
+// LoadConfig reads the config file at path into the sessions' defaults.
+// A missing file is an error only when required (the user named it);
+// otherwise it means the built-in defaults.
+func LoadConfig(path string, required bool) (engine.Defaults, error) {
+	c, err := readConfig(path, required)
+	if err != nil {
+		return engine.Defaults{}, err
+	}
+	return c.defaults()
+}
+
+func readConfig(path string, required bool) (config, error) {
 	var c config
 	b, err := os.ReadFile(path)
 	if errors.Is(err, os.ErrNotExist) && !required {
@@ -59,7 +70,7 @@ func loadConfig(path string, required bool) (config, error) {
 	}
 	dec := yaml.NewDecoder(bytes.NewReader(b))
 	dec.KnownFields(true)
-	if err := dec.Decode(&c); err != nil && err.Error() != "EOF" {
+	if err := dec.Decode(&c); err != nil && !errors.Is(err, io.EOF) {
 		return c, errdefs.Invalidf("config %s: %v: see the README's configuration section", path, err)
 	}
 	return c, nil
@@ -104,17 +115,18 @@ func (c config) defaults() (engine.Defaults, error) {
 	d.Limits.CPUs = c.CPUs
 	d.Limits.Pids = c.Pids
 	var err error
-	if d.Limits.WorkspaceSize, err = parseSize("workspace_size", c.WorkspaceSize); err != nil {
+	if d.Limits.WorkspaceSize, err = ParseSize("workspace_size", c.WorkspaceSize); err != nil {
 		return d, err
 	}
-	if d.Limits.Memory, err = parseSize("memory", c.Memory); err != nil {
+	if d.Limits.Memory, err = ParseSize("memory", c.Memory); err != nil {
 		return d, err
 	}
 	return d, nil
 }
 
-// parseSize reads sizes like 512m or 2g; empty is zero (the default).
-func parseSize(name, s string) (int64, error) {
+// ParseSize reads sizes like 512m or 2g for the setting name (named in
+// the error); empty is zero (the default).
+func ParseSize(name, s string) (int64, error) {
 	if s == "" {
 		return 0, nil
 	}
