@@ -56,10 +56,11 @@ type Options struct {
 // DefaultLockFile is the host-wide allocation lock.
 const DefaultLockFile = "/run/airlock-netalloc.lock"
 
-// Pool makes, keeps and removes one engine's session networks. Making a
-// network (a bridge, its gateway's listeners, a dozen firewall rules)
-// takes tens of milliseconds that a session's start would otherwise wait
-// for, so the pool keeps Options.Spares networks ready, their gateways
+// Pool makes, keeps and removes one engine's session networks. What it
+// pools is not Docker networks (sessions have none: Docker starts them
+// with no network) but the engine's own: making one (a bridge, a dozen
+// iptables calls, the gateway's listeners) takes about 45 ms here, which
+// a session's start would otherwise wait for, so the pool keeps Options.Spares networks ready, their gateways
 // up under a deny-all policy and nobody on them; a session takes one and
 // a replacement is made in the background. It is safe for concurrent
 // use.
