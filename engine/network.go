@@ -93,6 +93,11 @@ type egressState struct {
 	session atomic.Value // the session id its log entries and secrets belong to
 }
 
+var (
+	_ network.Gateway[*egress.Policy] = (*egressState)(nil)
+	_ egress.Secrets                  = (*egressState)(nil)
+)
+
 // Serve implements network.Gateway.
 func (s *egressState) Serve(session string, p *egress.Policy) {
 	s.proxy.SetPolicy(p)

@@ -4,11 +4,15 @@ import (
 	"context"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/secrets"
+	"github.com/airlock/airlock/engine/store"
 )
 
 // Secrets are engine/secrets's: the engine holds the store (e.secrets),
 // egress asks it for values through each session's gateway, and a
 // session's given values are forgotten when it is removed.
+
+var _ secrets.Table = (*store.Store)(nil)
 
 // secret returns a secret's value for a session: one given for the
 // session (an agent turn's key from the caller's environment), else the

@@ -269,12 +269,13 @@ func (p *Pool[P, G]) RemoveUnused(used map[string]bool) error {
 		return err
 	}
 	p.mu.Lock()
+	spare := map[string]bool{}
 	for _, n := range p.spares {
-		used[n.Key] = true
+		spare[n.Key] = true
 	}
 	p.mu.Unlock()
 	for _, key := range keys {
-		if !used[key] {
+		if !used[key] && !spare[key] {
 			p.Release(key)
 		}
 	}
