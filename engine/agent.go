@@ -7,7 +7,6 @@ import (
 	"net"
 	"net/netip"
 	"net/url"
-	"regexp"
 	"strconv"
 	"strings"
 	"sync"
@@ -354,7 +353,7 @@ func (e *Engine) bindEndpoint(ctx context.Context, id string, ag *harness.Agent,
 		return nil
 	}
 	var ch api.PolicyChange
-	if allowed, private := e.endpointAllowed(ctx, l.net.proxy.Policy(), ep); !allowed {
+	if allowed, private := e.endpointAllowed(ctx, l.net.Gateway.proxy.Policy(), ep); !allowed {
 		rule := ep.hostPort()
 		if private {
 			rule = "private:" + rule
@@ -456,31 +455,6 @@ func (e *Engine) Events(ctx context.Context, id string, turn int) ([]api.Event, 
 	}
 	evs, err := e.store.Events(ctx, rec.ID, turn)
 	return wireEvents(evs), err
-}
-
-var secretNameRE = regexp.MustCompile(`^[A-Za-z_][A-Za-z0-9_]{0,127}$`)
-
-// SetSecret stores a secret on the host.
-func (e *Engine) SetSecret(ctx context.Context, name, value string) error {
-	if !secretNameRE.MatchString(name) {
-		return errdefs.Invalidf("secret name %q: use letters, digits and _, like ANTHROPIC_API_KEY", name)
-	}
-	if value == "" {
-		return errdefs.Invalidf("secret %s: the value is empty", name)
-	}
-	sealed, err := e.seal(value)
-	if err != nil {
-		return err
-	}
-	return e.store.SetSecret(ctx, name, sealed)
-}
-
-// Secrets lists the stored secrets' names.
-func (e *Engine) Secrets(ctx context.Context) ([]api.Secret, error) { return e.store.Secrets(ctx) }
-
-// DeleteSecret removes a stored secret.
-func (e *Engine) DeleteSecret(ctx context.Context, name string) error {
-	return e.store.DeleteSecret(ctx, name)
 }
 
 func firstOf(s ...string) string {

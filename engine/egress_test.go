@@ -12,16 +12,18 @@ import (
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/errdefs"
 )
 
 func engineNetworks(t *testing.T, e *enginetest.Engine) []string {
 	t.Helper()
+	keys, err := network.OwnedKeys(network.Netlink{}, "airlock:"+e.StateDir)
+	must(t, err)
 	var names []string
-	for _, k := range egress.Nets("airlock:" + e.StateDir) {
-		names = append(names, "airlock-"+k)
+	for _, k := range keys {
+		names = append(names, network.Name(k))
 	}
 	return names
 }

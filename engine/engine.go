@@ -26,6 +26,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
+	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -123,22 +124,18 @@ type Engine struct {
 	sessions map[string]*live // adopted or created sessions, by id
 	// bg tracks goroutines that outlive a request (command recorders).
 	bg sync.WaitGroup
-	// secretKey seals stored secrets; sessionSecrets are values given for
-	// one session (under mu); ca is the engine's CA (see egress.CA).
-	secretKey      []byte
-	sessionSecrets map[string]map[string]string
-	ca             *egress.CA
+	// secrets are the stored secrets and the values given for one
+	// session (engine/secrets); ca is the engine's CA (see egress.CA).
+	secrets *secrets.Store
+	ca      *egress.CA
 	// meter reads sessions' cgroups (engine/meter).
 	meter Meter
 	// act is the idle watcher's view of sessions (see lifecycle.go).
 	actMu     sync.Mutex
 	act       map[string]*activity
 	stopWatch func()
-	// spare networks (see netpool.go), under mu
-	spares      []*egressState
-	spareTarget int
-	filling     bool
-	closing     bool
+	// nets are the session networks and the spares (engine/network).
+	nets *netPool
 }
 
 // live is the in-memory side of a session.
@@ -155,7 +152,7 @@ type live struct {
 	stopCapture func()
 	// net is the session's egress (nil for a session without a network
 	// of its own).
-	net *egressState
+	net *sessionNet
 }
 
 // New starts an engine over the given Docker client and store and re-adopts
@@ -173,14 +170,13 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log = slog.New(slog.DiscardHandler)
 	}
 	e := &Engine{
-		docker:      docker,
-		store:       st,
-		stateDir:    opts.StateDir,
-		log:         log.With("component", "engine"),
-		sessions:    map[string]*live{},
-		spareTarget: opts.SpareNetworks,
-		policy:      opts.PolicyFile,
-		reviewers:   review.NewWorkers(reviewSlots()),
+		docker:    docker,
+		store:     st,
+		stateDir:  opts.StateDir,
+		log:       log.With("component", "engine"),
+		sessions:  map[string]*live{},
+		policy:    opts.PolicyFile,
+		reviewers: review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults
 	if err := loadSettings(opts.StateDir, &defs); err != nil {
@@ -189,7 +185,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	defs = defs.withBuiltins()
 	e.defaults.Store(&defs)
 	var err error
-	if e.secretKey, err = loadSecretKey(opts.StateDir); err != nil {
+	if e.secrets, err = secrets.Open(opts.StateDir, st); err != nil {
 		return nil, err
 	}
 	if e.ca, err = egress.LoadCA(filepath.Join(opts.StateDir, "ca")); err != nil {
@@ -203,10 +199,11 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		e.log.Warn("Docker did not say how it uses cgroups: sessions are metered once it does", "err", err)
 	}
 	e.meter = m
+	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
-	e.fillSpares()
+	e.nets.Fill()
 	every := opts.IdleCheck
 	if every <= 0 {
 		every = 10 * time.Second
@@ -222,7 +219,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 // this process.
 func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
-	e.closeSpares()
+	e.nets.Close()
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); close(done) }()
 	select {

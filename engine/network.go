@@ -5,6 +5,7 @@ import (
 	"crypto/x509"
 	"encoding/json"
 	"fmt"
+	"log/slog"
 	"net"
 	"net/http"
 	"net/netip"
@@ -17,6 +18,8 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
+	"github.com/airlock/airlock/engine/network"
+	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 )
@@ -30,22 +33,6 @@ var DefaultAllow = []string{
 	"deb.debian.org", "security.debian.org",
 	"github.com", "codeload.github.com", "objects.githubusercontent.com", "raw.githubusercontent.com",
 }
-
-// egressState is a running session's network side: its proxy (which
-// holds the policy), the listeners on its gateway, its firewall rules.
-type egressState struct {
-	key     string // of the network: airlock-KEY, bridge al-KEY
-	proxy   *egress.Proxy
-	gw      netip.Addr
-	stop    func()
-	session atomic.Value // the session id its log entries belong to
-}
-
-// A session network is named airlock-KEY and its bridge al-KEY, KEY being
-// the session id for a network made for it, or a random id for a spare.
-func networkName(key string) string { return "airlock-" + key }
-
-func networkKey(name string) string { return strings.TrimPrefix(name, "airlock-") }
 
 // policyOf compiles a session's policy: the engine's default when spec
 // is nil, the default plus spec's rules when spec has no mode.
@@ -83,21 +70,52 @@ func storedPolicy(rec store.Session) *api.EgressPolicy {
 	return &p
 }
 
-// createNetwork makes a session network (see egress.Net) and returns
-// its gateway.
-func (e *Engine) createNetwork(_ context.Context, key string) (netip.Addr, error) {
-	n, err := egress.CreateNet(key, e.netOwner())
-	if err != nil {
-		return netip.Addr{}, errdefs.Unavailablef("make the session's network: %v", err)
-	}
-	return n.GW, nil
+// The engine's session networks: engine/network's pool, with the
+// session's egress (proxy, transparent listener, DNS) as each network's
+// gateway.
+type (
+	netPool    = network.Pool[*egress.Policy, *egressState]
+	sessionNet = network.Network[*egressState]
+)
+
+func newNetPool(stateDir string, spares int, log *slog.Logger, start network.StartFunc[*egressState]) *netPool {
+	return network.NewPool[*egress.Policy](network.Netlink{}, network.IPTables{}, start,
+		network.Options{Owner: "airlock:" + stateDir, Spares: spares, Logger: log})
 }
 
-// netOwner marks this engine's bridges (their alias).
-func (e *Engine) netOwner() string { return "airlock:" + e.stateDir }
+// egressState is what serves on a session network's gateway: the proxy
+// (which holds the policy) and the listeners on the gateway. It is
+// engine/network's Gateway, and egress's Secrets for its session.
+type egressState struct {
+	proxy   *egress.Proxy
+	secrets *secrets.Store
+	stop    func()
+	session atomic.Value // the session id its log entries and secrets belong to
+}
 
+var (
+	_ network.Gateway[*egress.Policy] = (*egressState)(nil)
+	_ egress.Secrets                  = (*egressState)(nil)
+)
+
+// Serve implements network.Gateway.
+func (s *egressState) Serve(session string, p *egress.Policy) {
+	s.proxy.SetPolicy(p)
+	s.session.Store(session)
+}
+
+// Close implements network.Gateway.
+func (s *egressState) Close() { s.stop() }
+
+// Value implements egress.Secrets: the session's own value, else the
+// stored one.
+func (s *egressState) Value(ctx context.Context, name string) (string, error) {
+	return s.secrets.Value(ctx, s.session.Load().(string), name)
+}
+
+// gateway is the gateway address of the network a session record names.
 func (e *Engine) gateway(_ context.Context, name string) (netip.Addr, error) {
-	n, err := egress.OpenNet(networkKey(name))
+	n, err := e.nets.Lookup(network.KeyOf(name))
 	if err != nil {
 		return netip.Addr{}, err
 	}
@@ -113,40 +131,26 @@ func (e *Engine) attach(ctx context.Context, rec store.Session, containerID stri
 	if ins.State == nil || ins.State.Pid <= 0 {
 		return errdefs.Unavailablef("the session's container is not running")
 	}
-	n, err := egress.OpenNet(networkKey(rec.Network))
-	if err != nil {
-		return err
-	}
-	if err := n.Attach(ins.State.Pid); err != nil {
-		return fmt.Errorf("plug the session into its network: %w", err)
-	}
-	return nil
+	return e.nets.Attach(network.KeyOf(rec.Network), ins.State.Pid)
 }
 
-// removeNetwork deletes a session network and its rules.
-func removeNetwork(name string) {
-	key := networkKey(name)
-	(egress.Firewall{}).Remove(key)
-	(&egress.Net{Key: key, Bridge: egress.BridgeName(key)}).Remove()
-}
-
-// startEgress starts a network's proxy, transparent listener and DNS on
-// its gateway and installs its firewall rules. Log entries go to the
-// session id (which a spare network gets when it is taken).
-func (e *Engine) startEgress(key string, gw netip.Addr, pol *egress.Policy, id string) (*egressState, error) {
-	return e.startEgressWith(key, gw, pol, id, false)
-}
-
-// startEgressWith is startEgress; rulesInPlace skips installing the
-// firewall rules (a restarted engine finds them still there).
-func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, id string, rulesInPlace bool) (*egressState, error) {
-	x := egress.NewProxy(pol)
-	st := &egressState{key: key, proxy: x, gw: gw}
-	st.session.Store(id)
-	x.CA, x.RootCAs = e.ca, e.upstreamRoots()
-	x.Secret = func(name string) (string, error) {
-		return e.secret(context.Background(), st.session.Load().(string), name)
+// dropNetwork stops a network's gateway and removes it (a create that
+// failed). A nil n is fine.
+func (e *Engine) dropNetwork(n *sessionNet) {
+	if n != nil {
+		e.nets.Stop(n)
+		e.nets.Release(n.Key)
 	}
+}
+
+// startGateway starts the proxy, transparent listener and DNS on network
+// n's gateway, serving nobody under a deny-all policy until the pool
+// hands the network to a session. Log entries go to that session.
+func (e *Engine) startGateway(n *network.Net) (*egressState, error) {
+	x := egress.NewProxy(&egress.Policy{Mode: egress.DenyAll})
+	st := &egressState{proxy: x, secrets: e.secrets}
+	st.session.Store("")
+	x.CA, x.RootCAs, x.Secrets = e.ca, e.upstreamRoots(), st
 	x.Log = func(c egress.Conn) {
 		id := st.session.Load().(string)
 		if id == "" {
@@ -157,6 +161,7 @@ func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, 
 			e.log.Warn("record a connection", "session", id, "err", err)
 		}
 	}
+	gw := n.GW
 	ctx, cancel := context.WithCancel(context.Background())
 	var closers []func()
 	stop := func() {
@@ -176,7 +181,7 @@ func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, 
 		}
 		return nil, err
 	}
-	pl, err := listen(egress.ProxyPort)
+	pl, err := listen(network.ProxyPort)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("start the session's proxy: %w", err)
@@ -184,37 +189,19 @@ func (e *Engine) startEgressWith(key string, gw netip.Addr, pol *egress.Policy, 
 	srv := &http.Server{Handler: x, ReadHeaderTimeout: 30 * time.Second}
 	go srv.Serve(pl)
 	closers = append(closers, func() { srv.Close() })
-	tl, err := listen(egress.TransparentPort)
+	tl, err := listen(network.TransparentPort)
 	if err != nil {
 		stop()
 		return nil, fmt.Errorf("start the session's transparent listener: %w", err)
 	}
 	go x.ServeTransparent(tl)
 	closers = append(closers, func() { tl.Close() })
-	if err := (&egress.DNS{Proxy: x}).ServeDNSOn(ctx, net.JoinHostPort(gw.String(), strconv.Itoa(egress.DNSPort))); err != nil {
+	if err := (&egress.DNS{Proxy: x}).ServeDNSOn(ctx, net.JoinHostPort(gw.String(), strconv.Itoa(network.DNSPort))); err != nil {
 		stop()
 		return nil, fmt.Errorf("start the session's DNS: %w", err)
 	}
-	if rulesInPlace {
-		st.stop = stop
-		return st, nil
-	}
-	if err := (egress.Firewall{}).Add(key, gw); err != nil {
-		stop()
-		(egress.Firewall{}).Remove(key)
-		return nil, fmt.Errorf("install the session's firewall rules: %w", err)
-	}
 	st.stop = stop
 	return st, nil
-}
-
-// close stops the network's listeners and removes its rules.
-func (s *egressState) close() {
-	if s == nil {
-		return
-	}
-	s.stop()
-	(egress.Firewall{}).Remove(s.key)
 }
 
 // upstreamRoots are the CAs the proxy trusts upstream: the system's plus
@@ -234,7 +221,7 @@ func (e *Engine) upstreamRoots() *x509.CertPool {
 
 // proxyEnv points a session's tools at its proxy.
 func proxyEnv(gw netip.Addr) []string {
-	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(egress.ProxyPort))
+	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(network.ProxyPort))
 	noProxy := "localhost,127.0.0.1,::1"
 	return []string{
 		"HTTP_PROXY=" + u, "HTTPS_PROXY=" + u, "http_proxy=" + u, "https_proxy=" + u,
@@ -250,7 +237,7 @@ func writeNetConfig(dir string, gw netip.Addr) (string, error) {
 	if err := os.WriteFile(p, []byte("nameserver "+gw.String()+"\noptions ndots:0 timeout:2 attempts:2\n"), 0o644); err != nil {
 		return p, err
 	}
-	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(egress.ProxyPort))
+	u := "http://" + net.JoinHostPort(gw.String(), strconv.Itoa(network.ProxyPort))
 	apt := "Acquire::http::Proxy \"" + u + "\";\nAcquire::https::Proxy \"" + u + "\";\n"
 	return p, os.WriteFile(filepath.Join(dir, "apt-proxy.conf"), []byte(apt), 0o644)
 }
@@ -266,7 +253,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	if l == nil || l.net == nil {
 		return api.EgressPolicy{}, errdefs.Conflictf("session %s has no network of its own (it predates egress policies, or it is not running)", rec.ID)
 	}
-	cur := l.net.proxy.Policy().Spec()
+	cur := l.net.Gateway.proxy.Policy().Spec()
 	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private, Inject: cur.Inject}
 	if ch.Set != nil {
 		next = *ch.Set
@@ -310,10 +297,10 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	}
 	s := p.Spec()
 	out := api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject}
-	if specJSON(p) == specJSON(l.net.proxy.Policy()) {
+	if specJSON(p) == specJSON(l.net.Gateway.proxy.Policy()) {
 		return out, nil // nothing changes (an agent turn re-binding its endpoint)
 	}
-	l.net.proxy.SetPolicy(p)
+	l.net.Gateway.proxy.SetPolicy(p)
 	if err := e.store.SetEgress(ctx, rec.ID, specJSON(p)); err != nil {
 		return api.EgressPolicy{}, err
 	}
@@ -324,10 +311,8 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 // checkSecrets says which secret an injection names that does not exist.
 func (e *Engine) checkSecrets(ctx context.Context, session string, p *egress.Policy) error {
 	for _, i := range p.Inject {
-		for _, name := range i.Secrets() {
-			if err := e.secretExists(ctx, session, name); err != nil {
-				return err
-			}
+		if err := e.secrets.Check(ctx, session, i.Secrets()...); err != nil {
+			return err
 		}
 	}
 	return nil

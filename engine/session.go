@@ -13,8 +13,8 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
+	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
@@ -59,7 +59,7 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		// The session's own network; its tools use the engine's proxy
 		// and DNS, and it has no IPv6.
 		// Docker gives it no network; the engine plugs it into the
-		// session's (see egress.Net) once it runs.
+		// session's (see network.Net) once it runs.
 		netMode = container.NetworkMode("none")
 		env = append(env, proxyEnv(gw)...)
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
@@ -164,7 +164,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	if err := e.checkSecrets(ctx, "", pol); err != nil {
 		return api.Session{}, err
 	}
-	if err := egress.Available(); err != nil {
+	if err := e.nets.Available(); err != nil {
 		return api.Session{}, errdefs.Unavailablef("sessions need the host firewall for their network policy: %v", err)
 	}
 
@@ -188,36 +188,21 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	// The session's network and its egress come up while the workspace
 	// is mounted.
 	type netDone struct {
-		gw  netip.Addr
-		st  *egressState
+		n   *sessionNet
 		err error
 	}
 	netc := make(chan netDone, 1)
-	if st := e.takeSpare(id, pol); st != nil {
-		netc <- netDone{st.gw, st, nil}
-	} else {
-		go func() {
-			gw, err := e.createNetwork(ctx, id)
-			if err != nil {
-				netc <- netDone{err: err}
-				return
-			}
-			st, err := e.startEgress(id, gw, pol, id)
-			netc <- netDone{gw, st, err}
-		}()
-	}
-	var egressUp *egressState
+	go func() {
+		n, err := e.nets.Take(id, pol)
+		netc <- netDone{n, err}
+	}()
+	var netUp *sessionNet
 	defer func() {
 		if !ok {
-			if egressUp == nil {
-				if nd := <-netc; nd.st != nil {
-					nd.st.close()
-					removeNetwork(networkName(nd.st.key))
-				}
-			} else {
-				egressUp.close()
-				removeNetwork(networkName(egressUp.key))
+			if netUp == nil {
+				netUp = (<-netc).n
 			}
+			e.dropNetwork(netUp)
 		}
 	}()
 	tMount := time.Now()
@@ -267,8 +252,9 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		netc <- nd // for the deferred cleanup
 		return api.Session{}, nd.err
 	}
-	egressUp, gw := nd.st, nd.gw
-	rec.Network = networkName(egressUp.key)
+	netUp = nd.n
+	gw := netUp.GW
+	rec.Network = network.Name(netUp.Key)
 	if err := e.store.PutSession(ctx, rec); err != nil {
 		return api.Session{}, err
 	}
@@ -356,7 +342,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 	cctx, cancel := context.WithCancel(context.Background())
 	captureDone := make(chan struct{})
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }, net: egressUp}
+	e.sessions[id] = &live{ws: ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }, net: netUp}
 	e.mu.Unlock()
 	ok = true
 	e.bg.Add(1)
@@ -547,7 +533,7 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 		}
 	}
 	if len(errs) == 0 && rec.Network != "" {
-		removeNetwork(rec.Network)
+		e.nets.Release(network.KeyOf(rec.Network))
 	}
 	if len(errs) == 0 {
 		if err := e.meter.Remove(ctx, rec.ID); err != nil {
@@ -588,7 +574,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		l.mu.Lock() // no review or accept may be using the base
 		l.base.Close()
 		l.mu.Unlock()
-		l.net.close()
+		e.nets.Stop(l.net)
 	}
 	if err := e.teardown(ctx, rec); err != nil {
 		return err
@@ -596,6 +582,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	e.mu.Lock()
 	delete(e.sessions, rec.ID)
 	e.mu.Unlock()
+	e.secrets.Forget(rec.ID)
 	e.log.Info("session removed", "session", rec.ID)
 	return e.store.DeleteSession(ctx, rec.ID)
 }
@@ -715,9 +702,9 @@ func (e *Engine) adopt(ctx context.Context) error {
 			// The proxy, DNS and firewall rules went with the previous
 			// engine; until they are back the session has no way out.
 			if installed == nil {
-				installed = egress.Installed()
+				installed = e.nets.Installed()
 			}
-			if err := e.restartEgress(ctx, r, l, installed[networkKey(r.Network)]); err != nil {
+			if err := e.restartEgress(ctx, r, l, installed[network.KeyOf(r.Network)]); err != nil {
 				e.log.Error("restart a session's egress", "session", r.ID, "err", err)
 			}
 		}
@@ -767,9 +754,9 @@ func (e *Engine) adopt(ctx context.Context) error {
 	used := map[string]bool{}
 	if recs, err := e.store.Sessions(ctx); err == nil {
 		for _, r := range recs {
-			used[r.Network] = true
+			used[network.KeyOf(r.Network)] = true
 		}
-		if err := e.removeStrayNetworks(ctx, used); err != nil {
+		if err := e.nets.RemoveUnused(used); err != nil {
 			e.log.Warn("clean up networks", "err", err)
 		}
 	}
@@ -779,19 +766,15 @@ func (e *Engine) adopt(ctx context.Context) error {
 // restartEgress brings a re-adopted session's egress back up with its
 // stored policy.
 func (e *Engine) restartEgress(ctx context.Context, r store.Session, l *live, rulesInPlace bool) error {
-	gw, err := e.gateway(ctx, r.Network)
-	if err != nil {
-		return err
-	}
 	pol, err := e.policyOf(storedPolicy(r))
 	if err != nil {
 		return err
 	}
-	st, err := e.startEgressWith(networkKey(r.Network), gw, pol, r.ID, rulesInPlace)
+	n, err := e.nets.Open(network.KeyOf(r.Network), r.ID, pol, rulesInPlace)
 	if err != nil {
 		return err
 	}
-	l.net = st
+	l.net = n
 	return nil
 }
 

@@ -391,7 +391,7 @@ func newInjectionSetup(t *testing.T, inject ...string) *injectionSetup {
 	roots := x509.NewCertPool()
 	roots.AddCert(tlsUp.Certificate())
 	s.x.RootCAs = roots
-	s.x.Secret = func(name string) (string, error) { return "the-real-key", nil }
+	s.x.Secrets = SecretFunc(func(context.Context, string) (string, error) { return "the-real-key", nil })
 	s.sessionRoots = x509.NewCertPool()
 	s.sessionRoots.AddCert(ca.Cert)
 	return s

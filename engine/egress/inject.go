@@ -78,17 +78,31 @@ func (x *Proxy) injectionsFor(h Host, port int) []Injection {
 	return out
 }
 
+// Secrets gives the values injections name (secret:NAME) for the session
+// a proxy serves, when a request goes out; the proxy keeps none of them.
+// The engine's are engine/secrets's store, asked for the proxy's session.
+type Secrets interface {
+	// Value is secret name's value, an error when the session has none.
+	Value(ctx context.Context, name string) (string, error)
+}
+
+// SecretFunc is Secrets from a function.
+type SecretFunc func(ctx context.Context, name string) (string, error)
+
+// Value implements Secrets.
+func (f SecretFunc) Value(ctx context.Context, name string) (string, error) { return f(ctx, name) }
+
 // inject sets the injected headers on an outgoing request.
-func (x *Proxy) inject(h http.Header, list []Injection) error {
+func (x *Proxy) inject(ctx context.Context, h http.Header, list []Injection) error {
 	for _, i := range list {
 		var err error
 		v := secretRefRE.ReplaceAllStringFunc(i.Value, func(ref string) string {
 			name := ref[len("secret:"):]
-			if x.Secret == nil {
+			if x.Secrets == nil {
 				err = fmt.Errorf("no secrets here")
 				return ""
 			}
-			val, e := x.Secret(name)
+			val, e := x.Secrets.Value(ctx, name)
 			if e != nil && err == nil {
 				err = e
 			}
@@ -211,7 +225,7 @@ func (t *injecting) RoundTrip(r *http.Request) (*http.Response, error) {
 	if r.URL.Scheme != "https" || r.URL.Host != t.target {
 		return nil, fmt.Errorf("a secret for %s would go to %s://%s", t.target, r.URL.Scheme, r.URL.Host)
 	}
-	if err := t.x.inject(r.Header, t.list); err != nil {
+	if err := t.x.inject(r.Context(), r.Header, t.list); err != nil {
 		return nil, fmt.Errorf("inject a secret: %w", err)
 	}
 	return t.next.RoundTrip(r)

@@ -1,8 +1,11 @@
 // Package egress decides and carries what leaves a session: a policy of
-// domain, wildcard and CIDR rules, an HTTP/HTTPS proxy and a DNS server
-// the engine runs on each session network's gateway, and the host
-// firewall rules that leave the session no other way out. Every
-// connection is reported to the engine for its log.
+// domain, wildcard and CIDR rules, an HTTP/HTTPS proxy, a transparent TCP
+// listener and a DNS server the engine runs on each session network's
+// gateway (the network itself, its bridge and its firewall rules, are
+// engine/network's), the injection of secrets into requests in transit
+// (their values come through the Secrets interface, from
+// engine/secrets), and the CA that signs the certificates injection
+// needs. Every connection is reported to the engine for its log.
 package egress
 
 import (

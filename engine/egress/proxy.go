@@ -39,10 +39,11 @@ type Proxy struct {
 	Log func(Conn)
 	// Resolve looks names up (default: the host's resolver).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
-	// CA signs the certificates of hosts with injections; Secret gives a
-	// secret's value; RootCAs verify upstream TLS (nil: the system's).
+	// CA signs the certificates of hosts with injections; Secrets give
+	// the values they name; RootCAs verify upstream TLS (nil: the
+	// system's).
 	CA      *CA
-	Secret  func(name string) (string, error)
+	Secrets Secrets
 	RootCAs *x509.CertPool
 	// HelloTimeout is how long a CONNECT's client has to send its whole
 	// TLS ClientHello (0: 10 s).

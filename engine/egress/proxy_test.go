@@ -211,12 +211,12 @@ func TestInjection(t *testing.T) {
 	roots := x509.NewCertPool()
 	roots.AddCert(tlsUp.Certificate())
 	x.RootCAs = roots
-	x.Secret = func(name string) (string, error) {
+	x.Secrets = SecretFunc(func(_ context.Context, name string) (string, error) {
 		if name == "API_KEY" {
 			return "the-real-key", nil
 		}
 		return "", fmt.Errorf("no secret %s", name)
-	}
+	})
 	x.SetPolicy(mustCompile(t, Spec{Mode: Custom, Allow: []string{"example.com"}, Private: true,
 		Inject: []string{"example.com:x-api-key=secret:API_KEY", "example.com:authorization=Bearer secret:API_KEY"}}))
 

@@ -1,4 +1,4 @@
-package egress
+package network
 
 import (
 	"bytes"
@@ -9,23 +9,32 @@ import (
 	"strings"
 )
 
-// Ports the engine serves on a session network's gateway.
-const (
-	ProxyPort       = 3128 // HTTP proxy (HTTP_PROXY, HTTPS_PROXY)
-	TransparentPort = 3129 // every other TCP connection, redirected here
-	DNSPort         = 53
-)
-
-// Firewall installs the host rules that leave a session's network no way
-// out but the engine: on its bridge, the gateway's proxy, transparent and
-// DNS ports are the only host services reachable (any other host address
-// or port is dropped, which Docker's internal networks alone do not do);
+// Firewall is the host rules that leave a session's network no way out
+// but the engine: on its bridge, the gateway's proxy, transparent and DNS
+// ports are the only host services reachable (any other host address or
+// port is dropped, which Docker's internal networks alone do not do);
 // every other TCP connection is redirected to the transparent port; IPv6
-// from the bridge is dropped. Rules live in a chain per session, so they
-// come and go as a unit.
-type Firewall struct{}
+// from the bridge is dropped. Declared by its consumer (the pool); the
+// real one is IPTables.
+type Firewall interface {
+	// Available says what is missing for the rules to be installed.
+	Available() error
+	// Add installs the rules of network key with gateway gw; rules
+	// already there are replaced, not doubled.
+	Add(key string, gw netip.Addr) error
+	// Remove deletes network key's rules; what is gone already is fine.
+	Remove(key string)
+	// Installed lists the networks whose rules are all in place.
+	Installed() map[string]bool
+}
 
-func chainName(id string) string { return "AIRLOCK-" + strings.ToUpper(id[:min(12, len(id))]) }
+// IPTables is the Firewall, by iptables and ip6tables. Rules live in a
+// chain per network, so they come and go as a unit.
+type IPTables struct{}
+
+var _ Firewall = IPTables{}
+
+func chainName(key string) string { return "AIRLOCK-" + strings.ToUpper(short(key)) }
 
 func run(bin string, args ...string) error {
 	var errb bytes.Buffer
@@ -46,8 +55,8 @@ func ensureJump(bin, table, chain string, rule ...string) error {
 	return run(bin, append([]string{"-t", table, "-I", chain, "1"}, rule...)...)
 }
 
-// Add installs the rules of network key with gateway gw.
-func (Firewall) Add(key string, gw netip.Addr) error {
+// Add implements Firewall.
+func (IPTables) Add(key string, gw netip.Addr) error {
 	ch, bridge := chainName(key), BridgeName(key)
 	g := gw.String()
 	// filter: what the session may reach on the host.
@@ -96,8 +105,8 @@ func (Firewall) Add(key string, gw netip.Addr) error {
 	return nil
 }
 
-// Remove deletes network key's rules; what is gone already is fine.
-func (Firewall) Remove(key string) {
+// Remove implements Firewall.
+func (IPTables) Remove(key string) {
 	ch, bridge := chainName(key), BridgeName(key)
 	for run("iptables", "-t", "filter", "-D", "INPUT", "-i", bridge, "-j", ch) == nil {
 	}
@@ -115,8 +124,8 @@ func (Firewall) Remove(key string) {
 	}
 }
 
-// Available reports whether the firewall tools are here.
-func Available() error {
+// Available implements Firewall: the tools are installed.
+func (IPTables) Available() error {
 	for _, bin := range []string{"iptables", "ip6tables"} {
 		if _, err := exec.LookPath(bin); err != nil {
 			return fmt.Errorf("%s is not installed: it comes with Docker (`apt-get install iptables`)", bin)
@@ -125,11 +134,11 @@ func Available() error {
 	return nil
 }
 
-// Installed lists the networks whose rules are all in place (chains and
-// the jumps to them), from two listings of the tables: an engine that
-// restarts re-opens its sessions without installing their rules again,
-// which costs a dozen iptables calls each.
-func Installed() map[string]bool {
+// Installed implements Firewall: the networks whose chains and jumps are
+// all there, from two listings of the tables. An engine that restarts
+// re-opens its sessions without installing their rules again, which
+// costs a dozen iptables calls each.
+func (IPTables) Installed() map[string]bool {
 	list := func(table string) string {
 		out, err := exec.Command("iptables", "-w", "-t", table, "-S").Output()
 		if err != nil {
