@@ -23,6 +23,7 @@ import (
 	"github.com/airlock/airlock/engine/images"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/airlock/airlock/engine/agent"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
@@ -121,7 +122,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[string]*live // adopted or created sessions, by id
-	// bg tracks goroutines that outlive a request (command recorders).
+	// bg tracks goroutines that outlive a request (command recorders;
+	// agent turns are tracked by agents).
 	bg sync.WaitGroup
 	// secretKey seals stored secrets; sessionSecrets are values given for
 	// one session (under mu); ca is the engine's CA (see egress.CA).
@@ -130,6 +132,8 @@ type Engine struct {
 	ca             *egress.CA
 	// meter reads sessions' cgroups (engine/meter).
 	meter Meter
+	// agents runs agent turns (engine/agent).
+	agents *agent.Runner
 	// act is the idle watcher's view of sessions (see lifecycle.go).
 	actMu     sync.Mutex
 	act       map[string]*activity
@@ -203,6 +207,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		e.log.Warn("Docker did not say how it uses cgroups: sessions are metered once it does", "err", err)
 	}
 	e.meter = m
+	e.agents = newAgents(e)
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
@@ -224,7 +229,7 @@ func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
 	e.closeSpares()
 	done := make(chan struct{})
-	go func() { e.bg.Wait(); close(done) }()
+	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():
