@@ -183,8 +183,11 @@ func (r *Runner) Run(ctx context.Context, id string, req api.AgentRequest, sink 
 	r.bg.Add(1)
 	go func() {
 		defer r.bg.Done()
-		defer finished()
-		done <- r.runTurn(context.WithoutCancel(ctx), p, turn, out.emit)
+		// The session is idle again before the caller hears of the end.
+		done <- func() api.Turn {
+			defer finished()
+			return r.runTurn(context.WithoutCancel(ctx), p, turn, out.emit)
+		}()
 	}()
 	select {
 	case turn := <-done:
