@@ -237,7 +237,9 @@ func TestRefusedBeforeRunning(t *testing.T) {
 		says  string
 	}{
 		{"unknown session", nil, api.AgentRequest{Agent: "custom", Prompt: "x"}, errdefs.IsNotFound, "no session"},
-		{"stopped session", func(f *fixture) { f.sessions.sess.State, f.sessions.sess.Error = api.StateStopped, "the container exited" }, custom, errdefs.IsConflict, "the container exited"},
+		{"stopped session", func(f *fixture) {
+			f.sessions.sess.State, f.sessions.sess.Error = api.StateStopped, "the container exited"
+		}, custom, errdefs.IsConflict, "the container exited"},
 		{"no prompt", nil, api.AgentRequest{Agent: "claude", Prompt: "  "}, errdefs.IsInvalid, "prompt"},
 		{"unknown agent", nil, api.AgentRequest{Agent: "gpt-engineer", Prompt: "x"}, errdefs.IsInvalid, "claude"},
 		{"no agent yet", nil, api.AgentRequest{Prompt: "x"}, errdefs.IsInvalid, "--agent"},
