@@ -145,7 +145,7 @@ func (rc *recorder) finish(cpu time.Duration, code int, final string, err error)
 }
 
 // lineWriter calls fn with each line written to it (without the newline).
-// A line longer than 4 MiB is passed on in pieces.
+// A line is passed on in pieces once 4 MiB of it are held.
 type lineWriter struct {
 	fn  func([]byte)
 	buf []byte
