@@ -81,9 +81,19 @@ func (c agentCore) Exec(ctx context.Context, id string, argv, env []string, stdo
 	return c.e.Exec(ctx, id, api.ExecRequest{Argv: argv, Env: env}, ExecIO{Stdout: stdout, Stderr: stderr})
 }
 
-// InstalledAgents reads the image's AgentsLabel.
-func (c agentCore) InstalledAgents(ctx context.Context, image string) ([]string, bool) {
-	ins, err := c.e.docker.ImageInspect(ctx, image)
+// InstalledAgents reads the AgentsLabel of the image the session's
+// container runs, by id: its name may have been built again since, with
+// other agents.
+func (c agentCore) InstalledAgents(ctx context.Context, id string) ([]string, bool) {
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil {
+		return nil, false
+	}
+	ctr, err := c.e.docker.ContainerInspect(ctx, rec.ContainerID)
+	if err != nil {
+		return nil, false
+	}
+	ins, err := c.e.docker.ImageInspect(ctx, ctr.Image)
 	if err != nil || ins.Config == nil {
 		return nil, false
 	}

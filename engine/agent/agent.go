@@ -42,10 +42,10 @@ type Sessions interface {
 	// Probe runs a short command in the session that is not recorded,
 	// discards its output and returns its exit code.
 	Probe(ctx context.Context, id string, argv []string) (int, error)
-	// InstalledAgents lists the agents an image says it holds (by
-	// name); known is false when the image does not say, and then the
-	// caller looks into the session instead.
-	InstalledAgents(ctx context.Context, image string) (names []string, known bool)
+	// InstalledAgents lists the agents the session's image says it
+	// holds (by name); known is false when the image does not say, and
+	// then the caller looks into the session instead.
+	InstalledAgents(ctx context.Context, id string) (names []string, known bool)
 	// CPU is the CPU time the session used so far (0 when unknown).
 	CPU(id string) time.Duration
 }

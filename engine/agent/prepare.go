@@ -143,7 +143,7 @@ func (r *Runner) checkInstalled(ctx context.Context, sess Session, ag *harness.A
 	}
 	missing := errdefs.NotFoundf("%s (%s) is not installed in image %s: build an image with it, `airlock image build --agents %s`, and run with --image %s",
 		ag.Title, ag.Bin, sess.Image, ag.Name, r.opts.AgentsImage)
-	if names, known := r.sessions.InstalledAgents(ctx, sess.Image); known {
+	if names, known := r.sessions.InstalledAgents(ctx, sess.ID); known {
 		if slices.Contains(names, ag.Name) {
 			return nil
 		}
