@@ -222,9 +222,9 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	return e, nil
 }
 
-// Close waits for background work (command recorders) to settle or ctx to
-// end. Sessions keep running: they belong to Docker and the mounts, not to
-// this process.
+// Close waits for background work (command recorders, agent turns) to
+// settle or ctx to end. Sessions keep running: they belong to Docker and
+// the mounts, not to this process.
 func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
 	e.closeSpares()
