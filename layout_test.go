@@ -237,3 +237,25 @@ func TestWireIsALeaf(t *testing.T) {
 		}
 	}
 }
+
+// TestCapabilitiesStayOutOfTheCore keeps the engine's capability packages
+// behind their own small interfaces to the session core: they never
+// import package engine (nor its store, server or client, nor Docker),
+// so they are tested with fakes and the core does not leak into them.
+func TestCapabilitiesStayOutOfTheCore(t *testing.T) {
+	capabilities := []string{"engine/agent"}
+	forbidden := []string{mod + "/engine", mod + "/engine/store", mod + "/engine/server", mod + "/engine/client"}
+	for _, p := range listPackages(t) {
+		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")
+		for _, c := range capabilities {
+			if rel != c && !strings.HasPrefix(rel, c+"/") {
+				continue
+			}
+			for _, imp := range p.Imports {
+				if slices.Contains(forbidden, imp) || strings.HasPrefix(imp, "github.com/docker/") {
+					t.Errorf("%s imports %s: a capability reaches the session core only through the interfaces it declares (see docs/ARCHITECTURE.md)", p.ImportPath, imp)
+				}
+			}
+		}
+	}
+}

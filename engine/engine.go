@@ -23,6 +23,7 @@ import (
 	"github.com/airlock/airlock/engine/images"
 	"github.com/docker/docker/api/types/image"
 
+	"github.com/airlock/airlock/engine/agent"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
@@ -122,7 +123,8 @@ type Engine struct {
 
 	mu       sync.Mutex
 	sessions map[string]*live // adopted or created sessions, by id
-	// bg tracks goroutines that outlive a request (command recorders).
+	// bg tracks goroutines that outlive a request (command recorders;
+	// agent turns are tracked by agents).
 	bg sync.WaitGroup
 	// secrets are the stored secrets and the values given for one
 	// session (engine/secrets); ca is the engine's CA (see egress.CA).
@@ -130,6 +132,8 @@ type Engine struct {
 	ca      *egress.CA
 	// meter reads sessions' cgroups (engine/meter).
 	meter Meter
+	// agents runs agent turns (engine/agent).
+	agents *agent.Runner
 	// act is the idle watcher's view of sessions (see lifecycle.go).
 	actMu     sync.Mutex
 	act       map[string]*activity
@@ -200,6 +204,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	}
 	e.meter = m
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
+	e.agents = newAgents(e)
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
@@ -214,14 +219,14 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	return e, nil
 }
 
-// Close waits for background work (command recorders) to settle or ctx to
-// end. Sessions keep running: they belong to Docker and the mounts, not to
-// this process.
+// Close waits for background work (command recorders, agent turns) to
+// settle or ctx to end. Sessions keep running: they belong to Docker and
+// the mounts, not to this process.
 func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
 	e.nets.Close()
 	done := make(chan struct{})
-	go func() { e.bg.Wait(); close(done) }()
+	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

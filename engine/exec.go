@@ -346,3 +346,19 @@ func (e *Engine) Commands(ctx context.Context, id string, withOutput bool) ([]ap
 	}
 	return out, nil
 }
+
+// tailBuffer keeps the last max bytes written.
+type tailBuffer struct {
+	max int
+	b   []byte
+}
+
+func (t *tailBuffer) Write(p []byte) (int, error) {
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+func (t *tailBuffer) String() string { return string(t.b) }

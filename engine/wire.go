@@ -2,7 +2,6 @@ package engine
 
 import (
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
 )
 
@@ -67,15 +66,3 @@ func reviewSelection(s api.Selection) review.Selection {
 		Patch: s.Patch, Digests: s.Digests, IncludeFlagged: s.IncludeFlagged,
 	}
 }
-
-func wireEvent(e harness.Event) api.Event {
-	w := api.Event{Type: e.Type, Time: e.Time, Turn: e.Turn, Text: e.Text, Tool: e.Tool, Input: e.Input,
-		Path: e.Path, Command: e.Command, ExitCode: e.ExitCode, Session: e.Session, Result: e.Result}
-	if e.Usage != nil {
-		u := api.Usage(*e.Usage)
-		w.Usage = &u
-	}
-	return w
-}
-
-func wireEvents(evs []harness.Event) []api.Event { return wireAll(evs, wireEvent) }

@@ -6,6 +6,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/engine/agent"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
@@ -151,10 +152,10 @@ func TestWireEventsKeepTheirJSON(t *testing.T) {
 		"a command":   {Type: harness.EventCommand, Time: time.Unix(5, 0).UTC(), Command: "go test", ExitCode: &code},
 		"a message":   {Type: harness.EventMessage, Text: "done"},
 	} {
-		sameJSON(t, name, ev, wireEvent(ev))
+		sameJSON(t, name, ev, agent.APIEvent(ev))
 	}
-	if wireEvents(nil) != nil || wireEvents([]harness.Event{}) == nil {
-		t.Error("wireEvents must keep nil nil and empty empty")
+	if agent.APIEvents(nil) != nil || agent.APIEvents([]harness.Event{}) == nil {
+		t.Error("APIEvents must keep nil nil and empty empty")
 	}
 	u := filled[harness.Usage]()
 	sameJSON(t, "usage", u, api.Usage(u))
