@@ -135,7 +135,13 @@ func TestPodman(t *testing.T) {
 	})
 
 	t.Run("limits", func(t *testing.T) {
-		got, err := e.SetLimits(ctx, s.ID, api.Limits{CPUs: 0.5, Pids: 64})
+		// The workspace is the engine's own tmpfs: it grows without Podman.
+		got, err := e.SetLimits(ctx, s.ID, api.Limits{WorkspaceSize: 128 << 20})
+		must(t, err)
+		if code, out := run(t, e, s.ID, "sh", "-c", "dd if=/dev/zero of=big bs=1M count=80 2>&1 && rm big"); got.Limits.WorkspaceSize != 128<<20 || code != 0 {
+			t.Fatalf("limits %+v; 80 MiB in the grown workspace: %d %q", got.Limits, code, out)
+		}
+		got, err = e.SetLimits(ctx, s.ID, api.Limits{CPUs: 0.5, Pids: 64})
 		if errdefs.IsNotFound(err) && v.Platform.Name != "" && strings.HasPrefix(v.Version, "4.") {
 			t.Skipf("Podman %s has no /containers/{id}/update: a session keeps the CPU, memory and pids limits it was made with (%v)", v.Version, err)
 		}
