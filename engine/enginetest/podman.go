@@ -1,15 +1,11 @@
 package enginetest
 
 import (
-	"bytes"
-	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
-	"strings"
 	"syscall"
 	"testing"
-	"time"
 
 	"github.com/airlock/airlock/engine"
 )
@@ -35,44 +31,12 @@ func Podman(t *testing.T, opts ...func(*engine.Options)) *Engine {
 	script := filepath.Join(repoRoot(t), "scripts", "podman.sh")
 	state := sharedDir(t)
 	svc := t.TempDir()
-	cmd := exec.Command(script, "run", svc)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-	})
 	t.Setenv("DOCKER_HOST", "unix://"+filepath.Join(svc, "podman.sock"))
 	d, err := engine.NewDocker()
 	if err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.Ping(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("podman's service exited: %s", strings.TrimSpace(log.String()))
-		default:
-		}
-		if time.Since(start) > time.Minute {
-			t.Fatalf("podman's service did not answer in a minute: %v\n%s", err, log.String())
-		}
-	}
+	Serve(t, "podman's service", exec.Command(script, "run", svc), d)
 	TinyImage(t, d)
 	e := Reopen(t, d, state, opts...)
 	t.Cleanup(func() { RemoveAll(t, e) })
