@@ -356,13 +356,19 @@ func (e *Engine) SetLimits(ctx context.Context, id string, req api.Limits) (api.
 		}
 	}
 	pids := next.Pids
-	if _, err := e.docker.ContainerUpdate(ctx, rec.ContainerID, container.UpdateConfig{Resources: container.Resources{
-		NanoCPUs: int64(next.CPUs * 1e9), Memory: next.Memory, MemorySwap: next.Memory, PidsLimit: &pids,
-	}}); err != nil {
+	// Only what Docker holds goes to Docker: Podman 4 has no update call,
+	// and a workspace resize alone then still works.
+	var updateErr error
+	if next.CPUs != rec.Limits.CPUs || next.Memory != rec.Limits.Memory || next.Pids != rec.Limits.Pids {
+		_, updateErr = e.docker.ContainerUpdate(ctx, rec.ContainerID, container.UpdateConfig{Resources: container.Resources{
+			NanoCPUs: int64(next.CPUs * 1e9), Memory: next.Memory, MemorySwap: next.Memory, PidsLimit: &pids,
+		}})
+	}
+	if updateErr != nil {
 		if l != nil && next.WorkspaceSize != rec.Limits.WorkspaceSize {
 			l.ws.Resize(rec.Limits.WorkspaceSize)
 		}
-		return api.Session{}, dockerError("change the session's limits (memory can only shrink to what it uses)", err)
+		return api.Session{}, dockerError("change the session's limits (memory can only shrink to what it uses)", updateErr)
 	}
 	rec.Limits = next
 	if err := e.store.PutSession(ctx, rec); err != nil {

@@ -284,7 +284,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, first *first
 		if err != nil {
 			return api.Session{}, dockerError("inspect the session's container", err)
 		}
-		if info.GraphDriver.Name != "overlay2" {
+		if !overlayDriver(info.GraphDriver.Name) {
 			return api.Session{}, errdefs.Unavailablef("Docker stores containers with the %q storage driver; restoring a snapshot needs overlay2 (the default)", info.GraphDriver.Name)
 		}
 		if err := from.fillContainer(info.GraphDriver.Data["UpperDir"]); err != nil {

@@ -22,6 +22,12 @@ import (
 	v1 "github.com/google/go-containerregistry/pkg/v1"
 )
 
+// overlayDriver tells whether a container's storage driver keeps its
+// changes in an overlay upper directory (GraphDriver.Data["UpperDir"]),
+// which snapshots read and restores fill: Docker's overlay2, or Podman's
+// overlay (containers/storage, the same layout under its own name).
+func overlayDriver(name string) bool { return name == "overlay2" || name == "overlay" }
+
 // Labels and layer names of snapshot images.
 const (
 	labelSnapshot   = "dev.airlock.snapshot"       // the api.Snapshot, JSON
@@ -110,7 +116,7 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 			return api.Snapshot{}, dockerError("inspect the session's container", err)
 		}
 		if err == nil {
-			if info.GraphDriver.Name != "overlay2" {
+			if !overlayDriver(info.GraphDriver.Name) {
 				return api.Snapshot{}, errdefs.Unavailablef("Docker stores containers with the %q storage driver; snapshots read the container's changes from overlay2 (the default): switch Docker to overlay2", info.GraphDriver.Name)
 			}
 			upperDir, imageID = info.GraphDriver.Data["UpperDir"], info.Image

@@ -20,6 +20,9 @@ if [ "$(id -u)" -ne 0 ]; then
 fi
 
 pkgs=(docker.io iptables iproute2 debootstrap busybox-static git gcc make pkg-config ca-certificates tmux)
+# Podman (with catatonit for --init) is the second daemon the tests run
+# Airlock against (engine/podman_test.go); the engine never needs it.
+pkgs+=(podman catatonit)
 [ "$want_desktop" = 1 ] && pkgs+=(libgtk-3-dev libwebkit2gtk-4.0-dev xvfb xauth chromium)
 # The interface is built with npm; a node already on the PATH (any 18+) is
 # used, else Debian's.

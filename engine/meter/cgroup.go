@@ -4,11 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
 	"os/exec"
 	"path/filepath"
 	"strconv"
 	"strings"
+	"syscall"
 	"time"
 
 	"github.com/airlock/airlock/errdefs"
@@ -155,15 +157,22 @@ func (l Layout) Memory(id string) (Memory, error) {
 // Remove deletes a session's cgroups once its containers are gone; what
 // is gone already is fine. Under systemd the slice is a unit, which
 // systemd is asked to stop: by stop, or by systemctl when stop is nil.
+// Under cgroupfs, processes still in the session's cgroups are killed
+// first: Podman keeps each exec's conmon in PARENT/conmon for its
+// exit_command_delay (300 s by default), after the container is gone.
 func (l Layout) Remove(ctx context.Context, id string, stop func(ctx context.Context, unit string) error) error {
+	if id == "" {
+		return errdefs.Invalidf("remove the cgroups of a session with no id")
+	}
 	if l.Driver == Systemd {
 		if stop == nil {
 			stop = stopUnit
 		}
 		return stop(ctx, "airlock-"+id+".slice")
 	}
+	reap(l.dir(id, "pids", "cpuacct", "memory"))
 	if l.Version == 2 {
-		return removeDir(l.dir(id))
+		return removeTree(l.dir(id))
 	}
 	controllers, err := os.ReadDir(l.Root)
 	if err != nil {
@@ -172,10 +181,59 @@ func (l Layout) Remove(ctx context.Context, id string, stop func(ctx context.Con
 	var errs []error
 	for _, c := range controllers {
 		if c.IsDir() { // "cpu" and "cpuacct" may be links to "cpu,cpuacct"
-			errs = append(errs, removeDir(filepath.Join(l.Root, c.Name(), l.rel(id))))
+			errs = append(errs, removeTree(filepath.Join(l.Root, c.Name(), l.rel(id))))
 		}
 	}
 	return errors.Join(errs...)
+}
+
+// reap kills the processes in the cgroups at and below dir, and waits
+// (a second at most) until the kernel has taken them out.
+func reap(dir string) {
+	procs := func(kill bool) int {
+		n := 0
+		filepath.WalkDir(dir, func(path string, d fs.DirEntry, err error) error {
+			if err != nil || d.Name() != "cgroup.procs" {
+				return nil
+			}
+			b, _ := os.ReadFile(path)
+			for _, f := range strings.Fields(string(b)) {
+				if pid, err := strconv.Atoi(f); err == nil && pid > 1 {
+					n++
+					if kill {
+						syscall.Kill(pid, syscall.SIGKILL)
+					}
+				}
+			}
+			return nil
+		})
+		return n
+	}
+	if procs(true) == 0 {
+		return
+	}
+	for deadline := time.Now().Add(time.Second); procs(false) > 0 && time.Now().Before(deadline); {
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// removeTree removes a cgroup and the cgroups below it, deepest first
+// (a cgroup's own files go with it).
+func removeTree(dir string) error {
+	entries, err := os.ReadDir(dir)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil
+	}
+	if err != nil {
+		return err
+	}
+	var errs []error
+	for _, e := range entries {
+		if e.IsDir() {
+			errs = append(errs, removeTree(filepath.Join(dir, e.Name())))
+		}
+	}
+	return errors.Join(append(errs, removeDir(dir))...)
 }
 
 func removeDir(dir string) error {

@@ -9,7 +9,6 @@ import (
 	"path/filepath"
 	"strconv"
 	"strings"
-	"syscall"
 	"testing"
 	"time"
 
@@ -147,50 +146,14 @@ func dockerd(t *testing.T, prelude string, args ...string) *client.Client {
 		"--data-root", filepath.Join(dir, "data"), "--exec-root", filepath.Join(dir, "exec"),
 		"--pidfile", filepath.Join(dir, "pid"), "-H", "unix://" + sock,
 		"--bridge=none", "--iptables=false", "--ip6tables=false"}, args...)...)
-	var log bytes.Buffer
-	cmd.Stdout, cmd.Stderr = &log, &log
-	if err := cmd.Start(); err != nil {
-		t.Fatal(err)
-	}
-	exited := make(chan struct{})
-	go func() { cmd.Wait(); close(exited) }()
-	t.Cleanup(func() {
-		cmd.Process.Signal(syscall.SIGTERM)
-		select {
-		case <-exited:
-		case <-time.After(30 * time.Second):
-			cmd.Process.Kill()
-			<-exited
-		}
-		os.RemoveAll(dir)
-	})
+	t.Cleanup(func() { os.RemoveAll(dir) }) // once the daemon is stopped
 	d, err := client.NewClientWithOpts(client.WithHost("unix://"+sock), client.WithAPIVersionNegotiation())
 	if err != nil {
 		t.Fatal(err)
 	}
-	for start := time.Now(); ; time.Sleep(100 * time.Millisecond) {
-		ctx, cancel := context.WithTimeout(context.Background(), time.Second)
-		_, err := d.Ping(ctx)
-		cancel()
-		if err == nil {
-			break
-		}
-		select {
-		case <-exited:
-			t.Fatalf("the second dockerd exited: %s", lastLines(log.String()))
-		default:
-		}
-		if time.Since(start) > 60*time.Second {
-			t.Fatalf("the second dockerd did not answer in a minute: %v\n%s", err, lastLines(log.String()))
-		}
-	}
+	enginetest.Serve(t, "the second dockerd", cmd, d)
 	enginetest.TinyImage(t, d)
 	return d
-}
-
-func lastLines(s string) string {
-	lines := strings.Split(strings.TrimSpace(s), "\n")
-	return strings.Join(lines[max(0, len(lines)-5):], "\n")
 }
 
 // Docker under the systemd driver, on this host's v1 hierarchy: the
