@@ -14,6 +14,7 @@ import (
 	"slices"
 	"strconv"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/atomicfile"
@@ -99,7 +100,8 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		opts.Attempts = 3
 	}
 	r := &recorder{s: s, ctx: ctx, opts: opts, start: start, racy: racyWindow(), links: map[[2]uint64]*Entry{},
-		trees: map[string]*tree{}, buf: make([]byte, 1<<20)}
+		trees: map[string]*tree{}, buf: make([]byte, 1<<20), pendingDigests: map[string]bool{}}
+	defer r.abort()
 	if prev != nil {
 		r.prevUnstable = map[string]bool{}
 		for _, p := range prev.Unstable {
@@ -116,6 +118,9 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	if c.Root, err = r.directory(root, "", &st, prevRoot); err != nil {
+		return nil, err
+	}
+	if err := r.flush(); err != nil {
 		return nil, err
 	}
 	c.Unstable, c.Skipped = r.unstable, r.skipped
@@ -161,6 +166,9 @@ type recorder struct {
 	skipped      []string
 	stats        Stats
 	buf          []byte
+	// pending are objects written and not yet synced and named.
+	pending        []pendingObject
+	pendingDigests map[string]bool
 }
 
 // errChanged: the entry changed while it was read (or was swapped for
@@ -183,12 +191,12 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	delete(xs, opaqueXattr)
 	e.Xattrs = bytesMap(xs)
 	var old map[string]*Entry
+	var prevTree *tree
 	if prev != nil && prev.Type == Dir {
-		t, err := r.s.readTree(prev.Digest)
-		if err != nil {
+		if prevTree, err = r.s.readTree(prev.Digest); err != nil {
 			return e, err
 		}
-		old = t.byName()
+		old = prevTree.byName()
 	}
 	names, err := d.ReadDirNames("", maxNames)
 	if err != nil {
@@ -196,6 +204,7 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	}
 	slices.Sort(names)
 	t := &tree{Entries: make([]Entry, 0, len(names))}
+	same := prevTree != nil && len(names) == len(prevTree.Entries)
 	for _, n := range names {
 		ce, ok, err := r.entry(d, path.Join(rel, n), n, old[n])
 		if err != nil {
@@ -204,19 +213,25 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 		if ok {
 			ce.Name = n
 			t.Entries = append(t.Entries, ce)
+			same = same && old[n] != nil && ce.sameAs(old[n]) && sameStat(ce.Stat, old[n].Stat)
+		} else {
+			same = false
 		}
+	}
+	if same {
+		// Every entry as before: the same tree, not encoded again.
+		r.trees[prev.Digest] = prevTree
+		e.Digest = prev.Digest
+		r.stats.Entries++
+		return e, nil
 	}
 	data, err := encodeTree(t)
 	if err != nil {
 		return e, err
 	}
-	digest, wrote, err := r.s.putBytes(data)
+	digest, err := r.put(data)
 	if err != nil {
 		return e, err
-	}
-	if wrote > 0 {
-		r.stats.NewObjects++
-		r.stats.BytesWritten += wrote
 	}
 	r.trees[digest] = t
 	e.Digest = digest
@@ -305,6 +320,8 @@ func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entr
 	r.skipped = append(r.skipped, rel) // a socket or a device
 	return Entry{}, false, nil
 }
+
+func sameStat(a, b *StatKey) bool { return a == nil && b == nil || a != nil && b != nil && *a == *b }
 
 // entryOf is the metadata of an entry from its stat.
 func entryOf(st *unix.Stat_t) Entry {
@@ -402,7 +419,7 @@ func (r *recorder) read(fd int, st *unix.Stat_t, rel string, prev *Entry) (Entry
 		if err != nil {
 			return e, err
 		}
-		if p, _ := r.s.objectPath(digest); fileExists(p) {
+		if r.has(digest) {
 			e.Digest = digest
 			return e, r.unchanged(fd, st)
 		}
@@ -495,15 +512,21 @@ func copyRegions(fd int, regions []Region, buf []byte, put func(b []byte, off in
 }
 
 // store writes the file's content as an object, hashing as it goes (or,
-// where the file system can, reflinks it and hashes the clone), syncs
-// it, and returns its digest.
+// where the file system can, reflinks it and hashes the clone), and
+// returns its digest. The object is synced and named with the others at
+// the end of the Record (flush).
 func (r *recorder) store(fd int, st *unix.Stat_t, regions []Region, sparse bool) (string, error) {
 	tmp, err := os.CreateTemp(r.s.tmpDir(), "obj-*")
 	if err != nil {
 		return "", err
 	}
-	defer os.Remove(tmp.Name()) // a no-op once committed
-	defer tmp.Close()
+	kept := false
+	defer func() {
+		if !kept {
+			tmp.Close()
+			os.Remove(tmp.Name())
+		}
+	}()
 	out := int(tmp.Fd())
 	h := contentHash(st.Size, regions, sparse)
 	src := fd
@@ -527,6 +550,7 @@ func (r *recorder) store(fd int, st *unix.Stat_t, regions []Region, sparse bool)
 		return err
 	})
 	r.stats.BytesRead += n
+	r.stats.BytesWritten += written
 	if err != nil {
 		return "", err
 	}
@@ -535,21 +559,104 @@ func (r *recorder) store(fd int, st *unix.Stat_t, regions []Region, sparse bool)
 			return "", err
 		}
 	}
-	r.stats.BytesWritten += written
 	digest := digestOf(h)
+	if r.has(digest) {
+		return digest, nil // stored before: the copy is dropped
+	}
+	kept = true
+	return digest, r.add(tmp, digest)
+}
+
+// has says whether the store holds the object, or this Record wrote it.
+func (r *recorder) has(digest string) bool {
+	if r.pendingDigests[digest] {
+		return true
+	}
 	p, err := r.s.objectPath(digest)
+	return err == nil && fileExists(p)
+}
+
+// put stores a small object (a tree).
+func (r *recorder) put(data []byte) (string, error) {
+	sum := sha256.Sum256(data)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	if r.has(digest) {
+		return digest, nil
+	}
+	tmp, err := os.CreateTemp(r.s.tmpDir(), "obj-*")
 	if err != nil {
 		return "", err
 	}
-	if fileExists(p) {
-		return digest, nil // stored before: the copy is dropped
-	}
-	if err := unix.Fdatasync(out); err != nil {
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
 		return "", err
 	}
-	if err := r.s.commit(tmp.Name(), p); err != nil {
-		return "", err
-	}
+	r.stats.BytesWritten += int64(len(data))
+	return digest, r.add(tmp, digest)
+}
+
+// add keeps a written object for flush; many at once are flushed early,
+// to bound the open files.
+func (r *recorder) add(tmp *os.File, digest string) error {
+	r.pending = append(r.pending, pendingObject{tmp, digest})
+	r.pendingDigests[digest] = true
 	r.stats.NewObjects++
-	return digest, nil
+	if len(r.pending) >= 256 {
+		return r.flush()
+	}
+	return nil
+}
+
+type pendingObject struct {
+	f      *os.File
+	digest string
+}
+
+// flush makes the written objects durable and gives them their names:
+// the syncs run in parallel (a journaling file system commits them
+// together: 10 objects in about the time of 2 or 3 syncs in a row).
+func (r *recorder) flush() error {
+	pending := r.pending
+	r.pending = nil
+	errs := make([]error, len(pending))
+	sem := make(chan struct{}, 16)
+	var wg sync.WaitGroup
+	for i, o := range pending {
+		sem <- struct{}{}
+		wg.Go(func() {
+			defer func() { <-sem }()
+			errs[i] = unix.Fdatasync(int(o.f.Fd()))
+			if err := o.f.Close(); errs[i] == nil {
+				errs[i] = err
+			}
+		})
+	}
+	wg.Wait()
+	var first error
+	for i, o := range pending {
+		err := errs[i]
+		if err == nil {
+			var p string
+			if p, err = r.s.objectPath(o.digest); err == nil {
+				err = r.s.commit(o.f.Name(), p)
+			}
+		}
+		if err != nil {
+			os.Remove(o.f.Name())
+			if first == nil {
+				first = err
+			}
+		}
+	}
+	return first
+}
+
+// abort drops the objects not yet flushed.
+func (r *recorder) abort() {
+	for _, o := range r.pending {
+		o.f.Close()
+		os.Remove(o.f.Name())
+	}
+	r.pending = nil
 }

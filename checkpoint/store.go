@@ -150,36 +150,6 @@ func (s *Store) lock() (unlock func(), err error) {
 	return func() { f.Close(); s.mu.Unlock() }, nil
 }
 
-// putBytes stores a small object (a tree) and returns its digest and the
-// bytes written (0 when it was stored already).
-func (s *Store) putBytes(data []byte) (string, int64, error) {
-	sum := sha256.Sum256(data)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
-	p, err := s.objectPath(digest)
-	if err != nil {
-		return "", 0, err
-	}
-	if _, err := os.Stat(p); err == nil {
-		return digest, 0, nil
-	}
-	f, err := os.CreateTemp(s.tmpDir(), "obj-*")
-	if err != nil {
-		return "", 0, err
-	}
-	defer os.Remove(f.Name())
-	_, err = f.Write(data)
-	if err == nil {
-		err = f.Sync()
-	}
-	if cerr := f.Close(); err == nil {
-		err = cerr
-	}
-	if err != nil {
-		return "", 0, err
-	}
-	return digest, int64(len(data)), s.commit(f.Name(), p)
-}
-
 // commit moves a synced temporary object to its path (another copy there
 // already is kept).
 func (s *Store) commit(tmp, p string) error {
