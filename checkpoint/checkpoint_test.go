@@ -31,12 +31,7 @@ func upperFixture(t *testing.T, dir string) {
 	must(t, os.Link(filepath.Join(dir, "src/main.go"), filepath.Join(dir, "src/deep/hard")))
 	must(t, os.Link(filepath.Join(dir, "src/main.go"), filepath.Join(dir, "zz-hard")))
 	must(t, unix.Mkfifo(filepath.Join(dir, "pipe"), 0o640))
-	f, err := os.Create(filepath.Join(dir, "sparse.img"))
-	must(t, err)
-	must(t, f.Truncate(1<<30))
-	_, err = f.WriteAt([]byte("data in the middle"), 512<<20)
-	must(t, err)
-	f.Close()
+	sparseFile(t, filepath.Join(dir, "sparse.img"), 1<<30, 512<<20, "data in the middle")
 	if err := unix.Setxattr(filepath.Join(dir, "src/main.go"), "user.origin", []byte("agent\x00\xff"), 0); err != nil {
 		t.Logf("no user xattrs here: %v", err)
 	}

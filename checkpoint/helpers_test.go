@@ -139,6 +139,17 @@ func write(t testing.TB, p, data string) {
 	must(t, os.WriteFile(p, []byte(data), 0o644))
 }
 
+// sparseFile makes p a file of size bytes holding only data at off.
+func sparseFile(t testing.TB, p string, size, off int64, data string) {
+	t.Helper()
+	f, err := os.Create(p)
+	must(t, err)
+	defer f.Close()
+	must(t, f.Truncate(size))
+	_, err = f.WriteAt([]byte(data), off)
+	must(t, err)
+}
+
 func openStore(t testing.TB) *Store {
 	t.Helper()
 	s, err := Open(t.TempDir())

@@ -89,12 +89,7 @@ func TestSwappedSymlink(t *testing.T) {
 // and restored as those bytes.
 func TestHugeSparseFile(t *testing.T) {
 	dir := t.TempDir()
-	f, err := os.Create(filepath.Join(dir, "huge"))
-	must(t, err)
-	must(t, f.Truncate(40<<30))
-	_, err = f.WriteAt([]byte("needle"), 20<<30)
-	must(t, err)
-	f.Close()
+	sparseFile(t, filepath.Join(dir, "huge"), 40<<30, 20<<30, "needle")
 	s := openStore(t)
 	c := record(t, s, dir)
 	if c.Stats.BytesRead > 1<<20 || c.Stats.BytesWritten > 1<<20 {

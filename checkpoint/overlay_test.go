@@ -41,12 +41,7 @@ func TestOverlay(t *testing.T) {
 	must(t, os.Chmod(filepath.Join(m, "keep/x"), 0o600)) // a copy-up
 	must(t, unix.Setxattr(filepath.Join(m, "keep/x"), "user.note", []byte("n"), 0))
 	must(t, unix.Mkfifo(filepath.Join(m, "pipe"), 0o644))
-	f, err := os.Create(filepath.Join(m, "disk.img"))
-	must(t, err)
-	must(t, f.Truncate(8<<30))
-	_, err = f.WriteAt([]byte("sector"), 4<<30)
-	must(t, err)
-	f.Close()
+	sparseFile(t, filepath.Join(m, "disk.img"), 8<<30, 4<<30, "sector")
 
 	var st unix.Stat_t
 	must(t, unix.Lstat(filepath.Join(ws.Upper(), "old.txt"), &st))

@@ -416,6 +416,11 @@ func (s *Store) Prune(o PruneOptions) (PruneResult, error) {
 
 // Usage is the size on disk of the objects the listed checkpoints use.
 func (s *Store) Usage() (int64, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return 0, err
+	}
+	defer unlock()
 	ids, err := s.ids()
 	if err != nil {
 		return 0, err
