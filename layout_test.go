@@ -67,6 +67,7 @@ func TestDependencyDirection(t *testing.T) {
 		{"ci", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"daemon", []string{"app", "cmd", "ci", "github.com/wailsapp"}},
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
+		{"checkpoint", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "github.com/docker", "github.com/wailsapp"}},
 		{"engine", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"engine/api", []string{"engine/", "github.com/docker", "github.com/mattn"}},
 		{"engine/meter", []string{"engine", "app", "cmd", "overlay", "review", "github.com/mattn", "github.com/wailsapp"}},

@@ -2,7 +2,6 @@ package snapshot
 
 import (
 	"bytes"
-	"errors"
 	"fmt"
 	"io"
 	"maps"
@@ -12,56 +11,21 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock/airlock/confined"
 	"golang.org/x/sys/unix"
 )
 
 // dataRegions lists where the open file fd of size bytes holds data
-// (SEEK_DATA/SEEK_HOLE). Holes shorter than a minimum are taken as data,
-// the minimum doubling until at most maxFragments regions remain, so that
-// the map fits a PAX record; the result depends only on the file's layout,
-// so the same file gives the same layer. nil means no hole: not sparse.
+// (confined.DataRegions, at most maxFragments regions, so that the map
+// fits a PAX record). nil means no hole: not sparse.
 func dataRegions(fd int, size int64) ([]region, error) {
-	var regions []region
-	for off := int64(0); off < size; {
-		data, err := unix.Seek(fd, off, unix.SEEK_DATA)
-		if errors.Is(err, unix.ENXIO) {
-			break // only a hole from here
-		}
-		if err != nil {
-			return nil, err
-		}
-		hole, err := unix.Seek(fd, data, unix.SEEK_HOLE)
-		if err != nil {
-			return nil, err
-		}
-		hole = min(hole, size)
-		if hole <= data {
-			break
-		}
-		regions = append(regions, region{data, hole - data})
-		off = hole
+	rs, err := confined.DataRegions(fd, size, maxFragments)
+	if rs == nil || err != nil {
+		return nil, err
 	}
-	var total int64
-	for _, r := range regions {
-		total += r.len
-	}
-	if total == size {
-		return nil, nil
-	}
-	if regions == nil {
-		return []region{}, nil // all hole: an empty map, not "not sparse"
-	}
-	for minHole := int64(64 << 10); len(regions) > maxFragments; minHole *= 2 {
-		merged := regions[:1]
-		for _, r := range regions[1:] {
-			last := &merged[len(merged)-1]
-			if r.off-(last.off+last.len) < minHole {
-				last.len = r.off + r.len - last.off
-				continue
-			}
-			merged = append(merged, r)
-		}
-		regions = merged
+	regions := make([]region, len(rs))
+	for i, r := range rs {
+		regions[i] = region{r.Off, r.Len}
 	}
 	return regions, nil
 }

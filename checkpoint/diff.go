@@ -1,0 +1,187 @@
+package checkpoint
+
+import (
+	"errors"
+	"fmt"
+	"hash"
+	"io"
+	"os"
+	"path"
+	"slices"
+)
+
+// Kind is how a path changed between two checkpoints.
+type Kind string
+
+// The kinds of changes. Paths are those of the upper directory: a path
+// that turned into a Whiteout entry is a deletion of the lower layer's
+// file (Old is what the upper directory held there before, if anything).
+const (
+	Added    Kind = "added"
+	Deleted  Kind = "deleted"
+	Modified Kind = "modified" // content, type, mode, owner, time, target, xattrs or opacity
+)
+
+// Change is one path that differs between two checkpoints. Old and New
+// are the entries (nil where the path is absent); their contents are read
+// with OpenContent.
+type Change struct {
+	Path string
+	Kind Kind
+	Old  *Entry
+	New  *Entry
+}
+
+// Diff lists what changed from checkpoint a to checkpoint b (a = 0: from
+// an empty directory), in path order, from the stored trees alone: no
+// live directory is read. Directories whose trees are equal are skipped
+// whole, so the cost is that of the changes. A directory added or deleted
+// lists everything beneath it too.
+func (s *Store) Diff(a, b ID) ([]Change, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	root := func(id ID) (string, error) {
+		if id == 0 {
+			return "", nil
+		}
+		c, err := s.readRecord(id)
+		if err != nil {
+			return "", err
+		}
+		return c.Root.Digest, nil
+	}
+	ra, err := root(a)
+	if err != nil {
+		return nil, err
+	}
+	rb, err := root(b)
+	if err != nil {
+		return nil, err
+	}
+	var out []Change
+	return out, s.diffTrees("", ra, rb, &out)
+}
+
+func (s *Store) entries(digest string) (map[string]*Entry, []string, error) {
+	if digest == "" {
+		return nil, nil, nil
+	}
+	t, err := s.readTree(digest)
+	if err != nil {
+		return nil, nil, err
+	}
+	names := make([]string, len(t.Entries))
+	for i, e := range t.Entries {
+		names[i] = e.Name
+	}
+	return t.byName(), names, nil
+}
+
+// diffTrees appends the changes between the trees a and b ("" for none)
+// of the directory rel.
+func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
+	if a == b {
+		return nil
+	}
+	ea, na, err := s.entries(a)
+	if err != nil {
+		return err
+	}
+	eb, nb, err := s.entries(b)
+	if err != nil {
+		return err
+	}
+	names := slices.Compact(slices.Sorted(slices.Values(append(na, nb...))))
+	for _, n := range names {
+		p := path.Join(rel, n)
+		x, y := ea[n], eb[n]
+		switch {
+		case y == nil:
+			*out = append(*out, Change{Path: p, Kind: Deleted, Old: x})
+		case x == nil:
+			*out = append(*out, Change{Path: p, Kind: Added, New: y})
+		default:
+			if !x.sameAs(y) && !(x.Type == Dir && y.Type == Dir && sameDirMeta(x, y)) {
+				*out = append(*out, Change{Path: p, Kind: Modified, Old: x, New: y})
+			}
+		}
+		var da, db string
+		if x != nil && x.Type == Dir {
+			da = x.Digest
+		}
+		if y != nil && y.Type == Dir {
+			db = y.Digest
+		}
+		if err := s.diffTrees(p, da, db, out); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// sameDirMeta says whether two directories differ only by their contents
+// (their tree digests), which their entries report.
+func sameDirMeta(x, y *Entry) bool {
+	xx, yy := *x, *y
+	xx.Digest, yy.Digest = "", ""
+	return xx.sameAs(&yy)
+}
+
+// OpenContent reads a file entry's content (a sparse file's holes read as
+// zeros), checked against its digest: the last Read fails with
+// ErrCorrupt when the stored object does not match. A sparse file is
+// checked (its data only) before the first byte is returned.
+func (s *Store) OpenContent(e *Entry) (io.ReadCloser, error) {
+	if e.Type != File || e.Digest == "" {
+		return nil, fmt.Errorf("%s is a %s: only files have content", e.Name, e.Type)
+	}
+	p, err := s.objectPath(e.Digest)
+	if err != nil {
+		return nil, err
+	}
+	f, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return nil, fmt.Errorf("%w: object %s is missing", ErrCorrupt, e.Digest)
+	}
+	if err != nil {
+		return nil, err
+	}
+	if !e.Sparse {
+		return &verifier{f: f, h: contentHash(e.Size, nil, false), want: e.Digest}, nil
+	}
+	h := contentHash(e.Size, e.Regions, true)
+	_, err = copyRegions(int(f.Fd()), e.Regions, make([]byte, 1<<20), func(b []byte, _ int64) error {
+		h.Write(b)
+		return nil
+	})
+	if err == nil && digestOf(h) != e.Digest || errors.Is(err, errChanged) {
+		err = fmt.Errorf("%w: object %s does not match its digest", ErrCorrupt, e.Digest)
+	}
+	if err != nil {
+		f.Close()
+		return nil, err
+	}
+	return f, nil
+}
+
+type verifier struct {
+	f    *os.File
+	h    hash.Hash
+	want string
+}
+
+func (v *verifier) Read(p []byte) (int, error) {
+	n, err := v.f.Read(p)
+	v.h.Write(p[:n])
+	if err == io.EOF {
+		if got := digestOf(v.h); got != v.want {
+			return n, fmt.Errorf("%w: object %s holds content with digest %s", ErrCorrupt, v.want, got)
+		}
+	}
+	return n, err
+}
+
+func (v *verifier) Close() error { return v.f.Close() }

@@ -1,0 +1,232 @@
+package checkpoint
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"path"
+
+	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// Restore rebuilds checkpoint id in target, which must be an empty
+// directory (a new upper directory, before the overlay is mounted over
+// it): files with their content, modes (set-id bits included), owners,
+// times and user.* extended attributes, sparse files as sparse, hard
+// links, symlinks, FIFOs, whiteouts as 0/0 character devices and opaque
+// directories with trusted.overlay.opaque=y (these two need root, as the
+// overlay itself does). The target's own metadata become the recorded
+// root's.
+//
+// Everything is created beneath directories Restore made itself and holds
+// open, with O_NOFOLLOW and O_EXCL, so nothing put into the target
+// meanwhile is followed. Every object is checked against its digest as it
+// is copied: a damaged store fails the restore (ErrCorrupt), and the
+// caller discards the target.
+func (s *Store) Restore(ctx context.Context, id ID, target *confined.Root) error {
+	unlock, err := s.lock()
+	if err != nil {
+		return err
+	}
+	defer unlock()
+	c, err := s.readRecord(id)
+	if err != nil {
+		return err
+	}
+	names, err := target.ReadDirNames("", 1)
+	if err != nil {
+		return err
+	}
+	if len(names) > 0 {
+		return errdefs.Conflictf("restore into %s: the directory is not empty: restore into a new, empty directory", target.Name())
+	}
+	rs := &restorer{s: s, ctx: ctx, target: target, buf: make([]byte, 1<<20)}
+	if err := rs.dir(target.Fd(), "", c.Root.Digest); err != nil {
+		return fmt.Errorf("restore checkpoint %s: %w", id, err)
+	}
+	return rs.meta(target.Fd(), &c.Root)
+}
+
+// RestoreDir is Restore into the directory dir (a path the caller
+// trusts).
+func (s *Store) RestoreDir(ctx context.Context, id ID, dir string) error {
+	root, err := confined.OpenRoot(dir)
+	if err != nil {
+		return err
+	}
+	defer root.Close()
+	return s.Restore(ctx, id, root)
+}
+
+type restorer struct {
+	s      *Store
+	ctx    context.Context
+	target *confined.Root
+	buf    []byte
+}
+
+// dir fills the directory dfd (the path rel) from the tree digest.
+func (rs *restorer) dir(dfd int, rel, digest string) error {
+	if err := rs.ctx.Err(); err != nil {
+		return err
+	}
+	t, err := rs.s.readTree(digest)
+	if err != nil {
+		return err
+	}
+	for i := range t.Entries {
+		e := &t.Entries[i]
+		if err := checkName(e.Name); err != nil {
+			return err
+		}
+		if err := rs.entry(dfd, path.Join(rel, e.Name), e); err != nil {
+			return fmt.Errorf("%s: %w", path.Join(rel, e.Name), err)
+		}
+	}
+	return nil
+}
+
+// checkName refuses a name that is not one path element: trees are the
+// store's own, but a damaged one must not write elsewhere.
+func checkName(n string) error {
+	if n == "" || n == "." || n == ".." || len(n) > 255 || path.Base(n) != n || n[0] == '/' {
+		return fmt.Errorf("%w: an entry is named %q", ErrCorrupt, n)
+	}
+	for i := 0; i < len(n); i++ {
+		if n[i] == 0 || n[i] == '/' {
+			return fmt.Errorf("%w: an entry is named %q", ErrCorrupt, n)
+		}
+	}
+	return nil
+}
+
+func (rs *restorer) entry(dfd int, rel string, e *Entry) error {
+	n := e.Name
+	switch e.Type {
+	case Dir:
+		if err := unix.Mkdirat(dfd, n, 0o700); err != nil {
+			return err
+		}
+		fd, err := unix.Openat(dfd, n, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := rs.dir(fd, rel, e.Digest); err != nil {
+			return err
+		}
+		return rs.meta(fd, e)
+	case File:
+		if e.HardLink != "" {
+			return rs.link(dfd, e)
+		}
+		fd, err := unix.Openat(dfd, n, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)
+		if err != nil {
+			return err
+		}
+		defer unix.Close(fd)
+		if err := rs.content(fd, e); err != nil {
+			return err
+		}
+		return rs.meta(fd, e)
+	case Symlink:
+		if err := unix.Symlinkat(e.Target, dfd, n); err != nil {
+			return err
+		}
+	case FIFO:
+		if err := unix.Mkfifoat(dfd, n, 0o600); err != nil {
+			return err
+		}
+	case Whiteout:
+		if err := unix.Mknodat(dfd, n, unix.S_IFCHR, 0); err != nil {
+			return fmt.Errorf("make the whiteout (needs root): %w", err)
+		}
+	default:
+		return fmt.Errorf("%w: unknown entry type %q", ErrCorrupt, e.Type)
+	}
+	// Not opened: set beneath dfd without following the new name.
+	if err := unix.Fchownat(dfd, n, e.UID, e.GID, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+		return err
+	}
+	if e.Type == FIFO {
+		// dfd is a directory Restore made: nothing swapped the FIFO.
+		if err := unix.Fchmodat(dfd, n, e.Mode, 0); err != nil {
+			return err
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(e.Mtime), unix.NsecToTimespec(e.Mtime)}
+	return unix.UtimesNanoAt(dfd, n, ts, unix.AT_SYMLINK_NOFOLLOW)
+}
+
+// link makes e another name of the file restored at e.HardLink, found
+// beneath the target without following a symlink.
+func (rs *restorer) link(dfd int, e *Entry) error {
+	fd, _, err := rs.target.OpenFd(e.HardLink)
+	if err != nil {
+		return fmt.Errorf("%w: hard link to %s: %v", ErrCorrupt, e.HardLink, err)
+	}
+	defer unix.Close(fd)
+	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), dfd, e.Name, unix.AT_SYMLINK_FOLLOW)
+}
+
+// content copies a file's object into fd, checking its digest.
+func (rs *restorer) content(fd int, e *Entry) error {
+	if e.Digest == "" {
+		return fmt.Errorf("%w: a file without content", ErrCorrupt)
+	}
+	p, err := rs.s.objectPath(e.Digest)
+	if err != nil {
+		return err
+	}
+	obj, err := os.Open(p)
+	if errors.Is(err, os.ErrNotExist) {
+		return fmt.Errorf("%w: object %s is missing", ErrCorrupt, e.Digest)
+	}
+	if err != nil {
+		return err
+	}
+	defer obj.Close()
+	h := contentHash(e.Size, e.Regions, e.Sparse)
+	_, err = copyRegions(int(obj.Fd()), dataOf(e.Size, e.Regions, e.Sparse), rs.buf, func(b []byte, off int64) error {
+		h.Write(b)
+		_, err := unix.Pwrite(fd, b, off)
+		return err
+	})
+	if errors.Is(err, errChanged) || err == nil && digestOf(h) != e.Digest {
+		return fmt.Errorf("%w: object %s does not match its digest", ErrCorrupt, e.Digest)
+	}
+	if err != nil {
+		return err
+	}
+	return unix.Ftruncate(fd, e.Size)
+}
+
+// meta gives the open file or directory fd the entry's owner, mode,
+// extended attributes and times (in this order: a chown clears set-id
+// bits, and every change moves the times).
+func (rs *restorer) meta(fd int, e *Entry) error {
+	if err := unix.Fchown(fd, e.UID, e.GID); err != nil {
+		return err
+	}
+	if err := unix.Fchmod(fd, e.Mode); err != nil {
+		return err
+	}
+	for k, v := range e.Xattrs {
+		if !keepXattr(k) {
+			return fmt.Errorf("%w: extended attribute %q", ErrCorrupt, k)
+		}
+		if err := unix.Fsetxattr(fd, k, v, 0); err != nil {
+			return fmt.Errorf("set %s: %w", k, err)
+		}
+	}
+	if e.Opaque {
+		if err := unix.Fsetxattr(fd, opaqueXattr, []byte("y"), 0); err != nil {
+			return fmt.Errorf("mark the directory opaque (needs root): %w", err)
+		}
+	}
+	ts := []unix.Timespec{unix.NsecToTimespec(e.Mtime), unix.NsecToTimespec(e.Mtime)}
+	return unix.UtimesNanoAt(fd, "", ts, unix.AT_EMPTY_PATH)
+}
