@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"errors"
+	"fmt"
 	"io"
 	"path"
 	"strings"
@@ -105,8 +106,9 @@ func (s *server) addFileTools(srv *sdk.Server) {
 }
 
 // run runs argv in the session with stdin, returning its output; a command
-// that fails is an error carrying what it said.
-func run(ctx context.Context, eng Engine, id string, argv []string, stdin []byte, stdout *bytes.Buffer, limit int) error {
+// that fails is an error saying what could not be done (what), what the
+// command said, and what to do (next).
+func run(ctx context.Context, eng Engine, id, what, next string, argv []string, stdin []byte, stdout *bytes.Buffer, limit int) error {
 	var stderr bytes.Buffer
 	sio := client.ExecIO{Stdout: &capped{buf: stdout, limit: limit}, Stderr: &capped{buf: &stderr, limit: 4 << 10}}
 	req := api.ExecRequest{Argv: argv}
@@ -120,9 +122,9 @@ func run(ctx context.Context, eng Engine, id string, argv []string, stdin []byte
 	if code != 0 {
 		msg := strings.TrimSpace(stderr.String())
 		if msg == "" {
-			msg = "it failed"
+			msg = fmt.Sprintf("%s exited %d", argv[0], code)
 		}
-		return errdefs.Invalidf("%s in session %s: %s", argv[0], id, msg)
+		return errdefs.Invalidf("cannot %s in session %s: %s; %s", what, id, msg, next)
 	}
 	return nil
 }
@@ -162,7 +164,7 @@ func (s *server) readFile(ctx context.Context, _ *sdk.CallToolRequest, in pathIn
 		return nil, FileContent{}, err
 	}
 	var out bytes.Buffer
-	if err := run(ctx, eng, id, []string{"head", "-c", "1048577", "--", p}, nil, &out, maxRead+1); err != nil {
+	if err := run(ctx, eng, id, "read "+p, "list_files shows what is there", []string{"head", "-c", "1048577", "--", p}, nil, &out, maxRead+1); err != nil {
 		return nil, FileContent{}, err
 	}
 	res := FileContent{Path: p}
@@ -206,7 +208,7 @@ func (s *server) writeFile(ctx context.Context, _ *sdk.CallToolRequest, in write
 		return nil, Written{}, err
 	}
 	if dir := path.Dir(p); dir != workspace {
-		if err := run(ctx, eng, id, []string{"mkdir", "-p", "--", dir}, nil, &bytes.Buffer{}, 0); err != nil {
+		if err := run(ctx, eng, id, "make "+dir, "list_files shows what is in the way", []string{"mkdir", "-p", "--", dir}, nil, &bytes.Buffer{}, 0); err != nil {
 			return nil, Written{}, err
 		}
 	}
@@ -214,7 +216,7 @@ func (s *server) writeFile(ctx context.Context, _ *sdk.CallToolRequest, in write
 	if in.Append {
 		argv = []string{"tee", "-a", "--", p}
 	}
-	if err := run(ctx, eng, id, argv, []byte(in.Content), &bytes.Buffer{}, 0); err != nil {
+	if err := run(ctx, eng, id, "write "+p, "list_files shows what is there", argv, []byte(in.Content), &bytes.Buffer{}, 0); err != nil {
 		return nil, Written{}, err
 	}
 	out := Written{Path: p, Bytes: len(in.Content)}
@@ -231,7 +233,7 @@ func (s *server) listFiles(ctx context.Context, _ *sdk.CallToolRequest, in listI
 		return nil, Listing{}, err
 	}
 	var out bytes.Buffer
-	if err := run(ctx, eng, id, []string{"ls", "-1Ap", "--", p}, nil, &out, 1<<20); err != nil {
+	if err := run(ctx, eng, id, "list "+p, "list its parent directory to see what is there", []string{"ls", "-1Ap", "--", p}, nil, &out, 1<<20); err != nil {
 		return nil, Listing{}, err
 	}
 	res := Listing{Path: p, Entries: []string{}}
