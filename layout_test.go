@@ -6,6 +6,7 @@ import (
 	"encoding/json"
 	"os"
 	"os/exec"
+	"slices"
 	"strings"
 	"testing"
 )
@@ -85,6 +86,20 @@ func TestDependencyDirection(t *testing.T) {
 						t.Errorf("%s imports %s: forbidden by the layering (see docs/ARCHITECTURE.md)", p.ImportPath, imp)
 					}
 				}
+			}
+		}
+	}
+	// The MCP server is a client of the engine's API like any other: of the
+	// project's packages it imports only the contract, the client, the
+	// error classes and review (for the diff's types).
+	mcpMay := []string{"engine/api", "engine/client", "errdefs", "review"}
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"/mcp" && !strings.HasPrefix(p.ImportPath, mod+"/mcp/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if irel, ok := strings.CutPrefix(imp, mod+"/"); ok && !slices.Contains(mcpMay, irel) && !strings.HasPrefix(irel, "mcp/") {
+				t.Errorf("%s imports %s: the MCP server reaches the engine only through engine/client (it may import %v)", p.ImportPath, imp, mcpMay)
 			}
 		}
 	}
