@@ -10,11 +10,9 @@ import (
 	"slices"
 	"strings"
 	"sync"
-	"syscall"
 	"testing"
 	"time"
 
-	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/engine/enginetest"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
@@ -57,25 +55,8 @@ func newEngineEnv(t *testing.T) *engineEnv {
 	dir := t.TempDir()
 	e := &engineEnv{bin: bin, socket: filepath.Join(dir, "engine.sock")}
 	e.env = append(os.Environ(), "AIRLOCK_ENGINE="+e.socket, "AIRLOCK_STATE_DIR="+filepath.Join(dir, "state"))
-	t.Cleanup(e.stop)
+	t.Cleanup(func() { enginetest.StopDaemon(e.socket) })
 	return e
-}
-
-// stop removes the test's sessions and stops the engine.
-func (e *engineEnv) stop() {
-	cl := client.New(e.socket)
-	ctx := context.Background()
-	if list, err := cl.Sessions(ctx); err == nil {
-		for _, s := range list {
-			cl.Remove(ctx, s.ID)
-		}
-	}
-	if v, err := cl.Ping(ctx); err == nil && v.PID > 0 {
-		syscall.Kill(v.PID, syscall.SIGTERM)
-		for i := 0; i < 250 && syscall.Kill(v.PID, 0) == nil; i++ {
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
 }
 
 // connect starts `airlock mcp ARGS...` and connects an MCP client to it
