@@ -381,6 +381,9 @@ func TestTools(t *testing.T) {
 				t.Errorf("%s reached the project: %v", f, err)
 			}
 		}
+		if _, made := call(t, ac, "create_session", nil); made["project"] != p || made["session"] == id {
+			t.Errorf("create_session on a server started with --session only: %v; want a new session over %s", made, p)
+		}
 		other := e.connect(t, nil, "--session", id, "--project", t.TempDir())
 		if msg := callErr(t, other, "session_info", nil); !strings.Contains(msg, "works on "+p) {
 			t.Errorf("attaching to a session of another project: %q", msg)

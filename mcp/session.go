@@ -61,7 +61,20 @@ func (s *server) addSessionTools(srv *sdk.Server) {
 }
 
 func (s *server) createSession(ctx context.Context, _ *sdk.CallToolRequest, in createInput) (*sdk.CallToolResult, SessionInfo, error) {
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	eng, err := s.engineLocked(ctx)
+	if err != nil {
+		return nil, SessionInfo{}, err
+	}
 	req := s.opts.Create
+	if req.Project == "" && s.session != "" { // attached with --session only: its project
+		cur, err := eng.Session(ctx, s.session)
+		if err != nil {
+			return nil, SessionInfo{}, err
+		}
+		req.Project = cur.Project
+	}
 	if in.Image != "" {
 		req.Image = in.Image
 	}
@@ -76,12 +89,6 @@ func (s *server) createSession(ctx context.Context, _ *sdk.CallToolRequest, in c
 			}
 		}
 		req.Egress = &p
-	}
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	eng, err := s.engineLocked(ctx)
-	if err != nil {
-		return nil, SessionInfo{}, err
 	}
 	sess, err := s.createLocked(ctx, eng, req)
 	if err != nil {
