@@ -105,6 +105,20 @@ func TestDependencyDirection(t *testing.T) {
 			}
 		}
 	}
+	// The MCP server is a client of the engine's API like any other: of the
+	// project's packages it imports only the contract, the client, the
+	// error classes and review (for the diff's types).
+	mcpMay := []string{"engine/api", "engine/client", "errdefs", "review"}
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"/mcp" && !strings.HasPrefix(p.ImportPath, mod+"/mcp/") {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if irel, ok := strings.CutPrefix(imp, mod+"/"); ok && !slices.Contains(mcpMay, irel) && !strings.HasPrefix(irel, "mcp/") {
+				t.Errorf("%s imports %s: the MCP server reaches the engine only through engine/client (it may import %v)", p.ImportPath, imp, mcpMay)
+			}
+		}
+	}
 	// Nothing outside app and the root imports app.
 	for _, p := range listPackages(t) {
 		for _, imp := range p.Imports {

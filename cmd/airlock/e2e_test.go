@@ -49,24 +49,7 @@ func newCLI(t *testing.T) *cli {
 
 // stopEngine removes the test's sessions and stops the daemon the CLI
 // started on demand.
-func (c *cli) stopEngine() {
-	cl := client.New(c.socket)
-	ctx := context.Background()
-	if list, err := cl.Sessions(ctx); err == nil {
-		for _, s := range list {
-			cl.Remove(ctx, s.ID)
-		}
-	}
-	if v, err := cl.Ping(ctx); err == nil && v.PID > 0 {
-		syscall.Kill(v.PID, syscall.SIGTERM)
-		for i := 0; i < 100; i++ {
-			if syscall.Kill(v.PID, 0) != nil {
-				break
-			}
-			time.Sleep(20 * time.Millisecond)
-		}
-	}
-}
+func (c *cli) stopEngine() { enginetest.StopDaemon(c.socket) }
 
 // run runs airlock with args and returns exit code, stdout and stderr.
 func (c *cli) run(args ...string) (int, string, string) {
