@@ -77,7 +77,7 @@ func (u usageEngine) Usage(context.Context) ([]engine.SessionUse, error) { retur
 func (usageEngine) Diff(context.Context, string, []string) (api.Diff, error) {
 	return api.Diff{}, nil
 }
-func (usageEngine) Accept(context.Context, string, review.Selection) (api.Outcomes, error) {
+func (usageEngine) AcceptEach(context.Context, string, review.Selection, func(review.Outcome) error) (api.Outcomes, error) {
 	return api.Outcomes{}, nil
 }
 

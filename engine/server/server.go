@@ -257,10 +257,6 @@ func (s *stallWriter) Write(b []byte) (int, error) {
 	return s.w.Write(b)
 }
 
-func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
-	s.outcomes(w, r, s.eng.Accept)
-}
-
 func (s *Server) discard(w http.ResponseWriter, r *http.Request) {
 	// A discard stops between files when the client goes away.
 	s.outcomes(w, r, func(_ context.Context, id string, sel review.Selection) (api.Outcomes, error) {
