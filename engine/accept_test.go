@@ -68,4 +68,3 @@ func TestAcceptManyFilesInBoundedMemory(t *testing.T) {
 		}
 	}
 }
-
