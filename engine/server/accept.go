@@ -55,15 +55,21 @@ func (o *outcomesWriter) start() {
 
 func (o *outcomesWriter) outcome(out review.Outcome) error {
 	o.start()
-	b, err := json.Marshal(out)
+	return writeElement(o.buf, &o.n, out)
+}
+
+// writeElement writes v as the next element of a JSON array being
+// streamed; n counts the elements written.
+func writeElement(buf *bufio.Writer, n *int, v any) error {
+	b, err := json.Marshal(v)
 	if err != nil {
 		return err
 	}
-	if o.n > 0 {
-		o.buf.WriteByte(',')
+	if *n > 0 {
+		buf.WriteByte(',')
 	}
-	o.n++
-	_, err = o.buf.Write(b)
+	*n++
+	_, err = buf.Write(b)
 	return err
 }
 
