@@ -180,7 +180,6 @@ type accepter struct {
 	sw          *bufio.Writer
 	senc        *gob.Encoder
 	items       int
-	ops         int // items with operations
 	// cause is why the accept writes nothing (staging failed); items
 	// after it are only planned, for their outcomes.
 	cause     error
@@ -285,7 +284,6 @@ func (a *accepter) add(it item, stage bool) error {
 			}
 		}
 		r.Ops = true
-		a.ops++
 		if it.whole {
 			r.Want = it.d.Digest
 		}
