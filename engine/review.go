@@ -187,7 +187,22 @@ func (s *slotWriter) Write(b []byte) (n int, err error) {
 // Accept writes the selected changes into the project, all or nothing, and
 // imports the session's commits as a branch when asked. This is the only
 // operation that writes the project.
-func (e *Engine) Accept(ctx context.Context, id string, wsel api.Selection) (api.Outcomes, error) {
+func (e *Engine) Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
+	outcomes := []api.Outcome{}
+	res, err := e.AcceptEach(ctx, id, sel, func(o api.Outcome) error {
+		outcomes = append(outcomes, o)
+		return nil
+	})
+	res.Outcomes = outcomes
+	return res, err
+}
+
+// AcceptEach is Accept handing the outcomes to each, in path order, once
+// the changes are written, instead of returning them: the engine never
+// holds an outcome per file (see review.AcceptEach). The api.Outcomes it
+// returns has everything but Outcomes. An error before each was called
+// means nothing was written.
+func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, each func(api.Outcome) error) (api.Outcomes, error) {
 	sel := reviewSelection(wsel)
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
@@ -209,38 +224,39 @@ func (e *Engine) Accept(ctx context.Context, id string, wsel api.Selection) (api
 		res.Commits = wireCommits(commits)
 		e.log.Info("imported commits", "session", sid, "branch", res.Branch, "commits", len(res.Commits))
 		if len(sel.Paths) == 0 && len(sel.RawPaths) == 0 && len(sel.Hunks) == 0 && len(sel.Digests) == 0 && !sel.Auto {
-			res.Outcomes = []api.Outcome{}
 			return res, nil
 		}
 	}
-	out, err := e.acceptFiles(sid, layers, sel)
-	res.Outcomes = wireOutcomes(out)
-	return res, err
+	return res, e.acceptFiles(ctx, sid, layers, sel, func(o review.Outcome) error { return each(wireOutcome(o)) })
 }
 
-func (e *Engine) acceptFiles(sid string, layers review.Layers, sel review.Selection) ([]review.Outcome, error) {
+func (e *Engine) acceptFiles(ctx context.Context, sid string, layers review.Layers, sel review.Selection, each func(review.Outcome) error) error {
+	ctx = context.WithoutCancel(ctx) // an accept, once started, finishes
 	// Whole files named one by one need no hunks; anything that may take
 	// a file the selection does not name (everything, a directory, --auto)
 	// needs the policy and the scanners, whose secrets scanner reads hunks.
-	var all []review.FileDiff
-	var err error
-	t0 := time.Now()
+	// The review hands its files on a batch at a time and the accept
+	// plans and stages each batch as it comes.
+	reviewed := func(batch func([]review.FileDiff) error) error {
+		return review.ReviewEach(ctx, layers, review.Options{}, batch)
+	}
 	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto || !sel.IncludeFlagged {
-		all, err = e.review(layers)
-	} else {
-		all, err = review.ReviewWith(layers, review.Options{})
+		reviewed = func(batch func([]review.FileDiff) error) error {
+			return e.reviewEach(ctx, sid, layers, review.Options{Hunks: true}, batch)
+		}
 	}
-	if err != nil {
-		return nil, err
-	}
-	t1 := time.Now()
-	out, err := review.Accept(layers, all, sel, e.journalPath(sid))
-	e.log.Info("accept", "session", sid, "selected", len(out), "err", err, "review", t1.Sub(t0), "write", time.Since(t1))
+	t0 := time.Now()
+	n := 0
+	err := review.AcceptEach(layers, sel, e.journalPath(sid), reviewed, func(o review.Outcome) error {
+		n++
+		return each(o)
+	})
+	e.log.Info("accept", "session", sid, "selected", n, "err", err, "took", time.Since(t0))
 	var changed *review.ChangedError
 	if errors.As(err, &changed) {
-		return nil, errdefs.Wrap(errdefs.Conflict, err)
+		return errdefs.Wrap(errdefs.Conflict, err)
 	}
-	return out, selectErr(err)
+	return selectErr(err)
 }
 
 // Discard drops the selected changes from the session, through the
@@ -269,12 +285,6 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 	out, err := review.DiscardContext(ctx, layers, l.ws.Merged(), all, sel)
 	e.log.Info("discard", "session", sid, "selected", len(out), "err", err)
 	return out, selectErr(e.reviewErr(sid, err))
-}
-
-// review lists the session's changes and applies the project's accept
-// policy, read from the host's copy of the project (never the session's).
-func (e *Engine) review(layers review.Layers) ([]review.FileDiff, error) {
-	return e.reviewWith(context.Background(), "", layers, review.Options{Hunks: true})
 }
 
 // reviewWith is review with options, under the engine's review limits and

@@ -51,11 +51,11 @@ func wireCommits(cs []review.Commit) []api.Commit {
 	return wireAll(cs, func(c review.Commit) api.Commit { return api.Commit(c) })
 }
 
-func wireOutcomes(os []review.Outcome) []api.Outcome {
-	return wireAll(os, func(o review.Outcome) api.Outcome {
-		return api.Outcome{Path: o.Path, Kind: string(o.Kind), Applied: o.Applied, Partial: o.Partial,
-			Error: o.Error, Left: o.Left, Reason: o.Reason, Digest: o.Digest}
-	})
+func wireOutcomes(os []review.Outcome) []api.Outcome { return wireAll(os, wireOutcome) }
+
+func wireOutcome(o review.Outcome) api.Outcome {
+	return api.Outcome{Path: o.Path, Kind: string(o.Kind), Applied: o.Applied, Partial: o.Partial,
+		Error: o.Error, Left: o.Left, Reason: o.Reason, Digest: o.Digest}
 }
 
 // reviewSelection is a selection from the wire in the review's terms.

@@ -1,17 +1,19 @@
 package review
 
 import (
+	"bufio"
 	"crypto/rand"
 	"crypto/sha256"
+	"encoding/gob"
 	"encoding/hex"
 	"errors"
 	"fmt"
 	"hash"
+	"io"
 	"io/fs"
 	"os"
 	"path"
 	"path/filepath"
-	"sort"
 	"strconv"
 	"strings"
 	"sync"
@@ -63,221 +65,480 @@ type Outcome struct {
 // journalPath is where the accept journal lives while the accept runs;
 // call Recover on it after a crash.
 func Accept(l Layers, diffs []FileDiff, sel Selection, journalPath string) ([]Outcome, error) {
-	if err := Recover(journalPath); err != nil {
-		return nil, err
-	}
-	items, err := plan(l, diffs, sel, true)
-	if err != nil {
-		return nil, err
-	}
-	// Renames move their sources before a deleted directory that held
-	// them goes.
-	sort.SliceStable(items, func(i, j int) bool {
-		return items[i].d.Kind == Renamed && items[j].d.Kind != Renamed
+	var out []Outcome
+	err := AcceptEach(l, sel, journalPath, func(each func([]FileDiff) error) error { return each(diffs) }, func(o Outcome) error {
+		out = append(out, o)
+		return nil
 	})
+	if err != nil && out == nil {
+		return nil, err
+	}
+	if out == nil {
+		out = []Outcome{}
+	}
+	return out, err
+}
+
+// AcceptEach is Accept over a review handed on a batch at a time: review
+// calls its argument with each batch in path order (as ReviewEach does),
+// and the outcomes go to each, in the same order, once the accept is done.
+// Each batch's items are planned and their content staged before the next
+// batch comes; what the commit and the outcomes need of each file is kept
+// in the journal and a scratch file, not in memory. So an accept of any
+// number of files holds one batch and a few bytes per selected path or id.
+//
+// An error before any outcome was handed on means nothing was written. An
+// error after some (the session's base could not record the accept, or
+// each failed) comes once the project is written.
+func AcceptEach(l Layers, sel Selection, journalPath string, review func(func([]FileDiff) error) error, each func(Outcome) error) error {
+	if err := Recover(journalPath); err != nil {
+		return err
+	}
+	s, err := newSelector(l, sel, true)
+	if err != nil {
+		return err
+	}
+	a, err := newAccepter(l, journalPath)
+	if err != nil {
+		return err
+	}
+	defer a.close()
+	if sel.Patch != "" {
+		err = a.patch(review, sel.Patch)
+	} else {
+		err = review(func(batch []FileDiff) error {
+			for i := range batch {
+				if it, ok := s.pick(&batch[i]); ok {
+					if err := a.add(it, !s.failing()); err != nil {
+						return err
+					}
+				}
+			}
+			return nil
+		})
+		if err == nil {
+			err = s.finish()
+		}
+	}
+	if err != nil {
+		return err
+	}
+	return a.commit(each)
+}
+
+// patch plans an edited patch: the review's files it concerns are kept
+// (without their hunks) until the review is done, then the patch is
+// applied to the project's files.
+func (a *accepter) patch(review func(func([]FileDiff) error) error, patch string) error {
+	files, err := parseEdited(patch)
+	if err != nil {
+		return err
+	}
+	paths := patchPaths(files)
+	var diffs []FileDiff
+	err = review(func(batch []FileDiff) error {
+		for i := range batch {
+			if patchConcerns(paths, &batch[i]) {
+				c := batch[i].Change
+				c.data, c.hostInfo, c.cached = nil, nil, nil
+				diffs = append(diffs, FileDiff{Change: c})
+			}
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	items, err := planPatch(a.l, diffs, files)
+	if err != nil {
+		return err
+	}
+	for _, it := range items {
+		if err := a.add(it, true); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// accepter carries an accept from its items to its outcomes. Each item is
+// written down as it comes: its operations appended to the journal, its
+// new content staged, and its settled record (its outcome as planned, and
+// what the session's base must learn of it) to a scratch file. Nothing
+// per file stays in memory.
+type accepter struct {
+	l           Layers
+	journalPath string
+	t           *tree
+	upper       *confined.Root
+	mkMode      func(string) fs.FileMode
+	staging     string
+	journal     *journalWriter // nil until an item has operations
+	sfd         int            // the staging directory, once made
+	open        []int          // staged files whose writeback is not waited for yet
+	scratch     *os.File
+	sw          *bufio.Writer
+	senc        *gob.Encoder
+	items       int
+	// cause is why the accept writes nothing (staging failed); items
+	// after it are only planned, for their outcomes.
+	cause     error
+	committed bool
+}
+
+// settled is what an accept keeps of one item between planning it and
+// reporting it. (gob, unlike JSON, keeps a path that is not UTF-8.)
+type settled struct {
+	Outcome
+	Ops     bool   // written by journal operations: applied once they are done
+	Want    string // the digest taken, when the whole change is
+	Base    bool   // the session's base learns of it once written
+	From    string // a rename's source, which leaves the base
+	Content *string
+	Sum     string
+}
+
+func newAccepter(l Layers, journalPath string) (*accepter, error) {
 	st, err := os.Stat(l.Project)
 	if err != nil {
 		return nil, fmt.Errorf("project %s: %w", l.Project, err)
 	}
 	sys := st.Sys().(*syscall.Stat_t)
-	t, err := openTree(l.Project, int(sys.Uid), int(sys.Gid))
-	if err != nil {
+	a := &accepter{l: l, journalPath: journalPath, sfd: -1, staging: ".airlock-staging-" + randHex()}
+	if a.t, err = openTree(l.Project, int(sys.Uid), int(sys.Gid)); err != nil {
 		return nil, err
 	}
-	defer t.close()
 	// The session's side is read beneath its upper layer only, never
 	// through a symlink, never a FIFO or device.
-	upper, err := confined.OpenRoot(l.Upper)
-	if err != nil {
+	if a.upper, err = confined.OpenRoot(l.Upper); err != nil {
+		a.t.close()
 		return nil, err
 	}
-	defer upper.Close()
-	mkMode := func(rel string) fs.FileMode {
-		if fi, err := upper.Lstat(rel); err == nil && fi.IsDir() {
+	a.mkMode = func(rel string) fs.FileMode {
+		if fi, err := a.upper.Lstat(rel); err == nil && fi.IsDir() {
 			return fi.Mode()
 		}
 		return 0o755
 	}
-
-	out := make([]Outcome, len(items))
-	j := &journal{State: journalStaging, Project: l.Project, Staging: ".airlock-staging-" + randHex()}
-	type stageJob struct {
-		item int
-		tmp  string
+	// The scratch file has no name: nothing is left of it after a crash.
+	if a.scratch, err = os.CreateTemp(filepath.Dir(journalPath), ".accept-scratch-*"); err != nil {
+		a.upper.Close()
+		a.t.close()
+		return nil, err
 	}
-	var jobs []stageJob
-	sums := make([]string, len(items))
-	for i, it := range items {
-		c := it.d.Change
-		out[i] = Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}
-		if it.left != "" {
-			out[i].Left, out[i].Reason = it.left, it.reason
-			continue
-		}
-		if it.err != nil {
-			out[i].Error = it.err.Error()
-			continue
-		}
-		if it.skip {
-			out[i].Applied = true
-			continue
-		}
-		if _, err := CleanPath(c.Path); err != nil || c.Path == "." {
-			out[i].Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
-			continue
-		}
-		if c.Type == Special && it.content == nil {
-			out[i].Error = "skipped: " + c.Note
-			continue
-		}
-		if err := t.check(c.Path); err != nil {
-			out[i].Error = err.Error()
-			continue
+	os.Remove(a.scratch.Name())
+	a.sw = bufio.NewWriterSize(a.scratch, 64<<10)
+	a.senc = gob.NewEncoder(a.sw)
+	return a, nil
+}
+
+// close ends the accept; unless it was committed, nothing of it is left.
+func (a *accepter) close() {
+	a.waitStaged()
+	if !a.committed {
+		a.rollback()
+	}
+	if a.journal != nil {
+		a.journal.close()
+	}
+	a.scratch.Close()
+	a.upper.Close()
+	a.t.close()
+}
+
+func (a *accepter) rollback() {
+	if a.journal == nil {
+		return
+	}
+	removeAll(a.t.fds["."], a.staging)
+	removeJournal(a.journalPath)
+}
+
+// add plans item it: its outcome so far, its journal operations and, when
+// stage is set and nothing failed yet, its staged content.
+func (a *accepter) add(it item, stage bool) error {
+	i := a.items
+	a.items++
+	c := it.d.Change
+	r := settled{Outcome: Outcome{Path: c.Path, Kind: c.Kind, Partial: !it.whole}}
+	switch {
+	case it.left != "":
+		r.Left, r.Reason = it.left, it.reason
+	case it.err != nil:
+		r.Error = it.err.Error()
+	case it.skip:
+		r.Applied = true
+	case !safePath(c.Path):
+		r.Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
+	case c.Type == Special && it.content == nil:
+		r.Error = "skipped: " + c.Note
+	default:
+		if err := a.t.check(c.Path); err != nil {
+			r.Error = err.Error()
+			break
 		}
 		if c.Kind == Renamed {
-			if err := t.check(c.From); err != nil {
-				out[i].Error = err.Error()
-				continue
+			if err := a.t.check(c.From); err != nil {
+				r.Error = err.Error()
+				break
 			}
 		}
-		ops, staged := opsFor(it, i)
-		if staged {
-			jobs = append(jobs, stageJob{i, ops[len(ops)-1].Tmp})
+		r.Ops = true
+		if it.whole {
+			r.Want = it.d.Digest
 		}
-		j.Ops = append(j.Ops, ops...)
-	}
-	if len(j.Ops) == 0 {
-		return out, nil
-	}
-	if err := writeJournal(journalPath, j); err != nil {
-		return nil, fmt.Errorf("write the accept journal: %w", err)
-	}
-	rollback := func(cause error) ([]Outcome, error) {
-		removeAll(t.fds["."], j.Staging)
-		removeJournal(journalPath)
-		var ce *ChangedError
-		if errors.As(cause, &ce) {
-			return nil, ce
-		}
-		for _, op := range j.Ops {
-			out[op.Item].Applied = false
-			out[op.Item].Error = "not applied: " + cause.Error()
-		}
-		return out, nil
-	}
-	if len(jobs) > 0 {
-		if err := unix.Mkdirat(t.fds["."], j.Staging, 0o700); err != nil {
-			return rollback(fmt.Errorf("create the staging directory: %w", err))
-		}
-		sfd, err := t.dir(j.Staging, nil)
-		if err != nil {
-			return rollback(err)
-		}
-		// Every staged file's writeback starts as soon as it is written;
-		// then each is waited for, in batches, and one fsync of the
-		// staging directory commits their metadata and flushes the disk
-		// cache. Far cheaper than an fsync per file, and unlike syncfs it
-		// does not wait for unrelated dirty data on the filesystem.
-		var open []int
-		wait := func() error {
-			var first error
-			for _, fd := range open {
-				if err := unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil && first == nil {
-					first = err
-				}
-				unix.Close(fd)
+		if c.Type != Dir {
+			r.Base, r.Content = true, it.content
+			if c.Kind == Renamed {
+				r.From = c.From
 			}
-			open = open[:0]
-			return first
 		}
-		for _, job := range jobs {
-			sum, fd, err := stage(t, sfd, job.tmp, upper, l, items[job.item])
-			sums[job.item] = sum
+		if stage && a.cause == nil {
+			sum, err := a.write(it, i)
+			r.Sum = sum
 			if err != nil {
-				wait()
-				var ce *ChangedError
-				if errors.As(err, &ce) {
-					return rollback(&ChangedError{Paths: []string{items[job.item].d.Path}})
-				}
-				return rollback(fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", items[job.item].d.Path, err))
+				a.cause = err
 			}
-			if fd >= 0 {
-				open = append(open, fd)
-			}
-			if len(open) >= 256 {
-				if err := wait(); err != nil {
-					return rollback(fmt.Errorf("write back staged files: %w", err))
-				}
-			}
-		}
-		if err := wait(); err != nil {
-			return rollback(fmt.Errorf("write back staged files: %w", err))
-		}
-		if err := unix.Fsync(sfd); err != nil {
-			return rollback(fmt.Errorf("sync: %w", err))
 		}
 	}
-	j.State = journalCommitted
-	if err := writeJournal(journalPath, j); err != nil {
-		return rollback(fmt.Errorf("commit the accept journal: %w", err))
+	return a.senc.Encode(&r)
+}
+
+func safePath(p string) bool {
+	_, err := CleanPath(p)
+	return err == nil && p != "."
+}
+
+// write appends item i's operations to the journal and stages its new
+// content; an error is the accept's failure (nothing is written then).
+func (a *accepter) write(it item, i int) (sum string, err error) {
+	if a.journal == nil {
+		if a.journal, err = createJournal(a.journalPath, a.l.Project, a.staging); err != nil {
+			return "", fmt.Errorf("write the accept journal: %w", err)
+		}
 	}
+	ops, staged := opsFor(it, i)
+	for _, op := range ops {
+		// Renames move their sources before a deleted directory that
+		// held them goes.
+		op.First = it.d.Kind == Renamed
+		if err := a.journal.add(op); err != nil {
+			return "", fmt.Errorf("write the accept journal: %w", err)
+		}
+	}
+	if !staged {
+		return "", nil
+	}
+	if a.sfd < 0 {
+		if err := unix.Mkdirat(a.t.fds["."], a.staging, 0o700); err != nil {
+			return "", fmt.Errorf("create the staging directory: %w", err)
+		}
+		if a.sfd, err = a.t.dir(a.staging, nil); err != nil {
+			return "", err
+		}
+	}
+	sum, fd, err := stage(a.t, a.sfd, ops[len(ops)-1].Tmp, a.upper, a.l, it)
+	if err != nil {
+		var ce *ChangedError
+		if errors.As(err, &ce) {
+			return "", &ChangedError{Paths: []string{it.d.Path}}
+		}
+		return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", it.d.Path, err)
+	}
+	if fd >= 0 {
+		a.open = append(a.open, fd)
+	}
+	if len(a.open) >= 256 {
+		if err := a.waitStaged(); err != nil {
+			return sum, fmt.Errorf("write back staged files: %w", err)
+		}
+	}
+	return sum, nil
+}
+
+// waitStaged waits for the staged files' writeback and closes them. Every
+// staged file's writeback starts as soon as it is written; waiting for
+// them in batches, then one fsync of the staging directory, commits their
+// data and metadata and flushes the disk cache: far cheaper than an fsync
+// per file, and unlike syncfs it does not wait for unrelated dirty data on
+// the filesystem.
+func (a *accepter) waitStaged() error {
+	var first error
+	for _, fd := range a.open {
+		if err := unix.SyncFileRange(fd, 0, 0, unix.SYNC_FILE_RANGE_WAIT_BEFORE|unix.SYNC_FILE_RANGE_WRITE|unix.SYNC_FILE_RANGE_WAIT_AFTER); err != nil && first == nil {
+			first = err
+		}
+		unix.Close(fd)
+	}
+	a.open = a.open[:0]
+	return first
+}
+
+// commit makes the accept durable and does it, records it in the session's
+// base and hands the outcomes to each.
+func (a *accepter) commit(each func(Outcome) error) error {
+	if a.cause == nil && a.journal != nil {
+		a.cause = a.sync()
+	}
+	if a.cause != nil {
+		a.rollback()
+		if a.journal != nil {
+			a.journal.close()
+			a.journal = nil
+		}
+		var ce *ChangedError
+		if errors.As(a.cause, &ce) {
+			return ce
+		}
+		return a.report(each, nil)
+	}
+	if a.journal == nil {
+		return a.report(each, nil) // nothing to write
+	}
+	a.committed = true
 	// Committed: from here a crash is finished by Recover.
-	failed := map[int]bool{}
-	for _, op := range j.Ops {
-		if failed[op.Item] {
-			continue
-		}
-		if err := t.do(op, j.Staging, mkMode); err != nil {
-			failed[op.Item] = true
-			out[op.Item].Error = err.Error()
-		}
-	}
-	for i := range out {
-		if out[i].Error == "" && out[i].Left == "" && !failed[i] && items[i].err == nil {
-			out[i].Applied = true
-			if items[i].whole {
-				out[i].Digest = items[i].d.Digest
+	failed := map[int]string{}
+	dirs := map[string]bool{}
+	for _, first := range []bool{true, false} {
+		err := eachOp(a.journalPath, first, func(op jop) error {
+			if _, ok := failed[op.Item]; ok {
+				return nil
 			}
-		}
-	}
-	// The renames are durable once their directories are synced.
-	synced := map[string]bool{}
-	for _, op := range j.Ops {
-		for _, p := range []string{op.Path, op.From} {
-			if p == "" {
-				continue
+			if err := a.t.do(op, a.staging, a.mkMode); err != nil {
+				failed[op.Item] = err.Error()
 			}
-			dir := path.Dir(p)
-			if synced[dir] {
-				continue
-			}
-			synced[dir] = true
-			if fd, err := t.dir(dir, nil); err == nil {
-				unix.Fsync(fd)
-			}
+			a.syncDirs(dirs, op)
+			return nil
+		})
+		if err != nil {
+			return err
 		}
 	}
-	if len(jobs) > 0 {
-		removeAll(t.fds["."], j.Staging)
+	for dir := range dirs {
+		a.syncDir(dir)
 	}
-	if err := removeJournal(journalPath); err != nil {
-		return out, err
-	}
+	removeAll(a.t.fds["."], a.staging)
+	jerr := removeJournal(a.journalPath)
 	// What was written is the new common base of the host and the session.
+	if err := a.recordBase(failed); err != nil {
+		return fmt.Errorf("record the accepted files in the session's base: %w", err)
+	}
+	if err := a.report(each, failed); err != nil {
+		return err
+	}
+	return jerr
+}
+
+// sync makes everything staged and the journal's operations durable, then
+// commits the journal.
+func (a *accepter) sync() error {
+	if err := a.waitStaged(); err != nil {
+		return fmt.Errorf("write back staged files: %w", err)
+	}
+	if a.sfd >= 0 {
+		if err := unix.Fsync(a.sfd); err != nil {
+			return fmt.Errorf("sync: %w", err)
+		}
+	}
+	if err := a.journal.commit(); err != nil {
+		return fmt.Errorf("commit the accept journal: %w", err)
+	}
+	return nil
+}
+
+// syncDirs notes the directories op changed; the renames are durable once
+// they are synced. Operations come in path order, so a directory's come
+// together: the set is synced and emptied when it grows.
+func (a *accepter) syncDirs(dirs map[string]bool, op jop) {
+	for _, p := range []string{op.Path, op.From} {
+		if p != "" {
+			dirs[path.Dir(p)] = true
+		}
+	}
+	if len(dirs) >= 1024 {
+		for dir := range dirs {
+			a.syncDir(dir)
+		}
+		clear(dirs)
+	}
+}
+
+func (a *accepter) syncDir(dir string) {
+	if fd, err := a.t.dir(dir, nil); err == nil {
+		unix.Fsync(fd)
+	}
+}
+
+// settledEach reads the settled records back, in order.
+func (a *accepter) settledEach(f func(i int, r *settled) error) error {
+	if err := a.sw.Flush(); err != nil {
+		return err
+	}
+	if _, err := a.scratch.Seek(0, io.SeekStart); err != nil {
+		return err
+	}
+	dec := gob.NewDecoder(bufio.NewReaderSize(a.scratch, 64<<10))
+	for i := 0; i < a.items; i++ {
+		var r settled
+		if err := dec.Decode(&r); err != nil {
+			return fmt.Errorf("read back the accept's outcomes: %w", err)
+		}
+		if err := f(i, &r); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// outcome is item i's outcome once the accept is over.
+func (a *accepter) outcome(i int, r *settled, failed map[int]string) Outcome {
+	o := r.Outcome
+	if !r.Ops {
+		return o
+	}
+	if a.cause != nil {
+		o.Error = "not applied: " + a.cause.Error()
+		return o
+	}
+	if msg, ok := failed[i]; ok {
+		o.Error = msg
+		return o
+	}
+	o.Applied, o.Digest = true, r.Want
+	return o
+}
+
+// recordBase tells the session's base what the accept wrote, a batch of
+// files at a time.
+func (a *accepter) recordBase(failed map[int]string) error {
+	if a.l.Base == nil {
+		return nil
+	}
 	var acc []AcceptedFile
-	for i, it := range items {
-		if !out[i].Applied || it.skip || it.d.Type == Dir {
-			continue
+	err := a.settledEach(func(i int, r *settled) error {
+		if !r.Base || !a.outcome(i, r, failed).Applied {
+			return nil
 		}
-		acc = append(acc, AcceptedFile{Path: it.d.Path, Content: it.content, SessionSum: sums[i]})
-		if it.d.Kind == Renamed {
-			acc = append(acc, AcceptedFile{Path: it.d.From})
+		acc = append(acc, AcceptedFile{Path: r.Path, Content: r.Content, SessionSum: r.Sum})
+		if r.From != "" {
+			acc = append(acc, AcceptedFile{Path: r.From})
 		}
+		if len(acc) >= 256 {
+			err := a.l.Base.Accepted(acc)
+			acc = acc[:0]
+			return err
+		}
+		return nil
+	})
+	if err != nil {
+		return err
 	}
-	if err := l.Base.Accepted(acc); err != nil {
-		return out, fmt.Errorf("record the accepted files in the session's base: %w", err)
-	}
-	return out, nil
+	return a.l.Base.Accepted(acc)
+}
+
+// report hands the outcomes to each.
+func (a *accepter) report(each func(Outcome) error, failed map[int]string) error {
+	return a.settledEach(func(i int, r *settled) error { return each(a.outcome(i, r, failed)) })
 }
 
 // opsFor lists the journal operations for one item; staged reports whether

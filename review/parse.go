@@ -343,11 +343,8 @@ func (c *cappedWriter) Write(p []byte) (int, error) {
 	return c.w.Write(p)
 }
 
-// planPatch turns an edited patch into items: the project's files as the
-// patch makes them, each one a file the session changed. A patch that does
-// not apply, or applies only in part, is refused whole before anything is
-// written.
-func planPatch(l Layers, diffs []FileDiff, patch string) ([]item, error) {
+// parseEdited parses an edited patch (see parsePatch) for planPatch.
+func parseEdited(patch string) ([]*gitdiff.File, error) {
 	files, err := parsePatch(strings.NewReader(patch))
 	if err != nil {
 		var pe *PathError
@@ -359,6 +356,44 @@ func planPatch(l Layers, diffs []FileDiff, patch string) ([]item, error) {
 	if len(files) == 0 {
 		return nil, &PathError{Path: "--patch", Reason: "the patch has no file in it: give an edited `airlock diff ID --patch`"}
 	}
+	return files, nil
+}
+
+// patchPaths are the paths an edited patch names.
+func patchPaths(files []*gitdiff.File) map[string]bool {
+	paths := map[string]bool{}
+	for _, f := range files {
+		for _, p := range []string{f.OldName, f.NewName} {
+			if p != "" {
+				paths[p] = true
+			}
+		}
+	}
+	return paths
+}
+
+// patchConcerns reports whether planPatch may look at d for a patch naming
+// paths: d is at one of them, or is a directory added, deleted or replaced
+// above one (see sessionChanged).
+func patchConcerns(paths map[string]bool, d *FileDiff) bool {
+	if paths[d.Path] || d.From != "" && paths[d.From] {
+		return true
+	}
+	if (d.OldType == Dir) != (d.Type == Dir) {
+		for p := range paths {
+			if strings.HasPrefix(p, d.Path+"/") {
+				return true
+			}
+		}
+	}
+	return false
+}
+
+// planPatch turns an edited patch into items: the project's files as the
+// patch makes them, each one a file the session changed. A patch that does
+// not apply, or applies only in part, is refused whole before anything is
+// written.
+func planPatch(l Layers, diffs []FileDiff, files []*gitdiff.File) ([]item, error) {
 	project, err := confined.OpenRoot(l.Project)
 	if err != nil {
 		return nil, err

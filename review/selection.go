@@ -91,112 +91,293 @@ func (e *ChangedError) Error() string {
 // Take; for discard, hunks are removed from the session instead of added
 // to the project.
 func plan(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, error) {
-	if sel.Take != "" && sel.Take != TakeAgent && sel.Take != TakeHost && sel.Take != TakeMarkers {
-		return nil, &PathError{Path: string(sel.Take), Reason: "--take must be agent, host or markers"}
-	}
-	for _, r := range sel.RawPaths {
-		sel.Paths = append(sel.Paths, string(r))
-	}
-	// named: the files the selection names itself (by path or id, or one
-	// of their hunks); only those are taken when flagged.
-	named := map[string]bool{}
-	for _, p := range sel.Paths {
-		if c, err := CleanPath(p); err == nil {
-			named[c] = true
-		}
-	}
-	// File ids select whole files, like paths.
-	var hunkIDs []string
-	for _, id := range sel.Hunks {
-		if d := diffByID(diffs, id); d != nil {
-			sel.Paths = append(sel.Paths, d.Path)
-			named[d.Path] = true
-		} else {
-			hunkIDs = append(hunkIDs, id)
-		}
-	}
-	sel.Hunks = hunkIDs
-	if sel.Patch != "" {
-		if !forAccept {
-			return nil, &PathError{Path: "--patch", Reason: "an edited patch can only be accepted"}
-		}
-		return planPatch(l, diffs, sel.Patch)
-	}
-	if !forAccept {
-		return selectItems(l, diffs, sel, false)
-	}
-	var pins *pinSet
-	if len(sel.Digests) > 0 {
-		pins = resolvePins(diffs, sel.Digests)
+	s, err := newSelector(l, sel, forAccept)
+	if err != nil {
+		return nil, err
 	}
 	var items []item
-	var err error
-	if pins != nil && len(sel.Paths) == 0 && len(sel.Hunks) == 0 && len(sel.Lines) == 0 && !sel.Auto {
-		// Everything, pinned: the pins are the selection, and a pinned
-		// change that is gone is a change since the review.
-		if len(pins.gone) > 0 {
-			return nil, &ChangedError{Paths: pins.gone}
-		}
-		items = pinnedItems(l, diffs, pins, sel)
-	} else {
-		var gone []string
-		for _, key := range pins.goneKeys() {
-			if slices.Contains(sel.Hunks, key) || slices.Contains(sel.Paths, key) {
-				gone = append(gone, key) // named and pinned, and no longer there
-			}
-		}
-		if len(gone) > 0 {
-			return nil, &ChangedError{Paths: gone}
-		}
-		if items, err = selectItems(l, diffs, sel, true); err != nil {
-			return nil, err
-		}
-		for _, it := range items {
-			if !it.whole {
-				named[it.d.Path] = true // by a hunk or conflict id
-			}
+	for i := range diffs {
+		if it, ok := s.pick(&diffs[i]); ok {
+			items = append(items, it)
 		}
 	}
-	if err := settle(items, pins, named, sel.IncludeFlagged); err != nil {
+	if err := s.finish(); err != nil {
 		return nil, err
 	}
 	return items, nil
 }
 
-// settle decides, for an accept's items, what each must be when staged
-// (its digest), which are left in the session on purpose (not pinned by
-// a pinned selection, or flagged and not named), and refuses the accept
-// when a pinned change is no longer the one reviewed.
-func settle(items []item, pins *pinSet, named map[string]bool, includeFlagged bool) error {
-	var changed []string
-	for i := range items {
-		it := &items[i]
-		d := it.d
-		if it.whole {
-			it.want = d.Digest
+// selector picks a selection's items from a review's files one file at a
+// time, in path order, so that an accept never needs the whole review at
+// once. What spans files — paths and ids that select nothing, pins that
+// match nothing, pinned changes that are no longer the ones reviewed — is
+// gathered as the files go by; finish reports it.
+type selector struct {
+	l         Layers
+	sel       Selection
+	forAccept bool
+	// all: the selection names nothing, so it takes every change;
+	// pinnedAll: all, pinned (the pins are the selection, and what they
+	// do not pin is left as unreviewed).
+	all, pinnedAll bool
+	// given are the selection's paths as given (RawPaths too), clean
+	// their cleaned forms; paths holds the cleaned paths that select
+	// files at or under them (also directories selected by file id), and
+	// matched those that selected something.
+	given, clean []string
+	paths        map[string]bool
+	matched      map[string]bool
+	// named: the files the selection names itself (by path or id, or one
+	// of their hunks); only those are taken when flagged.
+	named map[string]bool
+	// ids are sel.Hunks and the hunks sel.Lines picks lines of; fileIDs
+	// and found are those that selected a whole file, and a hunk or a
+	// conflict.
+	ids, fileIDs, found map[string]bool
+	// pinned are the keys of sel.Digests that name a change.
+	pinned map[string]bool
+	// changed names the pinned changes that are no longer the ones
+	// reviewed (see settle).
+	changed []string
+}
+
+func newSelector(l Layers, sel Selection, forAccept bool) (*selector, error) {
+	if sel.Take != "" && sel.Take != TakeAgent && sel.Take != TakeHost && sel.Take != TakeMarkers {
+		return nil, &PathError{Path: string(sel.Take), Reason: "--take must be agent, host or markers"}
+	}
+	if sel.Patch != "" && !forAccept {
+		return nil, &PathError{Path: "--patch", Reason: "an edited patch can only be accepted"}
+	}
+	s := &selector{l: l, sel: sel, forAccept: forAccept, paths: map[string]bool{}, matched: map[string]bool{},
+		named: map[string]bool{}, ids: map[string]bool{}, fileIDs: map[string]bool{}, found: map[string]bool{}}
+	s.given = slices.Clone(sel.Paths)
+	for _, r := range sel.RawPaths {
+		s.given = append(s.given, string(r))
+	}
+	for _, p := range s.given {
+		c, err := CleanPath(p)
+		if err != nil {
+			return nil, err
 		}
-		if pins != nil && it.left == "" {
-			switch what, ok := pins.check(it); {
-			case what != "":
-				changed = append(changed, what)
-			case !ok && named[d.Path]:
-				changed = append(changed, d.Path)
-			case !ok:
-				it.left, it.reason = "unreviewed", unreviewed
+		s.clean = append(s.clean, c)
+		s.paths[c], s.named[c] = true, true
+	}
+	for _, id := range sel.Hunks {
+		s.ids[id] = true
+	}
+	if len(sel.Hunks) > 0 {
+		for id := range sel.Lines {
+			s.ids[id] = true
+		}
+	}
+	s.all = len(s.given) == 0 && len(sel.Hunks) == 0
+	if forAccept && len(sel.Digests) > 0 {
+		s.pinned = map[string]bool{}
+		s.pinnedAll = s.all && len(sel.Lines) == 0 && !sel.Auto
+	}
+	return s, nil
+}
+
+// filePin is what a selection's digests say of one file.
+type filePin struct {
+	digest string
+	ok     bool // the file is pinned whole
+}
+
+// pick returns the item the selection makes of d, if any; for an accept,
+// settled (see settle).
+func (s *selector) pick(d *FileDiff) (item, bool) {
+	pin := s.pinOf(d)
+	it, ok := s.choose(d, pin)
+	if ok && s.forAccept {
+		s.settle(&it, pin)
+	}
+	return it, ok
+}
+
+// pinOf looks d and its hunks up in the selection's digests, noting which
+// keys name a change.
+func (s *selector) pinOf(d *FileDiff) filePin {
+	if s.pinned == nil {
+		return filePin{}
+	}
+	var pin filePin
+	for _, key := range []string{d.Path, d.ID} {
+		if digest, ok := s.sel.Digests[key]; ok {
+			pin = filePin{digest: digest, ok: true}
+			s.pinned[key] = true
+		}
+	}
+	for k := range d.Hunks {
+		if _, ok := s.sel.Digests[d.Hunks[k].ID]; ok {
+			s.pinned[d.Hunks[k].ID] = true
+		}
+	}
+	return pin
+}
+
+func (s *selector) choose(d *FileDiff, pin filePin) (item, bool) {
+	if s.pinnedAll {
+		// Everything, pinned: files pinned whole, hunks pinned one by
+		// one, and every other change left as unreviewed.
+		if pin.ok {
+			return wholeItem(d, s.sel.Take, true), true
+		}
+		var hunks []*Hunk
+		for k := range d.Hunks {
+			if _, ok := s.sel.Digests[d.Hunks[k].ID]; ok {
+				hunks = append(hunks, &d.Hunks[k])
 			}
 		}
-		if it.left == "" && !includeFlagged && !named[d.Path] && !(d.From != "" && named[d.From]) {
-			it.left, it.reason = flagged(d)
+		if len(hunks) > 0 {
+			return hunkItem(s.l, d, hunks, nil, s.sel, true), true
 		}
-		if it.left == "" && it.whole && it.content == nil && !it.skip && it.err == nil && d.Digest == "" &&
-			(d.Type == File || d.Type == Symlink) {
-			changed = append(changed, d.Path) // it changed while this accept's review read it
+		return item{d: d, whole: true, left: "unreviewed", reason: unreviewed}, true
+	}
+	if s.sel.Auto {
+		if d.AutoAccept && d.Held == "" && len(d.Findings) == 0 && !d.Conflict {
+			return wholeItem(d, "", s.forAccept), true
+		}
+		return item{}, false
+	}
+	// A file id selects the whole file, like its path, and what is under
+	// it: a directory comes before its files.
+	byID := s.ids[d.ID]
+	if byID {
+		s.fileIDs[d.ID], s.named[d.Path] = true, true
+		s.paths[d.Path] = true
+	}
+	whole := s.all || s.selects(d.Path)
+	var hunks []*Hunk
+	var conflicts []*Conflict
+	if len(s.ids) > 0 {
+		for k := range d.Hunks {
+			if s.ids[d.Hunks[k].ID] {
+				hunks = append(hunks, &d.Hunks[k])
+				s.found[d.Hunks[k].ID] = true
+			}
+		}
+		for k := range d.Conflicts {
+			if s.ids[d.Conflicts[k].ID] {
+				conflicts = append(conflicts, &d.Conflicts[k])
+				s.found[d.Conflicts[k].ID] = true
+			}
 		}
 	}
-	if len(changed) > 0 {
-		return &ChangedError{Paths: changed}
+	switch {
+	case whole:
+		return wholeItem(d, s.sel.Take, s.forAccept), true
+	case len(hunks) > 0 || len(conflicts) > 0:
+		s.named[d.Path] = true // by a hunk or conflict id
+		return hunkItem(s.l, d, hunks, conflicts, s.sel, s.forAccept), true
+	}
+	return item{}, false
+}
+
+// selects reports whether p is at or under one of the selection's paths,
+// and notes the paths that select it.
+func (s *selector) selects(p string) bool {
+	if len(s.paths) == 0 {
+		return false
+	}
+	hit := false
+	for q := p; ; {
+		if s.paths[q] {
+			s.matched[q], hit = true, true
+		}
+		i := strings.LastIndexByte(q, '/')
+		if i < 0 {
+			break
+		}
+		q = q[:i]
+	}
+	if s.paths["."] {
+		s.matched["."], hit = true, true
+	}
+	return hit
+}
+
+// finish reports what only the whole review tells: pins that match no
+// change, paths and ids that select nothing, pinned changes that are no
+// longer the ones reviewed.
+func (s *selector) finish() error {
+	var gone []string
+	for key := range s.sel.Digests {
+		if s.pinned != nil && !s.pinned[key] {
+			gone = append(gone, key)
+		}
+	}
+	sort.Strings(gone)
+	if s.pinnedAll && len(gone) > 0 {
+		// A pinned change that is gone is a change since the review.
+		return &ChangedError{Paths: gone}
+	}
+	var named []string
+	for _, key := range gone {
+		if slices.Contains(s.sel.Hunks, key) || slices.Contains(s.given, key) {
+			named = append(named, key) // named and pinned, and no longer there
+		}
+	}
+	if len(named) > 0 {
+		return &ChangedError{Paths: named}
+	}
+	if !s.pinnedAll && !s.sel.Auto {
+		var unmatched []string
+		for i, c := range s.clean {
+			if !s.matched[c] {
+				unmatched = append(unmatched, s.given[i])
+			}
+		}
+		if len(unmatched) > 0 {
+			return &NoMatchError{Paths: unmatched}
+		}
+		var missing []string
+		for id := range s.ids {
+			if !s.found[id] && !s.fileIDs[id] {
+				missing = append(missing, id)
+			}
+		}
+		if len(missing) > 0 && len(s.fileIDs) < len(s.sel.Hunks) {
+			sort.Strings(missing)
+			return &NotFoundError{What: fmt.Sprintf("no hunk or conflict %s in the session's diff (ids change when the file's content does): `airlock diff ID --json` lists them", strings.Join(missing, ", "))}
+		}
+	}
+	if len(s.changed) > 0 {
+		return &ChangedError{Paths: s.changed}
 	}
 	return nil
+}
+
+// failing reports whether the accept is known to fail already (a pinned
+// change is no longer the one reviewed): nothing more need be written.
+func (s *selector) failing() bool { return len(s.changed) > 0 }
+
+// settle decides, for an accept's item, what it must be when staged (its
+// digest), whether it is left in the session on purpose (not pinned by a
+// pinned selection, or flagged and not named), and notes a pinned change
+// that is no longer the one reviewed: finish refuses the accept then.
+func (s *selector) settle(it *item, pin filePin) {
+	d := it.d
+	if it.whole {
+		it.want = d.Digest
+	}
+	if s.pinned != nil && it.left == "" {
+		switch what, ok := s.checkPin(it, pin); {
+		case what != "":
+			s.changed = append(s.changed, what)
+		case !ok && s.named[d.Path]:
+			s.changed = append(s.changed, d.Path)
+		case !ok:
+			it.left, it.reason = "unreviewed", unreviewed
+		}
+	}
+	if it.left == "" && !s.sel.IncludeFlagged && !s.named[d.Path] && !(d.From != "" && s.named[d.From]) {
+		it.left, it.reason = flagged(d)
+	}
+	if it.left == "" && it.whole && it.content == nil && !it.skip && it.err == nil && d.Digest == "" &&
+		(d.Type == File || d.Type == Symlink) {
+		s.changed = append(s.changed, d.Path) // it changed while this accept's review read it
+	}
 }
 
 const unreviewed = "not in the diff you reviewed (added or changed since): review it, then accept it"
@@ -220,188 +401,40 @@ func flagged(d *FileDiff) (left, reason string) {
 	return "flagged", fmt.Sprintf("flagged by %s (%s)%s", strings.Join(scanners, ", "), d.Findings[0].Message, how)
 }
 
-// pinSet is a selection's digests resolved against the diffs: whole files
-// by path, hunks by id; gone names the pins that match nothing now.
-type pinSet struct {
-	files map[string]string
-	hunks map[string]string
-	gone  []string
-}
-
-func resolvePins(diffs []FileDiff, digests map[string]string) *pinSet {
-	ps := &pinSet{files: map[string]string{}, hunks: map[string]string{}}
-	hunkFile := map[string]string{}
-	for i := range diffs {
-		for _, h := range diffs[i].Hunks {
-			hunkFile[h.ID] = diffs[i].Path
-		}
-	}
-	for key, digest := range digests {
-		if d := diffByID(diffs, key); d != nil {
-			ps.files[d.Path] = digest
-		} else if d := findDiff(diffs, key); d != nil {
-			ps.files[d.Path] = digest
-		} else if _, ok := hunkFile[key]; ok {
-			ps.hunks[key] = digest
-		} else {
-			ps.gone = append(ps.gone, key)
-		}
-	}
-	sort.Strings(ps.gone)
-	return ps
-}
-
-func (ps *pinSet) goneKeys() []string {
-	if ps == nil {
-		return nil
-	}
-	return ps.gone
-}
-
-// check compares an item with the pins: what names a pinned change that is
-// no longer the one reviewed; ok is false when nothing pins the item.
-func (ps *pinSet) check(it *item) (what string, ok bool) {
+// checkPin compares an item with the pins: what names a pinned change that
+// is no longer the one reviewed; ok is false when nothing pins the item.
+func (s *selector) checkPin(it *item, pin filePin) (what string, ok bool) {
 	d := it.d
-	fileDigest, filePinned := ps.files[d.Path]
 	if it.whole {
-		if !filePinned {
+		if !pin.ok {
 			return "", false
 		}
-		if fileDigest != d.Digest || d.Digest == "" {
+		if pin.digest != d.Digest || d.Digest == "" {
 			return d.Path, true
 		}
 		return "", true
 	}
 	// A hunk is pinned by its own digest or by its file's, a conflict by
 	// its file's.
-	fileOK := filePinned && fileDigest == d.Digest && d.Digest != ""
+	fileOK := pin.ok && pin.digest == d.Digest && d.Digest != ""
 	for _, h := range it.hunks {
-		hd, ok := ps.hunks[h.ID]
+		hd, ok := s.sel.Digests[h.ID]
 		switch {
 		case ok && hd != h.Digest:
 			return fmt.Sprintf("hunk %s of %s", h.ID, d.Path), true
-		case !ok && filePinned && !fileOK:
+		case !ok && pin.ok && !fileOK:
 			return d.Path, true
-		case !ok && !filePinned:
+		case !ok && !pin.ok:
 			return "", false
 		}
 	}
 	if len(it.conflicts) > 0 && !fileOK {
-		if filePinned {
+		if pin.ok {
 			return d.Path, true
 		}
 		return "", false
 	}
 	return "", true
-}
-
-// pinnedItems is an accept of everything a client pinned: files pinned
-// whole, hunks pinned one by one, and every other change left as
-// unreviewed.
-func pinnedItems(l Layers, diffs []FileDiff, ps *pinSet, sel Selection) []item {
-	var items []item
-	for i := range diffs {
-		d := &diffs[i]
-		if _, ok := ps.files[d.Path]; ok {
-			items = append(items, wholeItem(d, sel.Take, true))
-			continue
-		}
-		var hunks []*Hunk
-		for k := range d.Hunks {
-			if _, ok := ps.hunks[d.Hunks[k].ID]; ok {
-				hunks = append(hunks, &d.Hunks[k])
-			}
-		}
-		if len(hunks) > 0 {
-			items = append(items, hunkItem(l, d, hunks, nil, sel, true))
-			continue
-		}
-		items = append(items, item{d: d, whole: true, left: "unreviewed", reason: unreviewed})
-	}
-	return items
-}
-
-// selectItems turns paths, ids and lines into items.
-func selectItems(l Layers, diffs []FileDiff, sel Selection, forAccept bool) ([]item, error) {
-	var items []item
-	if sel.Auto {
-		for i := range diffs {
-			d := &diffs[i]
-			if d.AutoAccept && d.Held == "" && len(d.Findings) == 0 && !d.Conflict {
-				items = append(items, wholeItem(d, "", forAccept))
-			}
-		}
-		return items, nil
-	}
-	if len(sel.Paths) > 0 || len(sel.Hunks) == 0 {
-		files, err := SelectFiles(diffs, sel.Paths)
-		if err != nil {
-			return nil, err
-		}
-		byPath := make(map[string]*FileDiff, len(diffs))
-		for i := range diffs {
-			byPath[diffs[i].Path] = &diffs[i]
-		}
-		for i := range files {
-			items = append(items, wholeItem(byPath[files[i].Path], sel.Take, forAccept))
-		}
-	}
-	if len(sel.Hunks) == 0 {
-		return items, nil
-	}
-	// Hunk ids, grouped by file.
-	want := map[string]bool{}
-	for _, id := range sel.Hunks {
-		want[id] = true
-	}
-	for id := range sel.Lines {
-		want[id] = true
-	}
-	found := map[string]bool{}
-	for i := range diffs {
-		d := &diffs[i]
-		var hunks []*Hunk
-		var conflicts []*Conflict
-		for k := range d.Hunks {
-			if want[d.Hunks[k].ID] {
-				hunks = append(hunks, &d.Hunks[k])
-				found[d.Hunks[k].ID] = true
-			}
-		}
-		for k := range d.Conflicts {
-			if want[d.Conflicts[k].ID] {
-				conflicts = append(conflicts, &d.Conflicts[k])
-				found[d.Conflicts[k].ID] = true
-			}
-		}
-		if len(hunks) == 0 && len(conflicts) == 0 {
-			continue
-		}
-		if already(items, d.Path) {
-			continue // the whole file is selected by path
-		}
-		items = append(items, hunkItem(l, d, hunks, conflicts, sel, forAccept))
-	}
-	var missing []string
-	for id := range want {
-		if !found[id] {
-			missing = append(missing, id)
-		}
-	}
-	if len(missing) > 0 {
-		sort.Strings(missing)
-		return nil, &NotFoundError{What: fmt.Sprintf("no hunk or conflict %s in the session's diff (ids change when the file's content does): `airlock diff ID --json` lists them", strings.Join(missing, ", "))}
-	}
-	return items, nil
-}
-
-func diffByID(diffs []FileDiff, id string) *FileDiff {
-	for i := range diffs {
-		if diffs[i].ID == id {
-			return &diffs[i]
-		}
-	}
-	return nil
 }
 
 func findDiff(diffs []FileDiff, p string) *FileDiff {
@@ -411,15 +444,6 @@ func findDiff(diffs []FileDiff, p string) *FileDiff {
 		}
 	}
 	return nil
-}
-
-func already(items []item, p string) bool {
-	for _, it := range items {
-		if it.d.Path == p {
-			return true
-		}
-	}
-	return false
 }
 
 func wholeItem(d *FileDiff, take Resolution, forAccept bool) item {

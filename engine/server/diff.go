@@ -45,16 +45,7 @@ func (d *diffWriter) file(f api.FileDiff) error {
 	if d.stat {
 		v = api.Stats([]api.FileDiff{f})[0]
 	}
-	b, err := json.Marshal(v)
-	if err != nil {
-		return err
-	}
-	if d.n > 0 {
-		d.buf.WriteByte(',')
-	}
-	d.n++
-	_, err = d.buf.Write(b)
-	return err
+	return writeElement(d.buf, &d.n, v)
 }
 
 // finish closes the array and writes the rest of d.

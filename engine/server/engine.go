@@ -27,7 +27,7 @@ type Engine interface {
 
 	DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(api.FileDiff) error) (api.Diff, error)
 	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
-	Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
+	AcceptEach(ctx context.Context, id string, sel api.Selection, each func(api.Outcome) error) (api.Outcomes, error)
 	Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
 
 	Agent(ctx context.Context, id string, req api.AgentRequest, sink func(api.Event)) (api.Turn, error)

@@ -76,7 +76,7 @@ func (u usageEngine) Usage(context.Context) ([]engine.SessionUse, error) { retur
 func (usageEngine) DiffEach(context.Context, string, []string, bool, func(api.FileDiff) error) (api.Diff, error) {
 	return api.Diff{}, nil
 }
-func (usageEngine) Accept(context.Context, string, api.Selection) (api.Outcomes, error) {
+func (usageEngine) AcceptEach(context.Context, string, api.Selection, func(api.Outcome) error) (api.Outcomes, error) {
 	return api.Outcomes{}, nil
 }
 

@@ -1,7 +1,6 @@
 package server
 
 import (
-	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -73,11 +72,6 @@ const streamStall = time.Minute
 func (s *stallWriter) Write(b []byte) (int, error) {
 	http.NewResponseController(s.w).SetWriteDeadline(time.Now().Add(streamStall))
 	return s.w.Write(b)
-}
-
-func (s *Server) accept(r *http.Request, sel api.Selection) (api.Outcomes, error) {
-	// An accept, once started, finishes even if the client goes away.
-	return outcomes(s.eng.Accept(context.WithoutCancel(r.Context()), r.PathValue("id"), sel))
 }
 
 func (s *Server) discard(r *http.Request, sel api.Selection) (api.Outcomes, error) {

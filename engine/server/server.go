@@ -76,7 +76,7 @@ func (s *Server) routes() http.Handler {
 	// review.go
 	m.HandleFunc("GET "+p+"/sessions/{id}/diff", s.timed("diff", s.diff))
 	m.HandleFunc("GET "+p+"/sessions/{id}/patch", s.timed("patch", s.patch))
-	m.HandleFunc("POST "+p+"/sessions/{id}/accept", s.timed("accept", serve(200, s.accept)))
+	m.HandleFunc("POST "+p+"/sessions/{id}/accept", s.timed("accept", s.accept))
 	m.HandleFunc("POST "+p+"/sessions/{id}/discard", s.timed("discard", serve(200, s.discard)))
 	// exec.go, terminal.go
 	m.HandleFunc("GET "+p+"/sessions/{id}/commands", serve(200, s.commands))

@@ -198,8 +198,19 @@ func (f *Engine) Patch(ctx context.Context, id string, paths []string, w io.Writ
 }
 
 // Accept and Discard answer one outcome per selected path.
-func (f *Engine) Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
-	return outcomes(sel), f.call("Accept", id, sel)
+// AcceptEach hands on the outcomes Accept would return.
+func (f *Engine) AcceptEach(ctx context.Context, id string, sel api.Selection, each func(api.Outcome) error) (api.Outcomes, error) {
+	if err := f.call("Accept", id, sel); err != nil {
+		return api.Outcomes{}, err
+	}
+	res := outcomes(sel)
+	for _, o := range res.Outcomes {
+		if err := each(o); err != nil {
+			return api.Outcomes{}, err
+		}
+	}
+	res.Outcomes = nil
+	return res, nil
 }
 
 func (f *Engine) Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
