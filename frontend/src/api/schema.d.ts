@@ -711,6 +711,7 @@ export interface components {
       id: string;
       project: string;
       image: string;
+      /** @description creating, running, paused, stopped or failed */
       state: string;
       /** Format: date-time */
       created: string;
@@ -1032,8 +1033,10 @@ export interface components {
     };
     Diff: {
       session: string;
+      /** @description without stat=1, in place of stats */
       files?: components["schemas"]["FileDiff"][];
       commits?: components["schemas"]["Commit"][];
+      /** @description only with stat=1, in place of files */
       stats?: components["schemas"]["Stat"][];
       workspace: components["schemas"]["Workspace"];
     };
@@ -1042,6 +1045,7 @@ export interface components {
       path: string;
       /** Format: byte */
       raw_path?: string;
+      /** @description added, modified, mode, deleted, replaced or renamed */
       kind: string;
       type: string;
       old_type?: string;
@@ -1051,7 +1055,9 @@ export interface components {
       old_size: number;
       binary?: boolean;
       content_type?: string;
+      /** @description why a text file gets no text diff (its size, a line's length, the review's text budget): shown like a binary */
       too_large?: string;
+      /** @description the session's file's SHA-256 when it gets no text diff */
       content_sum?: string;
       link?: string;
       old_link?: string;
@@ -1067,6 +1073,7 @@ export interface components {
       held?: string;
       auto_accept?: boolean;
       findings?: components["schemas"]["Finding"][];
+      /** @description the session's version as shown (type, mode, content): an accept that pins it takes that version or nothing (docs/API.md, Digests) */
       digest?: string;
     };
     Hunk: {
@@ -1076,6 +1083,7 @@ export interface components {
       new_start: number;
       new_lines: number;
       lines: string[];
+      /** @description what accepting the hunk writes (path, place, lines), for an accept pinned to what was shown; the id is only a short name */
       digest?: string;
     };
     Conflict: {
@@ -1117,14 +1125,17 @@ export interface components {
       paths?: string[];
       raw_paths?: string[];
       hunks?: string[];
+      /** @description hunk id -> 1-based indexes into its lines */
       lines?: {
         [key: string]: number[];
       };
+      /** @description how a conflict is settled: agent, host or markers */
       take?: string;
       auto?: boolean;
       commits?: boolean;
       branch?: string;
       patch?: string;
+      /** @description file id or path, or hunk id -> the digest shown; with no paths or hunks, the pinned changes are the selection */
       digests?: {
         [key: string]: string;
       };
@@ -1141,6 +1152,7 @@ export interface components {
       applied: boolean;
       partial?: boolean;
       error?: string;
+      /** @description why the change was left in the session on purpose: held, flagged or unreviewed */
       left?: string;
       reason?: string;
       digest?: string;

@@ -75,9 +75,9 @@ export type FileDiff = Narrow<
   }
 >;
 
-// files is null in a session without changes (a Go nil list), and absent
-// in a summary (?stat=1), which the UI does not ask for.
-export type Diff = Narrow<Schemas["Diff"], { files: FileDiff[] | null }>;
+// files is there unless stat=1 (the UI never asks it), and the UI reads the
+// FileDiffs it narrowed above.
+export type Diff = Narrow<Schemas["Diff"], { files: FileDiff[] }>;
 
 // The sides an accept of a conflict can take.
 export type Selection = Narrow<Schemas["Selection"], { take?: "agent" | "host" | "markers" }>;
