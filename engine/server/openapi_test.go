@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"go/ast"
+	"go/format"
 	"go/parser"
 	"go/token"
 	"os"
@@ -190,7 +191,7 @@ func TestOpenAPISchemas(t *testing.T) {
 		}
 	}
 	for name := range schemas {
-		if !want[name] && !slices.Contains(specOnly, name) {
+		if !want[name] {
 			t.Errorf("%s: schema %s is no engine/api type in wireTypes", specPath, name)
 		}
 	}
@@ -201,9 +202,6 @@ func TestOpenAPISchemas(t *testing.T) {
 	}
 	checkRefs(t, spec, spec)
 }
-
-// specOnly are schemas of the spec that are no Go type.
-var specOnly = []string{}
 
 // checkRefs: every $ref in v names something the spec has.
 func checkRefs(t *testing.T, spec map[string]any, v any) {
@@ -239,20 +237,9 @@ func resolve(spec map[string]any, node map[string]any) map[string]any {
 
 // apiStructs names the struct types engine/api declares.
 func apiStructs(t *testing.T) []string {
-	fset := token.NewFileSet()
-	files, err := filepath.Glob("../api/*.go")
-	if err != nil {
-		t.Fatal(err)
-	}
 	var out []string
-	for _, f := range files {
-		if strings.HasSuffix(f, "_test.go") {
-			continue
-		}
-		file, err := parser.ParseFile(fset, f, nil, 0)
-		if err != nil {
-			t.Fatal(err)
-		}
+	_, files := parseGo(t, "../api/*.go")
+	for _, file := range files {
 		ast.Inspect(file, func(n ast.Node) bool {
 			if ts, ok := n.(*ast.TypeSpec); ok && ts.Name.IsExported() {
 				if _, ok := ts.Type.(*ast.StructType); ok {
@@ -263,6 +250,28 @@ func apiStructs(t *testing.T) []string {
 		})
 	}
 	return out
+}
+
+// parseGo parses the Go files pattern matches, but tests.
+func parseGo(t *testing.T, pattern string) (*token.FileSet, []*ast.File) {
+	t.Helper()
+	names, err := filepath.Glob(pattern)
+	if err != nil {
+		t.Fatal(err)
+	}
+	fset := token.NewFileSet()
+	var files []*ast.File
+	for _, name := range names {
+		if strings.HasSuffix(name, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, name, nil, 0)
+		if err != nil {
+			t.Fatal(err)
+		}
+		files = append(files, file)
+	}
+	return fset, files
 }
 
 func loadSpec(t *testing.T) map[string]any {
@@ -387,4 +396,130 @@ func comparable(v any) any {
 func toYAML(v any) string {
 	b, _ := yaml.Marshal(v)
 	return string(b)
+}
+
+// TestOpenAPIBodies: each route's documented JSON request body and JSON
+// answer are the engine/api types its handler decodes and answers, as
+// server.go and the handlers' signatures say: for serve(STATUS, s.call),
+// call's request and answer types; for a handler of its own, the type of
+// its `var req api.T`.
+func TestOpenAPIBodies(t *testing.T) {
+	spec := loadSpec(t)
+	handlers := handlerTypes(t)
+	src, err := os.ReadFile("server.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	route := regexp.MustCompile(`HandleFunc\("(\w+) "\+p\+"([^"]+)",.*?s\.(\w+)\)*$`)
+	checked := 0
+	for _, line := range strings.Split(string(src), "\n") {
+		m := route.FindStringSubmatch(strings.TrimSpace(line))
+		if m == nil {
+			continue
+		}
+		method, path, name := m[1], "/"+api.Version+m[2], m[3]
+		h, ok := handlers[name]
+		if !ok {
+			t.Errorf("%s %s: no handler %s found", method, path, name)
+			continue
+		}
+		op, _ := spec["paths"].(map[string]any)[path].(map[string]any)[strings.ToLower(method)].(map[string]any)
+		if op == nil {
+			continue // TestOpenAPIRoutes reports it
+		}
+		var body any
+		if rb, _ := op["requestBody"].(map[string]any); rb != nil {
+			body = jsonSchema(spec, rb)
+		}
+		if want, ok := wireSchema(h.req); ok && !reflect.DeepEqual(comparable(body), comparable(want)) {
+			t.Errorf("%s %s: %s reads %s; %s documents the body %v", method, path, name, h.req, specPath, body)
+		}
+		if h.resp == "" {
+			continue // a stream: its answer is checked by TestOpenAPIRoutes's content type
+		}
+		var answer any
+		for code, r := range op["responses"].(map[string]any) {
+			if strings.HasPrefix(code, "2") {
+				answer = jsonSchema(spec, r.(map[string]any))
+			}
+		}
+		if want, ok := wireSchema(h.resp); ok && !reflect.DeepEqual(comparable(answer), comparable(want)) {
+			t.Errorf("%s %s: %s answers %s; %s documents %v", method, path, name, h.resp, specPath, answer)
+		}
+		checked++
+	}
+	if checked < 20 {
+		t.Errorf("checked the bodies of %d routes only: has the way server.go registers them changed?", checked)
+	}
+}
+
+// jsonSchema is the application/json schema of a request body or an
+// answer; nil when it has none.
+func jsonSchema(spec map[string]any, node map[string]any) any {
+	content, _ := resolve(spec, node)["content"].(map[string]any)
+	mt, _ := content["application/json"].(map[string]any)
+	if mt == nil {
+		return nil
+	}
+	return mt["schema"]
+}
+
+// wireSchema is the schema the spec must give a handler's Go type
+// expression: api.T, []api.T, or none (no body). ok is false for others
+// (an inline map), which the spec describes in its own words.
+func wireSchema(expr string) (schema any, ok bool) {
+	ref := func(name string) map[string]any {
+		return map[string]any{"$ref": "#/components/schemas/" + name}
+	}
+	switch {
+	case expr == "none":
+		return nil, true
+	case strings.HasPrefix(expr, "[]api."):
+		return map[string]any{"type": "array", "items": ref(strings.TrimPrefix(expr, "[]api."))}, true
+	case strings.HasPrefix(expr, "api."):
+		return ref(strings.TrimPrefix(expr, "api.")), true
+	}
+	return nil, false
+}
+
+// A handler's request and answer types, as Go source.
+type handlerType struct{ req, resp string }
+
+// handlerTypes reads the package's handlers: a serve call's request and
+// answer types from its signature; a handler of its own's request type
+// from its `var req T` ("none" without one) and no answer type.
+func handlerTypes(t *testing.T) map[string]handlerType {
+	fset, files := parseGo(t, "*.go")
+	expr := func(e ast.Expr) string {
+		var b strings.Builder
+		if err := format.Node(&b, fset, e); err != nil {
+			t.Fatal(err)
+		}
+		return b.String()
+	}
+	out := map[string]handlerType{}
+	for _, f := range files {
+		for _, d := range f.Decls {
+			fn, ok := d.(*ast.FuncDecl)
+			if !ok || fn.Recv == nil || fn.Body == nil {
+				continue
+			}
+			params, results := fn.Type.Params.List, fn.Type.Results
+			if len(params) == 2 && results != nil && len(results.List) == 2 && expr(params[0].Type) == "*http.Request" {
+				out[fn.Name.Name] = handlerType{req: expr(params[1].Type), resp: expr(results.List[0].Type)}
+				continue
+			}
+			if len(params) == 2 && expr(params[0].Type) == "http.ResponseWriter" {
+				h := handlerType{req: "none"}
+				ast.Inspect(fn.Body, func(n ast.Node) bool {
+					if vs, ok := n.(*ast.ValueSpec); ok && len(vs.Names) == 1 && vs.Names[0].Name == "req" && vs.Type != nil {
+						h.req = expr(vs.Type)
+					}
+					return true
+				})
+				out[fn.Name.Name] = h
+			}
+		}
+	}
+	return out
 }
