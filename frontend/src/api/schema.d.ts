@@ -69,8 +69,10 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
+    /** Every session. */
     get: operations["listSessions"];
     put?: never;
+    /** Create a session: a container whose /workspace is an overlay of the project. */
     post: operations["createSession"];
     delete?: never;
     options?: never;
@@ -88,6 +90,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** One session. */
     get: operations["getSession"];
     put?: never;
     post?: never;
@@ -198,6 +201,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's commands, with their output when asked. */
     get: operations["listCommands"];
     put?: never;
     post?: never;
@@ -317,6 +321,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's agent turns. */
     get: operations["listTurns"];
     put?: never;
     post?: never;
@@ -336,6 +341,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's agent events, of every turn or of one. */
     get: operations["listEvents"];
     put?: never;
     post?: never;
@@ -357,6 +363,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
+    /** Change the session's egress policy. */
     post: operations["changePolicy"];
     delete?: never;
     options?: never;
@@ -374,6 +381,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's network connections. */
     get: operations["egressLog"];
     put?: never;
     post?: never;
@@ -395,6 +403,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
+    /** Freeze the session. */
     post: operations["pause"];
     delete?: never;
     options?: never;
@@ -414,6 +423,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
+    /** Thaw the session. */
     post: operations["resume"];
     delete?: never;
     options?: never;
@@ -431,6 +441,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's CPU, memory, workspace and egress use, and its cost. */
     get: operations["meter"];
     put?: never;
     post?: never;
@@ -490,6 +501,7 @@ export interface paths {
       };
       cookie?: never;
     };
+    /** The session's pauses and resumes. */
     get: operations["lifecycle"];
     put?: never;
     post?: never;
@@ -511,6 +523,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
+    /** Snapshot the session (its container and its workspace). */
     post: operations["takeSnapshot"];
     delete?: never;
     options?: never;
@@ -525,6 +538,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
+    /** Every snapshot. */
     get: operations["listSnapshots"];
     put?: never;
     post?: never;
@@ -556,14 +570,16 @@ export interface paths {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
     };
+    /** One snapshot. */
     get: operations["getSnapshot"];
     put?: never;
     post?: never;
+    /** Remove a snapshot. */
     delete: operations["removeSnapshot"];
     options?: never;
     head?: never;
@@ -575,13 +591,14 @@ export interface paths {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
     };
     get?: never;
     put?: never;
+    /** Make sessions (1 to 50) from a snapshot. */
     post: operations["restoreSnapshot"];
     delete?: never;
     options?: never;
@@ -594,7 +611,7 @@ export interface paths {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
@@ -619,6 +636,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
+    /** The defaults of new sessions. */
     get: operations["getSettings"];
     /** Change the settings (zero fields unchanged). */
     put: operations["putSettings"];
@@ -656,8 +674,10 @@ export interface paths {
       cookie?: never;
     };
     get?: never;
+    /** Store a secret. */
     put: operations["setSecret"];
     post?: never;
+    /** Delete a secret. */
     delete: operations["deleteSecret"];
     options?: never;
     head?: never;
@@ -671,6 +691,7 @@ export interface paths {
       path?: never;
       cookie?: never;
     };
+    /** The images sessions can use. */
     get: operations["listImages"];
     put?: never;
     post?: never;
@@ -1175,7 +1196,7 @@ export interface components {
   parameters: {
     /** @description a session id or a unique prefix of one */
     id: string;
-    /** @description a snapshot id */
+    /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
     ref: string;
     /** @description only changes at or under these paths (repeat for more) */
     path: string[];
@@ -1288,7 +1309,7 @@ export interface operations {
       };
     };
     responses: {
-      /** @description the session */
+      /** @description the session, running */
       201: {
         headers: {
           [name: string]: unknown;
@@ -1702,7 +1723,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description the session's connections */
+      /** @description the session's connections, oldest first */
       200: {
         headers: {
           [name: string]: unknown;
@@ -1726,7 +1747,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description the session */
+      /** @description the session, paused */
       200: {
         headers: {
           [name: string]: unknown;
@@ -1750,7 +1771,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description the session */
+      /** @description the session, running */
       200: {
         headers: {
           [name: string]: unknown;
@@ -1903,7 +1924,7 @@ export interface operations {
     };
     requestBody?: never;
     responses: {
-      /** @description every snapshot */
+      /** @description every snapshot, in the order recorded */
       200: {
         headers: {
           [name: string]: unknown;
@@ -1946,7 +1967,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
@@ -1970,7 +1991,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
@@ -1992,7 +2013,7 @@ export interface operations {
       query?: never;
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
@@ -2023,7 +2044,7 @@ export interface operations {
       };
       header?: never;
       path: {
-        /** @description a snapshot id */
+        /** @description a snapshot id, a unique id prefix or a name (the one recorded last) */
         ref: components["parameters"]["ref"];
       };
       cookie?: never;
