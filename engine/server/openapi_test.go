@@ -19,6 +19,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/server/servertest"
 	"gopkg.in/yaml.v3"
 )
 
@@ -521,5 +522,41 @@ func handlerTypes(t *testing.T) map[string]handlerType {
 			}
 		}
 	}
+	return out
+}
+
+// TestOpenAPIErrorClasses: the spec's error classes are the engine's, and
+// it gives each the status Status gives it.
+func TestOpenAPIErrorClasses(t *testing.T) {
+	spec := loadSpec(t)
+	components := spec["components"].(map[string]any)
+	errSchema := components["schemas"].(map[string]any)["Error"].(map[string]any)
+	enum := errSchema["properties"].(map[string]any)["class"].(map[string]any)["enum"]
+	var want []any
+	for _, c := range servertest.Classes {
+		want = append(want, string(c))
+	}
+	if !reflect.DeepEqual(sortedStrings(enum), sortedStrings(want)) {
+		t.Errorf("%s: Error.class enum %v, the engine's classes are %v", specPath, enum, want)
+	}
+	words := strings.Join(strings.Fields(components["responses"].(map[string]any)["Error"].(map[string]any)["description"].(string)), " ")
+	for _, c := range servertest.Classes {
+		if pair := fmt.Sprintf("%s %d", c, Status(c)); !strings.Contains(words, pair) {
+			t.Errorf("%s: the Error response does not say %q", specPath, pair)
+		}
+	}
+	types := components["schemas"].(map[string]any)["SessionEvent"].(map[string]any)["properties"].(map[string]any)["type"].(map[string]any)["enum"]
+	if want := []any{string(api.SessionsListed), string(api.SessionChanged), string(api.SessionRemoved)}; !reflect.DeepEqual(sortedStrings(types), sortedStrings(want)) {
+		t.Errorf("%s: SessionEvent.type enum %v, want %v", specPath, types, want)
+	}
+}
+
+func sortedStrings(v any) []string {
+	list, _ := v.([]any)
+	var out []string
+	for _, x := range list {
+		out = append(out, fmt.Sprint(x))
+	}
+	sort.Strings(out)
 	return out
 }
