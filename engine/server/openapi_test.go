@@ -7,6 +7,7 @@ import (
 	"go/format"
 	"go/parser"
 	"go/token"
+	"maps"
 	"os"
 	"path/filepath"
 	"reflect"
@@ -110,7 +111,7 @@ func TestOpenAPIRoutes(t *testing.T) {
 		case rc.contentType == "" && len(content) > 0:
 			t.Errorf("%s: documented with a body, answers none", key)
 		case rc.contentType != "" && content[rc.contentType] == nil:
-			t.Errorf("%s: answers %s, documented as %v", key, rc.contentType, slices.Sorted(mapKeys(content)))
+			t.Errorf("%s: answers %s, documented as %v", key, rc.contentType, slices.Sorted(maps.Keys(content)))
 		}
 	}
 }
@@ -118,16 +119,6 @@ func TestOpenAPIRoutes(t *testing.T) {
 // routeTemplate turns a routeCases path back into server.go's pattern.
 func routeTemplate(path string) string {
 	return strings.NewReplacer("/s1", "/{id}", "/snap1", "/{ref}", "/KEY", "/{name}").Replace(path)
-}
-
-func mapKeys(m map[string]any) func(func(string) bool) {
-	return func(yield func(string) bool) {
-		for k := range m {
-			if !yield(k) {
-				return
-			}
-		}
-	}
 }
 
 // checkPathParams: every {name} in path is a documented path parameter.
