@@ -22,9 +22,11 @@ export function Settings({ client, onError }: { client: Client; onError: (e: unk
     try {
       const [st, sec, im] = await Promise.all([client.settings(), client.secrets(), client.images()]);
       setS(st);
-      setImage(st.image);
-      setIdle(st.idle_timeout < 0 ? "off" : nanos(st.idle_timeout).replace(/\s/g, ""));
-      setRate(String(st.cost_per_core_hour));
+      // The engine leaves out a setting that is zero (omitempty).
+      const idle = st.idle_timeout ?? 0;
+      setImage(st.image ?? "");
+      setIdle(idle < 0 ? "off" : nanos(idle).replace(/\s/g, ""));
+      setRate(String(st.cost_per_core_hour ?? 0));
       setCa(st.ca_bundle || "");
       setWs(bytes(st.limits.workspace_size).replace(/\s|B/g, "").toLowerCase());
       setSecrets(sec ?? []);
@@ -73,7 +75,7 @@ export function Settings({ client, onError }: { client: Client; onError: (e: unk
   };
 
   const buildImage = async (kind: string) => {
-    setBuild({ stage: "starting" });
+    setBuild({ stage: "starting", elapsed: 0 });
     try {
       await client.buildImage(kind, (p) => {
         setBuild(p);
