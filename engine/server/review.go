@@ -1,6 +1,7 @@
 package server
 
 import (
+	"context"
 	"fmt"
 	"net/http"
 	"strings"
@@ -17,16 +18,45 @@ import (
 // short, so the client sees an error, never a diff that looks whole.
 func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 	stat := r.URL.Query().Get("stat") == "1"
-	dw := newDiffWriter(w, stat)
-	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], stat, dw.file)
-	if err == nil {
-		err = dw.finish(d)
+	out := &objectStream{w: w, field: "files"}
+	file := func(f api.FileDiff) error { return out.element(f) }
+	if stat {
+		out.field = "stats"
+		file = func(f api.FileDiff) error { return out.element(api.Stats([]api.FileDiff{f})[0]) }
 	}
-	switch {
-	case err != nil && !dw.started:
+	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], stat, file)
+	if err == nil {
+		err = out.finish(struct {
+			Session   string        `json:"session"`
+			Commits   []api.Commit  `json:"commits,omitempty"`
+			Workspace api.Workspace `json:"workspace"`
+		}{d.Session, d.Commits, d.Workspace})
+	}
+	if err != nil {
+		out.fail(err)
+	}
+}
+
+// accept streams an accept's outcomes as the engine hands them on (one
+// per path: hundreds of thousands for a large session), so the engine
+// never holds them all; the response is the api.Outcomes object clients
+// decode. An accept, once started, finishes even if the client goes away.
+func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
+	var req api.Selection
+	if err := decode(w, r, &req); err != nil {
 		writeError(w, err)
-	case err != nil:
-		panic(http.ErrAbortHandler)
+		return
+	}
+	out := &objectStream{w: w, field: "outcomes"}
+	res, err := s.eng.AcceptEach(context.WithoutCancel(r.Context()), r.PathValue("id"), req, func(o api.Outcome) error { return out.element(o) })
+	if err == nil {
+		err = out.finish(struct {
+			Branch  string       `json:"branch,omitempty"`
+			Commits []api.Commit `json:"commits,omitempty"`
+		}{res.Branch, res.Commits})
+	}
+	if err != nil {
+		out.fail(err)
 	}
 }
 
