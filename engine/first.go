@@ -76,7 +76,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 	nonce := make([]byte, 16)
 	rand.Read(nonce)
 	first := &firstRun{argv: xreq.Argv, mark: "airlock-exit-" + hex.EncodeToString(nonce) + ":"}
-	sess, err := e.create(ctx, creq, first, nil)
+	sess, err := e.create(ctx, creq, first)
 	if err != nil {
 		return -1, err
 	}

@@ -463,7 +463,7 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			sessions[i], errs[i] = e.create(ctx, spec, nil, src)
+			sessions[i], errs[i] = e.create(ctx, spec, src)
 		}()
 	}
 	wg.Wait()
