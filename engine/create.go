@@ -276,6 +276,7 @@ func (c *creation) configure(ctx context.Context, caBundle string) error {
 	}
 	nd := <-c.netc
 	if nd.err != nil {
+		c.netc <- nd // for the cleanup
 		return nd.err
 	}
 	c.net = nd.n
