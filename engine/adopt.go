@@ -19,93 +19,19 @@ func (e *Engine) adopt(ctx context.Context) error {
 	if err != nil {
 		return err
 	}
-	// One list call instead of an inspect per session keeps re-adoption
-	// fast with many sessions.
-	states := map[string]string{}
-	firsts := map[string]bool{}
+	var found map[string]container.Summary
 	if len(recs) > 0 {
-		list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true,
-			Filters: filters.NewArgs(filters.Arg("label", labelSession))})
-		if err != nil {
-			return dockerError("list session containers", err)
-		}
-		for _, c := range list {
-			states[c.Labels[labelSession]] = c.State
-			firsts[c.Labels[labelSession]] = c.Labels[labelFirst] != ""
+		if found, err = e.sessionContainers(ctx); err != nil {
+			return err
 		}
 	}
 	var installed map[string]bool // the firewall rules still in place, listed once
 	for _, r := range recs {
-		if r.State == api.StateCreating {
-			e.log.Warn("cleaning up a session whose creation was interrupted", "session", r.ID)
-			e.teardown(ctx, r)
-			e.store.DeleteSession(ctx, r.ID)
-			continue
+		c, ok := found[r.ID]
+		if ok && r.Network != "" && installed == nil {
+			installed = e.nets.Installed()
 		}
-		ws, err := overlay.Find(r.Project, r.Dir)
-		if err != nil {
-			if r.State != api.StateFailed {
-				msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot): its changes are lost; remove it with `airlock rm " + r.ID + "`"
-				e.log.Warn("session workspace lost", "session", r.ID, "err", err)
-				e.store.SetSessionState(ctx, r.ID, api.StateFailed, msg)
-			}
-			continue
-		}
-		if err := review.Recover(e.journalPath(r.ID)); err != nil {
-			e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
-		}
-		l := &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
-		e.sessions[r.ID] = l
-		state, found := states[r.ID]
-		if found && r.Network != "" {
-			// The proxy, DNS and firewall rules went with the previous
-			// engine; until they are back the session has no way out.
-			if installed == nil {
-				installed = e.nets.Installed()
-			}
-			if err := e.restartEgress(ctx, r, l, installed[network.KeyOf(r.Network)]); err != nil {
-				e.log.Error("restart a session's egress", "session", r.ID, "err", err)
-			}
-		}
-		switch {
-		case !found:
-			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
-		case state == "paused" && r.State == api.StateRunning:
-			// Frozen by an engine that died before it thawed it (a
-			// snapshot being taken): the session was running.
-			if err := e.docker.ContainerUnpause(ctx, r.ContainerID); err != nil {
-				e.log.Warn("thaw a session frozen by an interrupted snapshot", "session", r.ID, "err", err)
-				e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
-			}
-		case state == "paused":
-			// Paused it was, paused it stays: new work wakes it.
-			if r.State != api.StatePaused {
-				e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
-			}
-		case state == "running":
-			if r.State != api.StateRunning {
-				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
-			}
-		default:
-			// The container exited (e.g. Docker restarted); the mounts are
-			// still here, so start it again. One whose main process ran
-			// the first command is made again, idle: a restart would run
-			// that command a second time.
-			var err error
-			if firsts[r.ID] {
-				err = e.recreate(ctx, &r, ws.Merged())
-			} else {
-				err = e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{})
-				if err == nil && r.Network != "" {
-					err = e.attach(ctx, r, r.ContainerID)
-				}
-			}
-			if err != nil {
-				e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container could not be restarted: "+err.Error())
-			} else {
-				e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
-			}
-		}
+		e.adoptOne(ctx, r, c, ok, installed)
 	}
 	if err := e.store.InterruptTurns(ctx); err != nil {
 		return err
@@ -120,6 +46,103 @@ func (e *Engine) adopt(ctx context.Context) error {
 		}
 	}
 	return e.settleCommands(ctx)
+}
+
+// sessionContainers are the engine's session containers by session id:
+// one list call instead of an inspect per session keeps re-adoption fast
+// with many sessions.
+func (e *Engine) sessionContainers(ctx context.Context) (map[string]container.Summary, error) {
+	list, err := e.docker.ContainerList(ctx, container.ListOptions{All: true,
+		Filters: filters.NewArgs(filters.Arg("label", labelSession))})
+	if err != nil {
+		return nil, dockerError("list session containers", err)
+	}
+	out := map[string]container.Summary{}
+	for _, c := range list {
+		out[c.Labels[labelSession]] = c
+	}
+	return out, nil
+}
+
+// adoptOne takes session r back: a creation that was interrupted is
+// cleaned up, a workspace that is gone fails the session, and otherwise
+// the session is live again with its egress and its container (c, when
+// found) as they were.
+func (e *Engine) adoptOne(ctx context.Context, r store.Session, c container.Summary, found bool, installed map[string]bool) {
+	if r.State == api.StateCreating {
+		e.log.Warn("cleaning up a session whose creation was interrupted", "session", r.ID)
+		e.teardown(ctx, r)
+		e.store.DeleteSession(ctx, r.ID)
+		return
+	}
+	ws, err := overlay.Find(r.Project, r.Dir)
+	if err != nil {
+		if r.State != api.StateFailed {
+			msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot): its changes are lost; remove it with `airlock rm " + r.ID + "`"
+			e.log.Warn("session workspace lost", "session", r.ID, "err", err)
+			e.store.SetSessionState(ctx, r.ID, api.StateFailed, msg)
+		}
+		return
+	}
+	if err := review.Recover(e.journalPath(r.ID)); err != nil {
+		e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
+	}
+	l := &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
+	e.sessions[r.ID] = l
+	if !found {
+		e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")
+		return
+	}
+	if r.Network != "" {
+		// The proxy, DNS and firewall rules went with the previous
+		// engine; until they are back the session has no way out.
+		if err := e.restartEgress(ctx, r, l, installed[network.KeyOf(r.Network)]); err != nil {
+			e.log.Error("restart a session's egress", "session", r.ID, "err", err)
+		}
+	}
+	e.reconcile(ctx, r, c.State, c.Labels[labelFirst] != "", ws.Merged())
+}
+
+// reconcile brings an adopted session's container, in Docker's state, back
+// to the session's.
+func (e *Engine) reconcile(ctx context.Context, r store.Session, state string, first bool, merged string) {
+	switch {
+	case state == "paused" && r.State == api.StateRunning:
+		// Frozen by an engine that died before it thawed it (a
+		// snapshot being taken): the session was running.
+		if err := e.docker.ContainerUnpause(ctx, r.ContainerID); err != nil {
+			e.log.Warn("thaw a session frozen by an interrupted snapshot", "session", r.ID, "err", err)
+			e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
+		}
+	case state == "paused":
+		// Paused it was, paused it stays: new work wakes it.
+		if r.State != api.StatePaused {
+			e.store.SetSessionState(ctx, r.ID, api.StatePaused, "")
+		}
+	case state == "running":
+		if r.State != api.StateRunning {
+			e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
+		}
+	default:
+		// The container exited (e.g. Docker restarted); the mounts are
+		// still here, so start it again. One whose main process ran
+		// the first command is made again, idle: a restart would run
+		// that command a second time.
+		var err error
+		if first {
+			err = e.recreate(ctx, &r, merged)
+		} else {
+			err = e.docker.ContainerStart(ctx, r.ContainerID, container.StartOptions{})
+			if err == nil && r.Network != "" {
+				err = e.attach(ctx, r, r.ContainerID)
+			}
+		}
+		if err != nil {
+			e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container could not be restarted: "+err.Error())
+		} else {
+			e.store.SetSessionState(ctx, r.ID, api.StateRunning, "")
+		}
+	}
 }
 
 // restartEgress brings a re-adopted session's egress back up with its
