@@ -59,19 +59,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if user == "" {
 		user = rec.User
 	}
-	opts := container.ExecOptions{
-		User:         user,
-		Tty:          req.TTY,
-		AttachStdin:  req.Stdin,
-		AttachStdout: true,
-		AttachStderr: true,
-		Env:          req.Env,
-		WorkingDir:   workspacePath,
-		Cmd:          req.Argv,
-	}
-	if req.TTY && req.Width > 0 && req.Height > 0 {
-		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
-	}
+	opts := execOptions(req, user)
 	tExec := time.Now()
 	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
 	if err != nil {
@@ -84,16 +72,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	}
 	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
 	if opts.ConsoleSize != nil {
-		// API 1.41 (Engine 20.10) ignores ConsoleSize on create: size the
-		// TTY once the process exists, as the docker CLI does.
-		go func() {
-			for i := 0; i < 10; i++ {
-				if e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: req.Height, Width: req.Width}) == nil {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}()
+		go e.sizeTTY(created.ID, req.Height, req.Width)
 	}
 	started := time.Now()
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
@@ -119,26 +98,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	}
 	ctrlDone := make(chan struct{})
 	defer close(ctrlDone)
-	go func() {
-		for {
-			select {
-			case sz, ok := <-sio.Resize:
-				if !ok {
-					sio.Resize = nil
-					continue
-				}
-				e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: sz.Height, Width: sz.Width})
-			case sig, ok := <-sio.Signal:
-				if !ok {
-					sio.Signal = nil
-					continue
-				}
-				e.signalExec(created.ID, sig)
-			case <-ctrlDone:
-				return
-			}
-		}
-	}()
+	go e.forwardControls(created.ID, sio.Resize, sio.Signal, ctrlDone)
 
 	// The output pump runs detached from ctx: a caller that disconnects
 	// stops receiving output, but the recording goes on.
@@ -173,6 +133,58 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		return -1, errdefs.Unavailablef("the command's exit code could not be read from Docker")
 	}
 	return *code, nil
+}
+
+// execOptions is the exec of req, run as user in the workspace.
+func execOptions(req api.ExecRequest, user string) container.ExecOptions {
+	opts := container.ExecOptions{
+		User:         user,
+		Tty:          req.TTY,
+		AttachStdin:  req.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          req.Env,
+		WorkingDir:   workspacePath,
+		Cmd:          req.Argv,
+	}
+	if req.TTY && req.Width > 0 && req.Height > 0 {
+		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
+	}
+	return opts
+}
+
+// sizeTTY sizes an exec's TTY once its process exists, as the docker CLI
+// does: API 1.41 (Engine 20.10) ignores ConsoleSize on create.
+func (e *Engine) sizeTTY(execID string, height, width uint) {
+	for i := 0; i < 10; i++ {
+		if e.docker.ContainerExecResize(context.Background(), execID, container.ResizeOptions{Height: height, Width: width}) == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// forwardControls passes the caller's resizes and signals on to exec
+// execID until done is closed.
+func (e *Engine) forwardControls(execID string, resize <-chan api.Resize, signal <-chan syscall.Signal, done <-chan struct{}) {
+	for {
+		select {
+		case sz, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			e.docker.ContainerExecResize(context.Background(), execID, container.ResizeOptions{Height: sz.Height, Width: sz.Width})
+		case sig, ok := <-signal:
+			if !ok {
+				signal = nil
+				continue
+			}
+			e.signalExec(execID, sig)
+		case <-done:
+			return
+		}
+	}
 }
 
 func orNone(s string) string {

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	"github.com/docker/docker/client"
@@ -103,29 +104,11 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	if strings.ContainsAny(req.Name, "/\\ \t\n") || len(req.Name) > 128 {
 		return api.Snapshot{}, errdefs.Invalidf("snapshot name %q: use letters, digits, dots, dashes and underscores (at most 128)", req.Name)
 	}
-	var upperDir, imageID string
-	pid := 0
-	running := false
-	if rec.ContainerID != "" {
-		info, err := e.docker.ContainerInspect(ctx, rec.ContainerID)
-		if err != nil && !client.IsErrNotFound(err) {
-			return api.Snapshot{}, dockerError("inspect the session's container", err)
-		}
-		if err == nil {
-			if !overlayDriver(info.GraphDriver.Name) {
-				return api.Snapshot{}, errdefs.Unavailablef("Docker stores containers with the %q storage driver; snapshots read the container's changes from overlay2 (the default): switch Docker to overlay2", info.GraphDriver.Name)
-			}
-			upperDir, imageID = info.GraphDriver.Data["UpperDir"], info.Image
-			if info.State != nil && info.State.Running {
-				pid, running = info.State.Pid, !info.State.Paused
-			}
-		}
+	c, err := e.snapshotContainer(ctx, rec)
+	if err != nil {
+		return api.Snapshot{}, err
 	}
-	if imageID == "" {
-		if ii, err := e.docker.ImageInspect(ctx, rec.Image); err == nil {
-			imageID = ii.ID
-		}
-	}
+	upperDir, imageID, pid, running := c.upperDir, c.imageID, c.pid, c.running
 
 	// No accept or discard while the layers are read.
 	l.mu.Lock()
@@ -149,19 +132,8 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	tFreeze := time.Now()
 	thaw := func() {}
 	if running {
-		l.freeze.Lock()
-		if err := e.freeze(ctx, rec.ContainerID); err != nil {
-			l.freeze.Unlock()
-			return api.Snapshot{}, dockerError("freeze the session for its snapshot", err)
-		}
-		var once sync.Once
-		thaw = func() {
-			once.Do(func() {
-				defer l.freeze.Unlock()
-				if err := e.docker.ContainerUnpause(context.WithoutCancel(ctx), rec.ContainerID); err != nil {
-					e.log.Error("thaw a session after its snapshot", "session", rec.ID, "err", err)
-				}
-			})
+		if thaw, err = e.freezeSession(ctx, rec, l); err != nil {
+			return api.Snapshot{}, err
 		}
 		defer thaw()
 	}
@@ -200,18 +172,7 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	thaw()
 	frozen := time.Since(tFreeze)
 
-	snap := api.Snapshot{
-		ID: newID(), Name: req.Name, Session: rec.ID, Project: rec.Project, Image: rec.Image, ImageID: imageID,
-		Created: time.Now(), Frozen: frozen,
-		Spec: api.CreateRequest{Project: rec.Project, Image: rec.Image, User: rec.User, Limits: rec.Limits, Env: rec.Env,
-			CABundle: rec.CABundle, IdleTimeout: rec.IdleTimeout, CPUBudget: rec.CPUBudget, CostBudget: rec.CostBudget},
-	}
-	if rec.Egress != "" {
-		var pol api.EgressPolicy
-		if json.Unmarshal([]byte(rec.Egress), &pol) == nil {
-			snap.Spec.Egress = &pol
-		}
-	}
+	snap := newSnapshot(rec, req.Name, imageID, frozen)
 	var layers []snapshot.Layer
 	for i, st := range []snapshot.LayerStats{cst, wst} {
 		h, size, err := blobs[i].Commit()
@@ -229,6 +190,77 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	e.touch(rec.ID)
 	e.log.Info("snapshot taken", "session", rec.ID, "snapshot", snap.ID, "frozen", frozen, "took", snap.Took)
 	return snap, nil
+}
+
+// snapshotted is what a snapshot reads of a session's container.
+type snapshotted struct {
+	upperDir, imageID string
+	pid               int  // of a running container
+	running           bool // and not paused
+}
+
+// snapshotContainer finds the session's container layer and image (a
+// session whose container is gone has only its image).
+func (e *Engine) snapshotContainer(ctx context.Context, rec store.Session) (snapshotted, error) {
+	var c snapshotted
+	if rec.ContainerID != "" {
+		info, err := e.docker.ContainerInspect(ctx, rec.ContainerID)
+		if err != nil && !client.IsErrNotFound(err) {
+			return c, dockerError("inspect the session's container", err)
+		}
+		if err == nil {
+			if !overlayDriver(info.GraphDriver.Name) {
+				return c, errdefs.Unavailablef("Docker stores containers with the %q storage driver; snapshots read the container's changes from overlay2 (the default): switch Docker to overlay2", info.GraphDriver.Name)
+			}
+			c.upperDir, c.imageID = info.GraphDriver.Data["UpperDir"], info.Image
+			if info.State != nil && info.State.Running {
+				c.pid, c.running = info.State.Pid, !info.State.Paused
+			}
+		}
+	}
+	if c.imageID == "" {
+		if ii, err := e.docker.ImageInspect(ctx, rec.Image); err == nil {
+			c.imageID = ii.ID
+		}
+	}
+	return c, nil
+}
+
+// freezeSession freezes a running session for its snapshot; new work
+// waits on l.freeze until the returned thaw (safe to call twice).
+func (e *Engine) freezeSession(ctx context.Context, rec store.Session, l *live) (func(), error) {
+	l.freeze.Lock()
+	if err := e.freeze(ctx, rec.ContainerID); err != nil {
+		l.freeze.Unlock()
+		return nil, dockerError("freeze the session for its snapshot", err)
+	}
+	var once sync.Once
+	return func() {
+		once.Do(func() {
+			defer l.freeze.Unlock()
+			if err := e.docker.ContainerUnpause(context.WithoutCancel(ctx), rec.ContainerID); err != nil {
+				e.log.Error("thaw a session after its snapshot", "session", rec.ID, "err", err)
+			}
+		})
+	}, nil
+}
+
+// newSnapshot is the record of a snapshot of rec: what it was made from
+// and the request that makes the session again.
+func newSnapshot(rec store.Session, name, imageID string, frozen time.Duration) api.Snapshot {
+	snap := api.Snapshot{
+		ID: newID(), Name: name, Session: rec.ID, Project: rec.Project, Image: rec.Image, ImageID: imageID,
+		Created: time.Now(), Frozen: frozen,
+		Spec: api.CreateRequest{Project: rec.Project, Image: rec.Image, User: rec.User, Limits: rec.Limits, Env: rec.Env,
+			CABundle: rec.CABundle, IdleTimeout: rec.IdleTimeout, CPUBudget: rec.CPUBudget, CostBudget: rec.CostBudget},
+	}
+	if rec.Egress != "" {
+		var pol api.EgressPolicy
+		if json.Unmarshal([]byte(rec.Egress), &pol) == nil {
+			snap.Spec.Egress = &pol
+		}
+	}
+	return snap
 }
 
 // putSnapshot writes the snapshot's image (its layers already stored),
