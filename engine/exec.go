@@ -10,6 +10,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -60,19 +61,9 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		user = rec.User
 	}
 	opts := execOptions(req, user)
-	tExec := time.Now()
-	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
+	created, hj, err := e.startExec(ctx, rec, opts)
 	if err != nil {
-		return -1, dockerError("start the command", err)
-	}
-	tAttach := time.Now()
-	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: req.TTY, ConsoleSize: opts.ConsoleSize})
-	if err != nil {
-		return -1, dockerError("attach to the command", err)
-	}
-	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
-	if opts.ConsoleSize != nil {
-		go e.sizeTTY(created.ID, req.Height, req.Width)
+		return -1, err
 	}
 	started := time.Now()
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
@@ -151,6 +142,26 @@ func execOptions(req api.ExecRequest, user string) container.ExecOptions {
 		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
 	}
 	return opts
+}
+
+// startExec creates the exec of opts in rec's container and attaches to
+// it, which starts it.
+func (e *Engine) startExec(ctx context.Context, rec store.Session, opts container.ExecOptions) (container.ExecCreateResponse, types.HijackedResponse, error) {
+	tExec := time.Now()
+	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
+	if err != nil {
+		return created, types.HijackedResponse{}, dockerError("start the command", err)
+	}
+	tAttach := time.Now()
+	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.Tty, ConsoleSize: opts.ConsoleSize})
+	if err != nil {
+		return created, hj, dockerError("attach to the command", err)
+	}
+	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
+	if opts.ConsoleSize != nil {
+		go e.sizeTTY(created.ID, opts.ConsoleSize[0], opts.ConsoleSize[1])
+	}
+	return created, hj, nil
 }
 
 // sizeTTY sizes an exec's TTY once its process exists, as the docker CLI

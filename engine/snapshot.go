@@ -108,7 +108,6 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	if err != nil {
 		return api.Snapshot{}, err
 	}
-	upperDir, imageID, pid, running := c.upperDir, c.imageID, c.pid, c.running
 
 	// No accept or discard while the layers are read.
 	l.mu.Lock()
@@ -131,57 +130,23 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 
 	tFreeze := time.Now()
 	thaw := func() {}
-	if running {
+	if c.running {
 		if thaw, err = e.freezeSession(ctx, rec, l); err != nil {
 			return api.Snapshot{}, err
 		}
 		defer thaw()
 	}
-	// The session's directories are opened frozen, and read confined:
-	// beneath each, nothing is reached through a symlink.
-	var sources []snapshot.Source
-	if upperDir != "" {
-		r, err := confined.OpenRoot(upperDir)
-		if err != nil {
-			return api.Snapshot{}, fmt.Errorf("open the container's layer: %w", err)
-		}
-		defer r.Close()
-		sources = append(sources, snapshot.Source{Root: r, Skip: containerSkip})
-	}
-	if pid > 0 {
-		home, err := openHome(pid)
-		if err != nil {
-			return api.Snapshot{}, err
-		}
-		defer home.Close()
-		sources = append(sources, snapshot.Source{Root: home, Prefix: homePrefix})
-	}
-	ws, err := confined.OpenRoot(l.ws.Upper())
+	cst, wst, err := e.writeLayers(blobs, c, l)
 	if err != nil {
-		return api.Snapshot{}, fmt.Errorf("open the workspace: %w", err)
-	}
-	defer ws.Close()
-	cst, err := snapshot.WriteLayer(blobs[0], sources...)
-	if err != nil {
-		return api.Snapshot{}, e.layerWriteError("the container layer", err)
-	}
-	wst, err := snapshot.WriteLayer(blobs[1], snapshot.Source{Root: ws, Prefix: workspacePrefix})
-	if err != nil {
-		return api.Snapshot{}, e.layerWriteError("the workspace layer", err)
+		return api.Snapshot{}, err
 	}
 	thaw()
 	frozen := time.Since(tFreeze)
 
-	snap := newSnapshot(rec, req.Name, imageID, frozen)
-	var layers []snapshot.Layer
-	for i, st := range []snapshot.LayerStats{cst, wst} {
-		h, size, err := blobs[i].Commit()
-		if err != nil {
-			return api.Snapshot{}, err
-		}
-		what := []string{whatContainer, whatWorkspace}[i]
-		layers = append(layers, snapshot.Layer{Digest: h, Size: size, CreatedBy: fmt.Sprintf(createdByFormat, rec.ID, what)})
-		snap.Layers = append(snap.Layers, api.SnapshotLayer{What: what, Digest: h.String(), Size: size, Files: st.Files, Bytes: st.Bytes, Delete: st.Whiteouts})
+	snap := newSnapshot(rec, req.Name, c.imageID, frozen)
+	layers, err := commitLayers(&snap, blobs, cst, wst)
+	if err != nil {
+		return api.Snapshot{}, err
 	}
 	snap.Took = time.Since(t0)
 	if err := e.putSnapshot(ctx, &snap, layers); err != nil {
@@ -190,6 +155,59 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	e.touch(rec.ID)
 	e.log.Info("snapshot taken", "session", rec.ID, "snapshot", snap.ID, "frozen", frozen, "took", snap.Took)
 	return snap, nil
+}
+
+// writeLayers writes a snapshot's two layers of a frozen session: the
+// container's (its layer and its home) to blobs[0], the workspace's to
+// blobs[1]. The session's directories are opened frozen, and read
+// confined: beneath each, nothing is reached through a symlink.
+func (e *Engine) writeLayers(blobs []*snapshot.BlobWriter, c snapshotted, l *live) (cst, wst snapshot.LayerStats, err error) {
+	var sources []snapshot.Source
+	if c.upperDir != "" {
+		r, err := confined.OpenRoot(c.upperDir)
+		if err != nil {
+			return cst, wst, fmt.Errorf("open the container's layer: %w", err)
+		}
+		defer r.Close()
+		sources = append(sources, snapshot.Source{Root: r, Skip: containerSkip})
+	}
+	if c.pid > 0 {
+		home, err := openHome(c.pid)
+		if err != nil {
+			return cst, wst, err
+		}
+		defer home.Close()
+		sources = append(sources, snapshot.Source{Root: home, Prefix: homePrefix})
+	}
+	ws, err := confined.OpenRoot(l.ws.Upper())
+	if err != nil {
+		return cst, wst, fmt.Errorf("open the workspace: %w", err)
+	}
+	defer ws.Close()
+	cst, err = snapshot.WriteLayer(blobs[0], sources...)
+	if err != nil {
+		return cst, wst, e.layerWriteError("the container layer", err)
+	}
+	wst, err = snapshot.WriteLayer(blobs[1], snapshot.Source{Root: ws, Prefix: workspacePrefix})
+	if err != nil {
+		return cst, wst, e.layerWriteError("the workspace layer", err)
+	}
+	return cst, wst, nil
+}
+
+// commitLayers stores the written layers and lists them in snap.
+func commitLayers(snap *api.Snapshot, blobs []*snapshot.BlobWriter, cst, wst snapshot.LayerStats) ([]snapshot.Layer, error) {
+	var layers []snapshot.Layer
+	for i, st := range []snapshot.LayerStats{cst, wst} {
+		h, size, err := blobs[i].Commit()
+		if err != nil {
+			return nil, err
+		}
+		what := []string{whatContainer, whatWorkspace}[i]
+		layers = append(layers, snapshot.Layer{Digest: h, Size: size, CreatedBy: fmt.Sprintf(createdByFormat, snap.Session, what)})
+		snap.Layers = append(snap.Layers, api.SnapshotLayer{What: what, Digest: h.String(), Size: size, Files: st.Files, Bytes: st.Bytes, Delete: st.Whiteouts})
+	}
+	return layers, nil
 }
 
 // snapshotted is what a snapshot reads of a session's container.
