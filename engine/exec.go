@@ -38,6 +38,10 @@ const (
 // Exec runs a command in a session and returns its exit code once it ends.
 // The command is recorded with its output and exit code. If the caller goes
 // away (ctx ends) the command keeps running and is still recorded.
+//
+// (Longer than most: the session's busy mark, the control forwarding and
+// the output pump it starts hand over to each other here, and read best
+// in one place.)
 func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio ExecIO) (int, error) {
 	if len(req.Argv) == 0 {
 		return -1, errdefs.Invalidf("no command given: put it after `--`, e.g. `airlock exec ID -- make test`")
