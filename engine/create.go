@@ -218,22 +218,26 @@ func (c *creation) network(pol *egress.Policy) {
 }
 
 // mount mounts the workspace over the project, filled first as the mode
-// says. Cleanup: it is unmounted, unless the container could not be
-// removed (never unmount under a live container).
+// says. Cleanup: whatever of it is mounted is unmounted and the session's
+// directory removed, unless the container could not be removed (never
+// unmount under a live container). The cleanup comes first: a fill that
+// fails may leave the tmpfs busy for a moment, which the mount's own
+// cleanup does not wait for.
 func (c *creation) mount() error {
+	c.onFail(func(context.Context) {
+		if c.containerKept {
+			return
+		}
+		ws := &overlay.Workspace{Dir: c.rec.Dir, Lower: c.rec.Project}
+		if err := ws.Unmount(); err != nil {
+			c.e.log.Warn("unmount a session that failed to start", "session", c.rec.ID, "err", err)
+		}
+	})
 	ws, err := overlay.MountFilled(c.rec.Project, c.rec.Dir, c.rec.Limits.WorkspaceSize, c.mode.fillWorkspace)
 	if err != nil {
 		return err
 	}
 	c.ws = ws
-	c.onFail(func(context.Context) {
-		if c.containerKept {
-			return
-		}
-		if err := ws.Unmount(); err != nil {
-			c.e.log.Warn("unmount a session that failed to start", "session", c.rec.ID, "err", err)
-		}
-	})
 	return nil
 }
 

@@ -344,6 +344,9 @@ func (c *core) nothingLeft(t *testing.T) {
 	if m := mountsUnder(t, c.e.stateDir); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
+	if d, err := os.ReadDir(filepath.Join(c.e.stateDir, "sessions")); err != nil || len(d) > 0 {
+		t.Errorf("session directories left: %v %v", d, err)
+	}
 	if l := c.links.left(); len(l) > 0 {
 		t.Errorf("network links left: %v", l)
 	}
