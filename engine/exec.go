@@ -93,7 +93,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	}
 	ctrlDone := make(chan struct{})
 	defer close(ctrlDone)
-	go e.forwardControls(created.ID, sio.Resize, sio.Signal, ctrlDone)
+	go e.forwardControls(created.ID, sio.Resize, sio.Signal, func(sig syscall.Signal) { e.signalExec(created.ID, sig) }, ctrlDone)
 
 	// The output pump runs detached from ctx: a caller that disconnects
 	// stops receiving output, but the recording goes on.
@@ -179,9 +179,9 @@ func (e *Engine) sizeTTY(execID string, height, width uint) {
 	}
 }
 
-// forwardControls passes the caller's resizes and signals on to exec
-// execID until done is closed.
-func (e *Engine) forwardControls(execID string, resize <-chan api.Resize, signal <-chan syscall.Signal, done <-chan struct{}) {
+// forwardControls passes the caller's resizes on to exec execID (a nil
+// resize: none come) and its signals to deliver, until done is closed.
+func (e *Engine) forwardControls(execID string, resize <-chan api.Resize, signal <-chan syscall.Signal, deliver func(syscall.Signal), done <-chan struct{}) {
 	for {
 		select {
 		case sz, ok := <-resize:
@@ -195,7 +195,7 @@ func (e *Engine) forwardControls(execID string, resize <-chan api.Resize, signal
 				signal = nil
 				continue
 			}
-			e.signalExec(execID, sig)
+			deliver(sig)
 		case <-done:
 			return
 		}

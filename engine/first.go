@@ -123,7 +123,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		errM.flush()
 		e.finishFirst(rc, code, sess.ContainerID)
 	}()
-	go e.forwardFirstSignals(sess.ContainerID, sio.Signal, pumpDone)
+	go e.forwardControls("", nil, sio.Signal, func(sig syscall.Signal) { e.signalFirst(sess.ContainerID, sig) }, pumpDone)
 	select {
 	case <-pumpDone:
 	case <-ctx.Done():
@@ -151,23 +151,6 @@ func (e *Engine) finishFirst(rc *recorder, code *int, containerID string) {
 		c = &ins.State.ExitCode
 	}
 	rc.finish(c, "interrupted")
-}
-
-// forwardFirstSignals passes the caller's signals on to the first
-// command until done is closed.
-func (e *Engine) forwardFirstSignals(containerID string, signal <-chan syscall.Signal, done <-chan struct{}) {
-	for {
-		select {
-		case sig, ok := <-signal:
-			if !ok {
-				signal = nil
-				continue
-			}
-			e.signalFirst(containerID, sig)
-		case <-done:
-			return
-		}
-	}
 }
 
 // signalFirst delivers sig to the first command and what it started, as a
