@@ -10,6 +10,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/pkg/stdcopy"
 )
@@ -37,6 +38,10 @@ const (
 // Exec runs a command in a session and returns its exit code once it ends.
 // The command is recorded with its output and exit code. If the caller goes
 // away (ctx ends) the command keeps running and is still recorded.
+//
+// (Longer than most: the session's busy mark, the control forwarding and
+// the output pump it starts hand over to each other here, and read best
+// in one place.)
 func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio ExecIO) (int, error) {
 	if len(req.Argv) == 0 {
 		return -1, errdefs.Invalidf("no command given: put it after `--`, e.g. `airlock exec ID -- make test`")
@@ -59,41 +64,10 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if user == "" {
 		user = rec.User
 	}
-	opts := container.ExecOptions{
-		User:         user,
-		Tty:          req.TTY,
-		AttachStdin:  req.Stdin,
-		AttachStdout: true,
-		AttachStderr: true,
-		Env:          req.Env,
-		WorkingDir:   workspacePath,
-		Cmd:          req.Argv,
-	}
-	if req.TTY && req.Width > 0 && req.Height > 0 {
-		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
-	}
-	tExec := time.Now()
-	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
+	opts := execOptions(req, user)
+	created, hj, err := e.startExec(ctx, rec, opts)
 	if err != nil {
-		return -1, dockerError("start the command", err)
-	}
-	tAttach := time.Now()
-	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: req.TTY, ConsoleSize: opts.ConsoleSize})
-	if err != nil {
-		return -1, dockerError("attach to the command", err)
-	}
-	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
-	if opts.ConsoleSize != nil {
-		// API 1.41 (Engine 20.10) ignores ConsoleSize on create: size the
-		// TTY once the process exists, as the docker CLI does.
-		go func() {
-			for i := 0; i < 10; i++ {
-				if e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: req.Height, Width: req.Width}) == nil {
-					return
-				}
-				time.Sleep(10 * time.Millisecond)
-			}
-		}()
+		return -1, err
 	}
 	started := time.Now()
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
@@ -119,26 +93,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	}
 	ctrlDone := make(chan struct{})
 	defer close(ctrlDone)
-	go func() {
-		for {
-			select {
-			case sz, ok := <-sio.Resize:
-				if !ok {
-					sio.Resize = nil
-					continue
-				}
-				e.docker.ContainerExecResize(context.Background(), created.ID, container.ResizeOptions{Height: sz.Height, Width: sz.Width})
-			case sig, ok := <-sio.Signal:
-				if !ok {
-					sio.Signal = nil
-					continue
-				}
-				e.signalExec(created.ID, sig)
-			case <-ctrlDone:
-				return
-			}
-		}
-	}()
+	go e.forwardControls(created.ID, sio.Resize, sio.Signal, func(sig syscall.Signal) { e.signalExec(created.ID, sig) }, ctrlDone)
 
 	// The output pump runs detached from ctx: a caller that disconnects
 	// stops receiving output, but the recording goes on.
@@ -173,6 +128,78 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		return -1, errdefs.Unavailablef("the command's exit code could not be read from Docker")
 	}
 	return *code, nil
+}
+
+// execOptions is the exec of req, run as user in the workspace.
+func execOptions(req api.ExecRequest, user string) container.ExecOptions {
+	opts := container.ExecOptions{
+		User:         user,
+		Tty:          req.TTY,
+		AttachStdin:  req.Stdin,
+		AttachStdout: true,
+		AttachStderr: true,
+		Env:          req.Env,
+		WorkingDir:   workspacePath,
+		Cmd:          req.Argv,
+	}
+	if req.TTY && req.Width > 0 && req.Height > 0 {
+		opts.ConsoleSize = &[2]uint{req.Height, req.Width}
+	}
+	return opts
+}
+
+// startExec creates the exec of opts in rec's container and attaches to
+// it, which starts it.
+func (e *Engine) startExec(ctx context.Context, rec store.Session, opts container.ExecOptions) (container.ExecCreateResponse, types.HijackedResponse, error) {
+	tExec := time.Now()
+	created, err := e.docker.ContainerExecCreate(ctx, rec.ContainerID, opts)
+	if err != nil {
+		return created, types.HijackedResponse{}, dockerError("start the command", err)
+	}
+	tAttach := time.Now()
+	hj, err := e.docker.ContainerExecAttach(ctx, created.ID, container.ExecAttachOptions{Tty: opts.Tty, ConsoleSize: opts.ConsoleSize})
+	if err != nil {
+		return created, hj, dockerError("attach to the command", err)
+	}
+	e.log.Debug("exec timing", "session", rec.ID, "create", tAttach.Sub(tExec), "attach+start", time.Since(tAttach))
+	if opts.ConsoleSize != nil {
+		go e.sizeTTY(created.ID, opts.ConsoleSize[0], opts.ConsoleSize[1])
+	}
+	return created, hj, nil
+}
+
+// sizeTTY sizes an exec's TTY once its process exists, as the docker CLI
+// does: API 1.41 (Engine 20.10) ignores ConsoleSize on create.
+func (e *Engine) sizeTTY(execID string, height, width uint) {
+	for i := 0; i < 10; i++ {
+		if e.docker.ContainerExecResize(context.Background(), execID, container.ResizeOptions{Height: height, Width: width}) == nil {
+			return
+		}
+		time.Sleep(10 * time.Millisecond)
+	}
+}
+
+// forwardControls passes the caller's resizes on to exec execID (a nil
+// resize: none come) and its signals to deliver, until done is closed.
+func (e *Engine) forwardControls(execID string, resize <-chan api.Resize, signal <-chan syscall.Signal, deliver func(syscall.Signal), done <-chan struct{}) {
+	for {
+		select {
+		case sz, ok := <-resize:
+			if !ok {
+				resize = nil
+				continue
+			}
+			e.docker.ContainerExecResize(context.Background(), execID, container.ResizeOptions{Height: sz.Height, Width: sz.Width})
+		case sig, ok := <-signal:
+			if !ok {
+				signal = nil
+				continue
+			}
+			deliver(sig)
+		case <-done:
+			return
+		}
+	}
 }
 
 func orNone(s string) string {

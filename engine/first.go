@@ -76,7 +76,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 	nonce := make([]byte, 16)
 	rand.Read(nonce)
 	first := &firstRun{argv: xreq.Argv, mark: "airlock-exit-" + hex.EncodeToString(nonce) + ":"}
-	sess, err := e.create(ctx, creq, first, nil)
+	sess, err := e.create(ctx, creq, first)
 	if err != nil {
 		return -1, err
 	}
@@ -121,32 +121,9 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		first.attach.Close()
 		outM.flush()
 		errM.flush()
-		if code != nil {
-			rc.finish(code, "exited")
-			return
-		}
-		// The stream ended without the marks: the container stopped
-		// under the command (removed, out of memory, Docker stopped).
-		var c *int
-		if ins, err := e.docker.ContainerInspect(context.Background(), sess.ContainerID); err == nil && ins.State != nil && !ins.State.Running {
-			c = &ins.State.ExitCode
-		}
-		rc.finish(c, "interrupted")
+		e.finishFirst(rc, code, sess.ContainerID)
 	}()
-	go func() {
-		for {
-			select {
-			case sig, ok := <-sio.Signal:
-				if !ok {
-					sio.Signal = nil
-					continue
-				}
-				e.signalFirst(sess.ContainerID, sig)
-			case <-pumpDone:
-				return
-			}
-		}
-	}()
+	go e.forwardControls("", nil, sio.Signal, func(sig syscall.Signal) { e.signalFirst(sess.ContainerID, sig) }, pumpDone)
 	select {
 	case <-pumpDone:
 	case <-ctx.Done():
@@ -158,6 +135,22 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		return *c, nil
 	}
 	return -1, errdefs.Unavailablef("session %s's container stopped while its first command ran: `airlock logs %s` shows what it recorded", sess.ID, sess.ID)
+}
+
+// finishFirst records the first command's end: its exit code when its
+// marks came, else what the stopped container says.
+func (e *Engine) finishFirst(rc *recorder, code *int, containerID string) {
+	if code != nil {
+		rc.finish(code, "exited")
+		return
+	}
+	// The stream ended without the marks: the container stopped under
+	// the command (removed, out of memory, Docker stopped).
+	var c *int
+	if ins, err := e.docker.ContainerInspect(context.Background(), containerID); err == nil && ins.State != nil && !ins.State.Running {
+		c = &ins.State.ExitCode
+	}
+	rc.finish(c, "interrupted")
 }
 
 // signalFirst delivers sig to the first command and what it started, as a

@@ -1,0 +1,259 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"io"
+	"strings"
+	"sync"
+	"syscall"
+
+	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/snapshot"
+	v1 "github.com/google/go-containerregistry/pkg/v1"
+)
+
+// restoreSource fills a new session from a snapshot's layers.
+type restoreSource struct {
+	e    *Engine
+	snap api.Snapshot
+	// the layers by what they hold
+	container, workspace v1.Hash
+}
+
+func (e *Engine) restoreSource(snap api.Snapshot) (*restoreSource, error) {
+	h, err := v1.NewHash(snap.Digest)
+	if err != nil {
+		return nil, e.damaged(snap, err)
+	}
+	img, err := e.snaps.ImageAt(h)
+	if err != nil {
+		return nil, e.damaged(snap, err)
+	}
+	src := &restoreSource{e: e, snap: snap}
+	for i, l := range snap.Layers {
+		if i >= len(img.Manifest.Layers) || img.Manifest.Layers[i].Digest.String() != l.Digest {
+			return nil, e.damaged(snap, errors.New("its image does not list the recorded layers"))
+		}
+		switch l.What {
+		case whatContainer:
+			src.container = img.Manifest.Layers[i].Digest
+		case whatWorkspace:
+			src.workspace = img.Manifest.Layers[i].Digest
+		}
+	}
+	if src.workspace.Hex == "" {
+		return nil, e.damaged(snap, errors.New("it has no workspace layer"))
+	}
+	return src, nil
+}
+
+func (e *Engine) damaged(snap api.Snapshot, err error) error {
+	return errdefs.Invalidf("snapshot %s is damaged and cannot be restored (%v): remove it with `airlock snapshot rm %s`; a copy exported earlier can be imported again", snap.ID, err, snap.ID)
+}
+
+// layerWriteError classes a failure to write a snapshot's layer: a full
+// disk is the user's to fix, and says how.
+func (e *Engine) layerWriteError(what string, err error) error {
+	if errors.Is(err, syscall.ENOSPC) {
+		return errdefs.Unavailablef("write %s: the disk holding the engine's state (%s) is full: free space there, or remove snapshots (`airlock snapshots`, `airlock snapshot rm`)", what, e.stateDir)
+	}
+	return fmt.Errorf("write %s: %w", what, err)
+}
+
+// apply extracts layer h onto the target, checking the layer against its
+// digest to the last byte.
+func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
+	open := func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
+	_, err := snapshot.ApplyLayer(open, t, snapshot.Limits{})
+	switch {
+	case err == nil:
+		return nil
+	case errors.Is(err, snapshot.ErrCorrupt):
+		return s.e.damaged(s.snap, err)
+	case errors.Is(err, syscall.ENOSPC):
+		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
+	case errors.Is(err, snapshot.ErrUnsafe), errors.Is(err, snapshot.ErrLimit):
+		return errdefs.Invalidf("snapshot %s holds a layer Airlock refuses to apply (%v): it was not written by Airlock; remove it with `airlock snapshot rm %s`", s.snap.ID, err, s.snap.ID)
+	}
+	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
+}
+
+func (s *restoreSource) fillWorkspace(upper string) error {
+	r, err := confined.OpenRoot(upper)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Root: r})
+}
+
+func (s *restoreSource) fillContainer(upperDir string) error {
+	if s.container.Hex == "" {
+		return nil
+	}
+	r, err := confined.OpenRoot(upperDir)
+	if err != nil {
+		return err
+	}
+	defer r.Close()
+	return s.apply(s.container, snapshot.Target{Root: r, Skip: notContainers})
+}
+
+func (s *restoreSource) fillHome(pid int) error {
+	if s.container.Hex == "" || pid <= 0 {
+		return nil
+	}
+	home, err := openHome(pid)
+	if err != nil {
+		return err
+	}
+	defer home.Close()
+	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Root: home})
+}
+
+// Restore makes req.N new sessions (in parallel) from a snapshot: each
+// starts with the snapshot's container changes, home and workspace, over
+// the project as it is now.
+func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error) {
+	snap, err := e.store.Snapshot(ctx, ref)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	n := req.N
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > maxFork {
+		return api.Restored{}, errdefs.Invalidf("-n %d: a fork makes 1 to %d sessions", n, maxFork)
+	}
+	src, err := e.restoreSource(snap)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	spec, err := restoreSpec(snap, req)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	var out api.Restored
+	spec.Image, out.Warnings, err = e.restoreImage(ctx, snap, req.Image)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	sessions := make([]api.Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], errs[i] = e.create(ctx, spec, src)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] == nil {
+			out.Sessions = append(out.Sessions, sessions[i])
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if len(out.Sessions) == 0 {
+			return out, firstErr(errs)
+		}
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(out.Sessions), n, firstErr(errs)))
+	}
+	e.log.Info("snapshot restored", "snapshot", snap.ID, "sessions", len(out.Sessions))
+	return out, nil
+}
+
+func firstErr(errs []error) error {
+	for _, err := range errs {
+		if err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// imported says whether a snapshot came from an archive. It then has no
+// settings of its own: an archive's are never used, and its Spec is empty
+// (a session always has a project).
+func imported(s api.Snapshot) bool { return s.Spec.Project == "" }
+
+// restoreSpec is what the restored sessions are created with: a local
+// snapshot's settings with what the request overrides; for an imported
+// one, the request's alone, over the engine's defaults.
+func restoreSpec(snap api.Snapshot, req api.RestoreRequest) (api.CreateRequest, error) {
+	if imported(snap) {
+		if req.Project == "" {
+			return api.CreateRequest{}, errdefs.Invalidf("snapshot %s was imported, and an archive's settings are never used: say which project the restored session works on with --project DIR (the user, image, limits and network policy are yours as well: --user, --image, or the engine's defaults)", snap.ID)
+		}
+		return api.CreateRequest{Project: req.Project, User: req.User}, nil
+	}
+	spec := snap.Spec
+	if req.Project != "" {
+		spec.Project = req.Project
+	}
+	if req.User != "" {
+		spec.User = req.User
+	}
+	return spec, nil
+}
+
+// restoreImage picks the image a restore runs on: the one asked for; for
+// an imported snapshot, the image its archive carried (loaded into Docker
+// by content at import); else the snapshot's own (by id) when Docker still
+// has it, else the image of that name now.
+func (e *Engine) restoreImage(ctx context.Context, snap api.Snapshot, asked string) (string, []string, error) {
+	if asked != "" {
+		return asked, nil, nil
+	}
+	if imported(snap) {
+		if snap.ImageID == "" {
+			return "", nil, errdefs.Invalidf("snapshot %s was imported from an archive without the image it was taken on: say which image to run it on with --image NAME", snap.ID)
+		}
+		if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err != nil {
+			return "", nil, errdefs.NotFoundf("the image snapshot %s's archive carried (%s) is no longer in Docker: import the archive again, or say which image to run it on with --image NAME", snap.ID, shortImageID(snap.ImageID))
+		}
+		return snap.ImageID, nil, nil
+	}
+	byName, nameErr := e.docker.ImageInspect(ctx, snap.Image)
+	if nameErr == nil && (snap.ImageID == "" || byName.ID == snap.ImageID) {
+		return snap.Image, nil, nil
+	}
+	if snap.ImageID != "" {
+		if _, err := e.docker.ImageInspect(ctx, snap.ImageID); err == nil {
+			return snap.ImageID, []string{fmt.Sprintf("image %s was rebuilt since the snapshot; the restored session runs on the image the snapshot was taken on (%s)", snap.Image, shortImageID(snap.ImageID))}, nil
+		}
+	}
+	if nameErr == nil {
+		return snap.Image, []string{fmt.Sprintf("the image the snapshot was taken on (%s) is gone; its container changes are applied to today's %s, where installed packages may not fit", shortImageID(snap.ImageID), snap.Image)}, nil
+	}
+	return "", nil, errdefs.NotFoundf("snapshot %s needs image %s, which is not here: build it (`airlock image build`) or import the snapshot from an export that includes its image", snap.ID, snap.Image)
+}
+
+// baseEntry is the store entry of a base image, by its full id (a short
+// one could be made to collide).
+func baseEntry(imageID string) string {
+	return baseEntryPrefix + strings.TrimPrefix(imageID, "sha256:")
+}
+
+func shortImageID(id string) string {
+	id = strings.TrimPrefix(id, "sha256:")
+	if len(id) > 12 {
+		id = id[:12]
+	}
+	return id
+}
+
+func workspaceBytes(snap api.Snapshot) int64 {
+	for _, l := range snap.Layers {
+		if l.What == whatWorkspace {
+			return l.Bytes
+		}
+	}
+	return 0
+}
