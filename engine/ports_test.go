@@ -71,7 +71,7 @@ func getURL(t *testing.T, url string, header ...string) (int, string) {
 	for i := 0; i+1 < len(header); i += 2 {
 		req.Header.Set(header[i], header[i+1])
 	}
-	return get(t, http.DefaultClient, req)
+	return get(t, &http.Client{Timeout: time.Minute}, req) // the timeout bounds a hang only
 }
 
 // echo dials addr and checks that lines come back, several each way on
@@ -218,7 +218,7 @@ func TestPortAuth(t *testing.T) {
 		t.Fatalf("with the token: %d %q", code, body)
 	}
 	jar, _ := cookiejar.New(nil)
-	browser := &http.Client{Jar: jar}
+	browser := &http.Client{Jar: jar, Timeout: time.Minute}
 	req, _ := http.NewRequest("GET", p.URL+"index.html?token="+p.Token, nil)
 	if code, body := get(t, browser, req); code != 200 || body != "hello from the session\n" {
 		t.Fatalf("?token= then its cookie: %d %q", code, body)
