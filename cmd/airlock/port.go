@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"os"
 	"strconv"
 	"text/tabwriter"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -103,6 +105,20 @@ func portRmCmd(g *globals) *cobra.Command {
 			}
 			return c.ClosePort(cmd.Context(), args[0], port)
 		},
+	}
+}
+
+// publishPorts forwards ports of a session just made (run --publish) and
+// says where; a port that cannot be forwarded is said and skipped, the
+// run goes on.
+func publishPorts(ctx context.Context, c *client.Client, id string, ports []int) {
+	for _, port := range ports {
+		p, err := c.OpenPort(ctx, id, api.PortRequest{Port: port})
+		if err != nil {
+			fmt.Fprintf(os.Stderr, "airlock: port %d not forwarded: %v\n", port, err)
+			continue
+		}
+		fmt.Fprintf(os.Stderr, "airlock: session %s port %d: %s\n", id, port, p.URL)
 	}
 }
 
