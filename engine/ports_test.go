@@ -33,7 +33,7 @@ exec cat
 // echo on 7000 and the upgrade answerer on 7001, all in the background.
 func startServers(t *testing.T, e *enginetest.Engine, id string) {
 	t.Helper()
-	if code, out := run(t, e, id, "sh", "-c", "mkdir -p /tmp/www && echo 'hello from the session' > /tmp/www/index.html && httpd -p 8000 -h /tmp/www"); code != 0 {
+	if code, out := run(t, e, id, "sh", "-c", "mkdir -p /tmp/www && echo '"+strings.TrimSpace(page)+"' > /tmp/www/index.html && httpd -p 8000 -h /tmp/www"); code != 0 {
 		t.Fatalf("httpd: %d %s", code, out)
 	}
 	script := "cat > /tmp/ws.sh <<'EOF'\n" + upgradeScript + "EOF\nchmod +x /tmp/ws.sh\n" +
@@ -73,6 +73,18 @@ func getURL(t *testing.T, url string, header ...string) (int, string) {
 	}
 	return get(t, &http.Client{Timeout: time.Minute}, req) // the timeout bounds a hang only
 }
+
+// wantPage fails the test unless url (with the header pairs) answers
+// the page startServers wrote; what names the way it was fetched.
+func wantPage(t *testing.T, what, url string, header ...string) {
+	t.Helper()
+	if code, body := getURL(t, url, header...); code != 200 || body != page {
+		t.Fatalf("%s: %d %q", what, code, body)
+	}
+}
+
+// page is what httpd serves in the session.
+const page = "hello from the session\n"
 
 // echo dials addr and checks that lines come back, several each way on
 // one connection (the plumbing a WebSocket needs), and that an end of
@@ -126,16 +138,14 @@ func TestPorts(t *testing.T) {
 	must(t, err)
 	startServers(t, e, s.ID)
 
-	page, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000})
+	web, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000})
 	must(t, err)
-	if !strings.HasPrefix(page.URL, "http://127.0.0.1:") || page.Token != "" {
-		t.Fatalf("forward %+v", page)
+	if !strings.HasPrefix(web.URL, "http://127.0.0.1:") || web.Token != "" {
+		t.Fatalf("forward %+v", web)
 	}
-	if code, body := getURL(t, page.URL+"index.html"); code != 200 || body != "hello from the session\n" {
-		t.Fatalf("the page through the forward: %d %q", code, body)
-	}
+	wantPage(t, "the page through the forward", web.URL+"index.html")
 	again, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000})
-	if err != nil || again.URL != page.URL {
+	if err != nil || again.URL != web.URL {
 		t.Fatalf("the same forward asked again: %+v %v", again, err)
 	}
 	if _, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000, Auth: "bearer"}); !errdefs.IsConflict(err) {
@@ -148,9 +158,7 @@ func TestPorts(t *testing.T) {
 
 	// A paused session is woken by a request.
 	must(t, e.Pause(ctx, s.ID))
-	if code, body := getURL(t, page.URL+"index.html"); code != 200 || body != "hello from the session\n" {
-		t.Fatalf("the page of a paused session: %d %q", code, body)
-	}
+	wantPage(t, "the page of a paused session", web.URL+"index.html")
 	if st := state(t, e, s.ID); st != api.StateRunning {
 		t.Fatalf("a request left the session %s", st)
 	}
@@ -182,7 +190,7 @@ func TestPorts(t *testing.T) {
 
 	// Removing the session ends its forwards.
 	must(t, e.Remove(ctx, s.ID))
-	if _, err := net.Dial("tcp", hostPort(page)); err == nil {
+	if _, err := net.Dial("tcp", hostPort(web)); err == nil {
 		t.Fatalf("the forward still listens after the session was removed")
 	}
 }
@@ -214,13 +222,11 @@ func TestPortAuth(t *testing.T) {
 	if code, _ := getURL(t, p.URL+"index.html", "Authorization", "Bearer "+strings.Repeat("0", len(p.Token))); code != 401 {
 		t.Fatalf("with a wrong token: %d", code)
 	}
-	if code, body := getURL(t, p.URL+"index.html", "Authorization", "Bearer "+p.Token); code != 200 || body != "hello from the session\n" {
-		t.Fatalf("with the token: %d %q", code, body)
-	}
+	wantPage(t, "with the token", p.URL+"index.html", "Authorization", "Bearer "+p.Token)
 	jar, _ := cookiejar.New(nil)
 	browser := &http.Client{Jar: jar, Timeout: time.Minute}
 	req, _ := http.NewRequest("GET", p.URL+"index.html?token="+p.Token, nil)
-	if code, body := get(t, browser, req); code != 200 || body != "hello from the session\n" {
+	if code, body := get(t, browser, req); code != 200 || body != page {
 		t.Fatalf("?token= then its cookie: %d %q", code, body)
 	}
 	req, _ = http.NewRequest("GET", p.URL+"index.html", nil)
@@ -291,7 +297,5 @@ func TestPortsAfterRestart(t *testing.T) {
 	if err != nil || len(list) != 1 || list[0] != p {
 		t.Fatalf("after a restart: %+v %v, want %+v", list, err, p)
 	}
-	if code, body := getURL(t, p.URL+"index.html", "Authorization", "Bearer "+p.Token); code != 200 || body != "hello from the session\n" {
-		t.Fatalf("the page after a restart: %d %q", code, body)
-	}
+	wantPage(t, "the page after a restart", p.URL+"index.html", "Authorization", "Bearer "+p.Token)
 }
