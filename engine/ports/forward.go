@@ -107,7 +107,9 @@ func (fw *forward) dial(ctx context.Context) (net.Conn, error) {
 	if !fw.track(c) {
 		return nil, errors.New("the forward was removed")
 	}
-	return &sessionConn{Conn: c, fw: fw}, nil
+	sc := &sessionConn{Conn: c, fw: fw}
+	sc.lastWake.Store(time.Now().UnixNano()) // woken just now
+	return sc, nil
 }
 
 // sessionConn is a connection to the session's port: writes toward the
