@@ -277,6 +277,16 @@ export interface LifecycleEvent {
   reason: string;
 }
 
+// A session port forwarded to the host (engine/api Port).
+export interface Port {
+  session: string;
+  port: number;
+  listen: string;
+  url: string;
+  auth?: string;
+  token?: string;
+}
+
 export interface Secret {
   name: string;
   updated: string;
