@@ -153,8 +153,9 @@ func TestCLIConventions(t *testing.T) {
 	if err := rm.Wait(); err != nil {
 		t.Errorf("rm answered no: %v\n%s", err, screen.String())
 	}
+	waitFor(t, &screen, "kept "+id) // read from the terminal before it closes
 	f.Close()
-	if !strings.Contains(screen.String(), "kept "+id) || !strings.Contains(c.ok("ls", "-q"), id) {
+	if !strings.Contains(c.ok("ls", "-q"), id) {
 		t.Errorf("rm answered no did not keep the session:\n%s", screen.String())
 	}
 
