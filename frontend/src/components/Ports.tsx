@@ -1,13 +1,13 @@
 import { useCallback, useEffect, useState } from "react";
 import type { Client } from "../api/client";
 import type { Port } from "../api/types";
+import { useBusy } from "../lib/busy";
 
 // Ports are a session's ports forwarded to the host (`airlock port`):
 // forward one to a free loopback port, open it, stop it.
 export function Ports({ client, session, onError }: { client: Client; session: string; onError: (e: unknown) => void }) {
   const [list, setList] = useState<Port[]>([]);
   const [port, setPort] = useState("");
-  const [busy, setBusy] = useState("");
   const load = useCallback(async () => {
     try {
       setList((await client.ports(session)) ?? []);
@@ -18,17 +18,7 @@ export function Ports({ client, session, onError }: { client: Client; session: s
   useEffect(() => {
     void load();
   }, [load]);
-  const run = async (what: string, f: () => Promise<unknown>) => {
-    setBusy(what);
-    try {
-      await f();
-      await load();
-    } catch (e) {
-      onError(e);
-    } finally {
-      setBusy("");
-    }
-  };
+  const { busy, run } = useBusy(load, onError);
   const n = Number(port);
   const valid = Number.isInteger(n) && n >= 1 && n <= 65535;
   return (
