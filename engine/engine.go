@@ -27,6 +27,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
+	"github.com/airlock/airlock/engine/ports"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
@@ -140,6 +141,8 @@ type Engine struct {
 	stopWatch func()
 	// nets are the session networks and the spares (engine/network).
 	nets *netPool
+	// ports are the sessions' ports forwarded to the host (engine/ports).
+	ports *ports.Forwarder
 }
 
 // live is the in-memory side of a session.
@@ -209,6 +212,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		return nil, err
 	}
 	e.nets.Fill()
+	e.ports = newPorts(e)
 	every := opts.IdleCheck
 	if every <= 0 {
 		every = 10 * time.Second
@@ -224,6 +228,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 // the mounts, not to this process.
 func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
+	e.ports.Stop()
 	e.nets.Close()
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()

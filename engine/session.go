@@ -136,6 +136,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	delete(e.sessions, rec.ID)
 	e.mu.Unlock()
 	e.secrets.Forget(rec.ID)
+	e.ports.Forget(rec.ID)
 	e.log.Info("session removed", "session", rec.ID)
 	return e.store.DeleteSession(ctx, rec.ID)
 }

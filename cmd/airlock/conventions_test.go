@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -56,10 +57,10 @@ func TestCLIConventions(t *testing.T) {
 		v.Engine.Level != api.Level || v.Client.Level != api.Level || v.Engine.API != api.Version || v.Engine.PID <= 0 || v.Engine.DockerVersion == "" {
 		t.Errorf("version --json: %+v %+v, %v", v, v.Engine, err)
 	}
-	if got := c.ok("version", "--format", "{{.Engine.API}} level {{.Engine.Level}}"); got != "v1 level 1\n" {
+	if got := c.ok("version", "--format", "{{.Engine.API}} level {{.Engine.Level}}"); got != fmt.Sprintf("v1 level %d\n", api.Level) {
 		t.Errorf("version --format: %q", got)
 	}
-	if human := c.ok("version"); !strings.Contains(human, "Engine:") || !strings.Contains(human, "(level 1)") {
+	if human := c.ok("version"); !strings.Contains(human, "Engine:") || !strings.Contains(human, fmt.Sprintf("(level %d)", api.Level)) {
 		t.Errorf("version:\n%s", human)
 	}
 
@@ -152,8 +153,9 @@ func TestCLIConventions(t *testing.T) {
 	if err := rm.Wait(); err != nil {
 		t.Errorf("rm answered no: %v\n%s", err, screen.String())
 	}
+	waitFor(t, &screen, "kept "+id) // read from the terminal before it closes
 	f.Close()
-	if !strings.Contains(screen.String(), "kept "+id) || !strings.Contains(c.ok("ls", "-q"), id) {
+	if !strings.Contains(c.ok("ls", "-q"), id) {
 		t.Errorf("rm answered no did not keep the session:\n%s", screen.String())
 	}
 

@@ -62,7 +62,7 @@ func newRoot(g *globals) *cobra.Command {
 		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), pauseCmd(g), resumeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
-		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g),
+		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g), portCmd(g),
 		versionCmd(g), manCmd(), mcpCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that strictGroups covers it too

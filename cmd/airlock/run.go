@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"time"
 
@@ -83,6 +84,7 @@ func runCmd(g *globals) *cobra.Command {
 	f := &createFlags{}
 	af := &agentFlags{}
 	var tty, interactive bool
+	var publish []int
 	cmd := &cobra.Command{
 		Use:   "run [flags] -- COMMAND [ARG...] | run --agent NAME --prompt TEXT",
 		Short: "Create a session and run a command in it",
@@ -93,11 +95,16 @@ func runCmd(g *globals) *cobra.Command {
 			"  airlock run --project . --agent claude --prompt \"Fix the failing test in pkg/foo\"\n" +
 			"  airlock run --agent codex --prompt-file task.md --schema result.schema.json --json",
 		RunE: func(cmd *cobra.Command, args []string) error {
+			for _, p := range publish {
+				if _, err := portArg(strconv.Itoa(p)); err != nil {
+					return err
+				}
+			}
 			if af.agent != "" {
 				if len(args) > 0 {
 					return usageErr("give either --agent with a prompt or a command after `--`, not both")
 				}
-				return runAgent(cmd.Context(), g, f, af)
+				return runAgent(cmd.Context(), g, f, af, publish)
 			}
 			if af.prompt != "" || af.promptFile != "" {
 				return usageErr("--prompt needs --agent (%s)", strings.Join(harness.Names(), ", "))
@@ -121,6 +128,7 @@ func runCmd(g *globals) *cobra.Command {
 			}, func(sess api.Session) {
 				id = sess.ID
 				fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s)\n", sess.ID, sess.Project, sess.Image)
+				publishPorts(ctx, c, sess.ID, publish)
 			})
 			if err != nil {
 				return err
@@ -133,11 +141,12 @@ func runCmd(g *globals) *cobra.Command {
 	af.add(cmd, true)
 	cmd.Flags().BoolVarP(&tty, "tty", "t", false, "give the command a terminal")
 	cmd.Flags().BoolVarP(&interactive, "interactive", "i", false, "pass standard input to the command")
+	cmd.Flags().IntSliceVar(&publish, "publish", nil, "forward this port of the session to a free port of 127.0.0.1 and print its URL (repeatable; see `airlock port`)")
 	return cmd
 }
 
 // runAgent creates a session and runs the agent's first turn in it.
-func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags) error {
+func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags, publish []int) error {
 	areq, err := af.request(af.prompt)
 	if err != nil {
 		return err
@@ -161,6 +170,7 @@ func runAgent(ctx context.Context, g *globals, f *createFlags, af *agentFlags) e
 		return err
 	}
 	fmt.Fprintf(os.Stderr, "airlock: session %s (project %s, image %s, agent %s)\n", sess.ID, sess.Project, sess.Image, af.agent)
+	publishPorts(ctx, c, sess.ID, publish)
 	code, err := runTurn(ctx, c, sess.ID, areq, af.json)
 	if err != nil {
 		return err

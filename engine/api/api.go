@@ -21,7 +21,8 @@ const Version = "v1"
 // level is N or more. An engine from before levels reports none (0).
 // Level 1: GET /version reports the level; GET /sessions/{id}/commands
 // takes since=ID.
-const Level = 1
+// Level 2: /sessions/{id}/ports (preview ports).
+const Level = 2
 
 // Session states.
 const (

@@ -622,3 +622,20 @@ func (c *Client) StartUI(ctx context.Context) (string, error) {
 	err := c.do(ctx, "POST", "/ui", nil, nil, &out)
 	return out.URL, err
 }
+
+// OpenPort forwards a session's port to the host.
+func (c *Client) OpenPort(ctx context.Context, id string, req api.PortRequest) (api.Port, error) {
+	var out api.Port
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/ports", nil, req, &out)
+}
+
+// Ports lists a session's forwarded ports.
+func (c *Client) Ports(ctx context.Context, id string) ([]api.Port, error) {
+	var out []api.Port
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/ports", nil, nil, &out)
+}
+
+// ClosePort ends the forward of a session's port.
+func (c *Client) ClosePort(ctx context.Context, id string, port int) error {
+	return c.do(ctx, "DELETE", "/sessions/"+url.PathEscape(id)+"/ports/"+strconv.Itoa(port), nil, nil, nil)
+}

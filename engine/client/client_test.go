@@ -218,6 +218,14 @@ var routes = []route{
 	{"POST /sessions/{id}/limits", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.SetLimits(ctx, id, api.Limits{CPUs: 4})
 	}, func(id string) any { s := servertest.Session(id); s.Limits = api.Limits{CPUs: 4}; return s }, 200, named("SetLimits", api.Limits{CPUs: 4})},
+	{"POST /sessions/{id}/ports", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.OpenPort(ctx, id, api.PortRequest{Port: 5173})
+	}, func(id string) any { return servertest.Port(id, 5173) }, 201, named("OpenPort", api.PortRequest{Port: 5173})},
+	{"GET /sessions/{id}/ports", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Ports(ctx, id) },
+		func(id string) any { return []api.Port{servertest.Port(id, 5173)} }, 200, named("Ports", nil)},
+	{"DELETE /sessions/{id}/ports/{port}", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return nil, c.ClosePort(ctx, id, 5173)
+	}, func(string) any { return nil }, 204, named("ClosePort", 5173)},
 	{"POST /sessions/{id}/snapshots", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.Snapshot(ctx, id, api.SnapshotRequest{Name: "before"})
 	}, func(id string) any { s := servertest.Snapshot("snap1"); s.Session, s.Name = id, "before"; return s }, 201,

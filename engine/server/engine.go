@@ -45,6 +45,10 @@ type Engine interface {
 	SetBudgets(ctx context.Context, id string, b api.Budgets) (api.Session, error)
 	SetLimits(ctx context.Context, id string, req api.Limits) (api.Session, error)
 
+	OpenPort(ctx context.Context, id string, req api.PortRequest) (api.Port, error)
+	Ports(ctx context.Context, id string) ([]api.Port, error)
+	ClosePort(ctx context.Context, id string, port int) error
+
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error)

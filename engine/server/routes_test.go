@@ -74,6 +74,9 @@ var routeCases = []routeCase{
 	{"POST", "/v1/sessions/s1/budget", `{"cost":1}`, 200, "application/json"},
 	{"POST", "/v1/sessions/s1/limits", `{"cpus":2}`, 200, "application/json"},
 	{"GET", "/v1/sessions/s1/lifecycle", "", 200, "application/json"},
+	{"POST", "/v1/sessions/s1/ports", `{"port":5173}`, 201, "application/json"},
+	{"GET", "/v1/sessions/s1/ports", "", 200, "application/json"},
+	{"DELETE", "/v1/sessions/s1/ports/5173", "", 204, ""},
 	{"POST", "/v1/sessions/s1/snapshots", `{"name":"n"}`, 201, "application/json"},
 	{"GET", "/v1/snapshots", "", 200, "application/json"},
 	{"POST", "/v1/snapshots/import", "tar bytes", 201, "application/json"},
@@ -110,7 +113,7 @@ func TestEveryRouteAnswers(t *testing.T) {
 	seen := regexp.MustCompile(`\{\w+\}`)
 	for _, m := range re.FindAllStringSubmatch(string(src), -1) {
 		path := seen.ReplaceAllStringFunc(m[2], func(v string) string {
-			return map[string]string{"{id}": "s1", "{ref}": "snap1", "{name}": "KEY"}[v]
+			return map[string]string{"{id}": "s1", "{ref}": "snap1", "{name}": "KEY", "{port}": "5173"}[v]
 		})
 		if !tested[m[1]+" /v1"+path] {
 			t.Errorf("route %s %s has no case in routeCases", m[1], m[2])

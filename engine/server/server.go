@@ -3,7 +3,7 @@
 // map their class to an HTTP status and an api.Error body; exec streams
 // upgrade the connection to the framing in engine/api. One file per
 // resource (sessions.go, exec.go, review.go, agent.go, egress.go,
-// meter.go, snapshots.go, images.go, settings.go, secrets.go); most
+// meter.go, ports.go, snapshots.go, images.go, settings.go, secrets.go); most
 // handlers are the one shape serve (handle.go) writes.
 package server
 
@@ -97,6 +97,10 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/budget", serve(200, s.budget))
 	m.HandleFunc("POST "+p+"/sessions/{id}/limits", serve(200, s.limits))
 	m.HandleFunc("GET "+p+"/sessions/{id}/lifecycle", serve(200, s.lifecycle))
+	// ports.go
+	m.HandleFunc("POST "+p+"/sessions/{id}/ports", serve(http.StatusCreated, s.openPort))
+	m.HandleFunc("GET "+p+"/sessions/{id}/ports", serve(200, s.listPorts))
+	m.HandleFunc("DELETE "+p+"/sessions/{id}/ports/{port}", serve(http.StatusNoContent, s.closePort))
 	// snapshots.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/snapshots", serve(http.StatusCreated, s.takeSnapshot))
 	m.HandleFunc("GET "+p+"/snapshots", serve(200, s.listSnapshots))

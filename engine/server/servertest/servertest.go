@@ -291,6 +291,23 @@ func (f *Engine) SetLimits(ctx context.Context, id string, req api.Limits) (api.
 	return s, f.call("SetLimits", id, req)
 }
 
+func (f *Engine) OpenPort(ctx context.Context, id string, req api.PortRequest) (api.Port, error) {
+	return Port(id, req.Port), f.call("OpenPort", id, req)
+}
+
+func (f *Engine) Ports(ctx context.Context, id string) ([]api.Port, error) {
+	return []api.Port{Port(id, 5173)}, f.call("Ports", id, nil)
+}
+
+func (f *Engine) ClosePort(ctx context.Context, id string, port int) error {
+	return f.call("ClosePort", id, port)
+}
+
+// Port is the forward the fake answers for a session's port.
+func Port(id string, port int) api.Port {
+	return api.Port{Session: id, Port: port, Listen: "127.0.0.1:40123", URL: "http://127.0.0.1:40123/"}
+}
+
 func (f *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
 	s := Snapshot("snap1")
 	s.Session, s.Name = id, req.Name

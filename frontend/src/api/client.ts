@@ -9,6 +9,7 @@ import type {
   EgressPolicy,
   Image,
   LifecycleEvent,
+  Port,
   Meter,
   Outcome,
   Progress,
@@ -52,6 +53,10 @@ export class Client {
 
   netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
   allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });
+
+  ports = (id: string) => this.t.request<Port[]>("GET", `/sessions/${p(id)}/ports`);
+  openPort = (id: string, port: number) => this.t.request<Port>("POST", `/sessions/${p(id)}/ports`, { port });
+  closePort = (id: string, port: number) => this.t.request<void>("DELETE", `/sessions/${p(id)}/ports/${port}`);
 
   meter = (id: string) => this.t.request<Meter>("GET", `/sessions/${p(id)}/meter`);
   lifecycle = (id: string) => this.t.request<LifecycleEvent[]>("GET", `/sessions/${p(id)}/lifecycle`);

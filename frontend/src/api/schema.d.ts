@@ -431,6 +431,52 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/ports": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /** The session's forwarded ports. */
+    get: operations["listPorts"];
+    put?: never;
+    /**
+     * Forward one of the session's TCP ports to the host.
+     * @description The engine dials the port inside the session's network namespace, so its egress policy is not loosened. Bound to 127.0.0.1 unless listen says otherwise; anything else needs auth (bearer: an HTTP front that wants the token).
+     */
+    post: operations["openPort"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/ports/{port}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+        /** @description the session's port number */
+        port: number;
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    post?: never;
+    /** Stop forwarding a port (its open connections close). */
+    delete: operations["closePort"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/meter": {
     parameters: {
       query?: never;
@@ -901,6 +947,25 @@ export interface components {
       event?: components["schemas"]["Event"];
       turn?: components["schemas"]["Turn"];
       error?: components["schemas"]["Error"];
+    };
+    PortRequest: {
+      /** @description the session's TCP port (1-65535) */
+      port: number;
+      /** @description host:port to listen on; empty: a free port of 127.0.0.1 */
+      listen?: string;
+      /** @description empty (plain TCP) or bearer */
+      auth?: string;
+    };
+    Port: {
+      session: string;
+      port: number;
+      /** @description the address the engine listens on */
+      listen: string;
+      /** @description where to open it */
+      url: string;
+      auth?: string;
+      /** @description the bearer token, when auth is bearer */
+      token?: string;
     };
     Secret: {
       name: string;
@@ -1779,6 +1844,82 @@ export interface operations {
         content: {
           "application/json": components["schemas"]["Session"];
         };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  listPorts: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the forwards */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Port"][];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  openPort: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["PortRequest"];
+      };
+    };
+    responses: {
+      /** @description the forward, with its URL (and token) */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Port"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  closePort: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+        /** @description the session's port number */
+        port: number;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description closed */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
       };
       default: components["responses"]["Error"];
     };

@@ -99,3 +99,6 @@ export type AgentEvent = Narrow<
 
 // The layers a snapshot's view names.
 export type SnapshotLayer = Narrow<Schemas["SnapshotLayer"], { what: "container" | "workspace" | (string & {}) }>;
+
+// A session port forwarded to the host (engine/api Port).
+export type Port = Schemas["Port"];

@@ -4,16 +4,17 @@ import type { Session } from "../api/types";
 import { seconds, stateOf, usd } from "../lib/format";
 import { Agent } from "./Agent";
 import { Network } from "./Network";
+import { Ports } from "./Ports";
 import { Review } from "./Review";
 import { Snapshots } from "./Snapshots";
 import { Terminal } from "./Terminal";
 import { Usage } from "./Usage";
 
-export const TABS = ["review", "agent", "terminal", "network", "snapshots", "usage"] as const;
+export const TABS = ["review", "agent", "terminal", "network", "ports", "snapshots", "usage"] as const;
 export type Tab = (typeof TABS)[number];
 
 // SessionView is one session: its review, agent, terminal, network log,
-// snapshots and usage.
+// forwarded ports, snapshots and usage.
 export function SessionView({
   client,
   session,
@@ -97,6 +98,7 @@ export function SessionView({
         )}
         {tab === "terminal" && <Terminal client={client} session={session.id} theme={theme} />}
         {tab === "network" && <Network client={client} session={session} onError={onError} />}
+        {tab === "ports" && <Ports client={client} session={session.id} onError={onError} />}
         {tab === "snapshots" && <Snapshots client={client} session={session.id} onOpen={onOpen} onError={onError} />}
         {tab === "usage" && <Usage client={client} session={session.id} cpus={session.limits.cpus} onError={onError} />}
       </div>

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useState } from "react";
 import type { Client } from "../api/client";
 import type { Snapshot } from "../api/types";
 import { age, bytes, nanos } from "../lib/format";
+import { useBusy } from "../lib/busy";
 
 // Snapshots is the timeline of a session's snapshots (all, with session
 // unset), with restore and fork.
@@ -18,7 +19,6 @@ export function Snapshots({
 }) {
   const [list, setList] = useState<Snapshot[]>([]);
   const [name, setName] = useState("");
-  const [busy, setBusy] = useState("");
   const [fork, setFork] = useState(3);
   const load = useCallback(async () => {
     try {
@@ -31,17 +31,7 @@ export function Snapshots({
   useEffect(() => {
     void load();
   }, [load]);
-  const run = async (what: string, f: () => Promise<void>) => {
-    setBusy(what);
-    try {
-      await f();
-      await load();
-    } catch (e) {
-      onError(e);
-    } finally {
-      setBusy("");
-    }
-  };
+  const { busy, run } = useBusy(load, onError);
   return (
     <div className="snapshots">
       {session && (
