@@ -305,6 +305,7 @@ func newCore(t *testing.T) *core {
 	}
 	e.nets = network.NewPool[*egress.Policy](c.links, c.fw, start,
 		network.Options{Owner: "airlock-test:" + dir, LockFile: filepath.Join(dir, "netalloc.lock")})
+	e.ports = newPorts(e)
 	c.e = e
 	t.Cleanup(func() {
 		// Whatever a failed test left mounted.

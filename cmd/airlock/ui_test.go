@@ -272,7 +272,7 @@ func TestBrowserReview(t *testing.T) {
 	// The terminal: a shell on the session's PTY, typed into like a person.
 	var screen string
 	step(t, ctx, "the terminal",
-		chromedp.Click(`.tabs button:nth-child(3)`),
+		clickText(".tabs", "Terminal"),
 		chromedp.WaitVisible(`.xterm-helper-textarea`),
 		chromedp.Focus(`.xterm-helper-textarea`),
 		// Typed as text input, as an input method does (key events
@@ -344,7 +344,7 @@ func TestBrowserScreens(t *testing.T) {
 
 	var blocked string
 	step(t, ctx, "the network log",
-		chromedp.Click(`.tabs button:nth-child(4)`),
+		clickText(".tabs", "Network"),
 		chromedp.WaitVisible(`tr.blocked`),
 		chromedp.Text(`tr.blocked`, &blocked),
 		shoot("network"),
@@ -357,7 +357,7 @@ func TestBrowserScreens(t *testing.T) {
 
 	var timeline string
 	step(t, ctx, "a snapshot and a fork",
-		chromedp.Click(`.tabs button:nth-child(5)`),
+		clickText(".tabs", "Snapshots"),
 		chromedp.WaitVisible(`input[aria-label="snapshot name"]`),
 		setField(`input[aria-label="snapshot name"]`, "after-tests"),
 		clickText(".snapshots", "Take snapshot"),
@@ -374,7 +374,7 @@ func TestBrowserScreens(t *testing.T) {
 
 	var cards string
 	step(t, ctx, "usage",
-		chromedp.Click(`.tabs button:nth-child(6)`),
+		clickText(".tabs", "Usage"),
 		chromedp.WaitVisible(`.cards`),
 		chromedp.Text(`.cards`, &cards),
 		shoot("usage"),
