@@ -34,8 +34,10 @@ type Rule struct {
 	domain  string // lower case, no trailing dot; "" for a CIDR
 	wild    bool
 	prefix  netip.Prefix
-	port    int  // 0 = any
-	private bool // private:HOST:PORT
+	port    int    // 0 = any
+	private bool   // private:HOST:PORT
+	method  string // upper case; "" = any (a request rule, see request.go)
+	glob    string // a cleaned path glob; "" = any path
 }
 
 // privatePrefix marks a rule that opts one host and port into private
@@ -44,8 +46,26 @@ const privatePrefix = "private:"
 
 // ParseRule reads a rule: example.com, *.example.com, 198.51.100.0/24,
 // 2001:db8::/32, each optionally followed by :PORT ([v6]:PORT for IPv6);
-// or private:HOST:PORT.
+// or private:HOST:PORT. A domain may also carry a method before it and a
+// path glob after it: "GET api.github.com/repos/**" (see request.go).
 func ParseRule(s string) (Rule, error) {
+	method, host, glob, err := splitRequest(strings.TrimSpace(s))
+	if err != nil {
+		return Rule{Text: s}, fmt.Errorf("rule %q: %v", s, err)
+	}
+	if method == "" && glob == "" {
+		return parseHostRule(s)
+	}
+	r, err := parseHostRule(host)
+	r.Text, r.method, r.glob = s, method, glob
+	if err != nil {
+		return r, fmt.Errorf("rule %q: %v", s, err)
+	}
+	return r, nil
+}
+
+// parseHostRule reads a rule without a method or path.
+func parseHostRule(s string) (Rule, error) {
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(s), privatePrefix); ok {
 		r, err := ParseRule(rest)
 		if err != nil {
@@ -194,6 +214,9 @@ type Policy struct {
 	Private bool
 	// Inject adds headers with secrets to matching hosts' requests.
 	Inject []Injection
+	// Inspect names hosts whose TLS the proxy ends (with a certificate
+	// from the engine's CA) so that request rules apply to them.
+	Inspect []Rule
 }
 
 // Spec is a policy as stored and sent: rules as text.
@@ -203,6 +226,7 @@ type Spec struct {
 	Deny    []string `json:"deny,omitempty"`
 	Private bool     `json:"private,omitempty"`
 	Inject  []string `json:"inject,omitempty"`
+	Inspect []string `json:"inspect,omitempty"`
 }
 
 // Compile checks a spec and returns its policy.
@@ -236,6 +260,21 @@ func Compile(s Spec) (*Policy, error) {
 		}
 		p.Inject = append(p.Inject, i)
 	}
+	for _, t := range s.Inspect {
+		r, err := ParseRule(t)
+		if err != nil {
+			return nil, err
+		}
+		if r.isRequest() || r.private || r.domain == "" {
+			return nil, fmt.Errorf("inspect %q: name a host (example.com or *.example.com, optionally :PORT) whose TLS the proxy should end", t)
+		}
+		p.Inspect = append(p.Inspect, r)
+	}
+	for _, r := range append(append([]Rule(nil), p.Allow...), p.Deny...) {
+		if err := p.checkRequestRule(r); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -250,6 +289,9 @@ func (p *Policy) Spec() Spec {
 	}
 	for _, i := range p.Inject {
 		s.Inject = append(s.Inject, i.Text)
+	}
+	for _, r := range p.Inspect {
+		s.Inspect = append(s.Inspect, r.Text)
 	}
 	return s
 }
@@ -295,7 +337,9 @@ func (p *Policy) NameAnyPort(host string) Decision {
 
 func (p *Policy) name(host string, port int, anyPort bool) Decision {
 	for _, r := range p.Deny {
-		if (!anyPort || r.port == 0) && r.matchName(host, port) {
+		// A request rule denies requests, not the connection that
+		// carries them.
+		if !r.isRequest() && (!anyPort || r.port == 0) && r.matchName(host, port) {
 			return Decision{Rule: "deny " + r.Text, Reason: host + " is denied"}
 		}
 	}

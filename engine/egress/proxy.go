@@ -21,7 +21,9 @@ type Conn struct {
 	Kind     string        `json:"kind"` // http, connect, https (a request inside an intercepted connection), tcp, dns
 	Host     string        `json:"host"`
 	Port     int           `json:"port,omitempty"`
-	Addr     string        `json:"addr,omitempty"` // the address connected to
+	Method   string        `json:"method,omitempty"` // of a request the proxy read (http, https)
+	Path     string        `json:"path,omitempty"`   // cleaned, as rules match it, without the query
+	Addr     string        `json:"addr,omitempty"`   // the address connected to
 	BytesOut int64         `json:"bytes_out"`
 	BytesIn  int64         `json:"bytes_in"`
 	Allowed  bool          `json:"allowed"`
@@ -141,7 +143,11 @@ func (x *Proxy) refuse(w http.ResponseWriter, entry Conn, d Decision) {
 	switch d.Rule {
 	case "address", "host", "inject": // no rule lets these through
 	default:
-		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", entry.Host)
+		what := entry.Host
+		if entry.Method != "" {
+			what = fmt.Sprintf("'%s %s%s'", entry.Method, entry.Host, entry.Path)
+		}
+		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", what)
 	}
 	http.Error(w, msg, http.StatusForbidden)
 	entry.Allowed, entry.Rule, entry.Reason = false, d.Rule, d.Reason
@@ -205,8 +211,8 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		x.log(entry)
 		return
 	}
-	if list := x.injectionsFor(h, port); len(list) > 0 {
-		up.Close() // the injecting path makes its own upstream connections
+	if list := x.injectionsFor(h, port); len(list) > 0 || x.inspected(h, port) {
+		up.Close() // the intercepting path makes its own upstream connections
 		x.mitm(client, first, h, port, list, &entry)
 		entry.Duration = time.Since(start)
 		x.log(entry)
@@ -279,7 +285,7 @@ func splice(client net.Conn, fromClient io.Reader, up net.Conn) (int64, int64) {
 func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, port, err := parseTarget(r.URL.Host, 80)
-	entry := Conn{Time: start, Kind: "http", Host: h.String(), Port: port}
+	entry := Conn{Time: start, Kind: "http", Host: h.String(), Port: port, Method: clip(r.Method), Path: clip(cleanPath(r.URL.EscapedPath()))}
 	if err != nil {
 		entry.Host = clip(r.URL.Host)
 		x.refuse(w, entry, Decision{Rule: "address", Reason: err.Error()})
@@ -293,8 +299,13 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		x.refuse(w, entry, Decision{Rule: "inject", Reason: fmt.Sprintf("a plain HTTP request to %s, whose requests carry a secret: secrets go only over TLS, so use https://%s", h, h.hostPort(port))})
 		return
 	}
-	// Decide before forwarding, for a refusal in words.
-	d := x.policy.Load().Host(h, port)
+	// Decide before forwarding, for a refusal in words: the host, then
+	// the request.
+	p := x.policy.Load()
+	d := p.Host(h, port)
+	if d.Allowed {
+		d = p.Request(h, port, r.Method, r.URL.EscapedPath())
+	}
 	if !d.Allowed {
 		x.refuse(w, entry, d)
 		return
