@@ -39,6 +39,9 @@ func splitRequest(t string) (method, host, glob string, err error) {
 		if strings.Contains(glob, "?") || strings.Contains(glob, "#") {
 			return "", "", "", fmt.Errorf("the path %q has a query or fragment: a path rule matches the path only, whatever the query", glob)
 		}
+		if strings.ContainsAny(glob, " \t") {
+			return "", "", "", fmt.Errorf("the path %q has a space: write it as %%20", glob)
+		}
 		glob = cleanGlob(glob)
 	}
 	return method, host, glob, nil
