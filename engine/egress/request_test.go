@@ -347,3 +347,34 @@ func BenchmarkRequestDecision(b *testing.B) {
 		})
 	}
 }
+
+// BenchmarkDecide is the decision alone: a host rule's and a request
+// rule's, on the same request.
+func BenchmarkDecide(b *testing.B) {
+	h := Host{Name: "example.com"}
+	host := mustCompileB(b, Spec{Mode: Custom, Inspect: []string{"example.com"}, Allow: []string{"example.com"}})
+	req := mustCompileB(b, Spec{Mode: Custom, Inspect: []string{"example.com"},
+		Allow: []string{"GET example.com/repos/*/issues/**", "GET example.com/v1/**"}, Deny: []string{"POST example.com/**", "example.com/repos/*/secrets/**"}})
+	b.Run("host-rule", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if !host.Host(h, 443).Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+	b.Run("request-rule", func(b *testing.B) {
+		for i := 0; i < b.N; i++ {
+			if !req.Host(h, 443).Allowed || !req.Request(h, 443, "GET", "/repos/octo/issues/1").Allowed {
+				b.Fatal("denied")
+			}
+		}
+	})
+}
+
+func mustCompileB(b *testing.B, s Spec) *Policy {
+	p, err := Compile(s)
+	if err != nil {
+		b.Fatal(err)
+	}
+	return p
+}
