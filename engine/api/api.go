@@ -292,6 +292,10 @@ type EgressPolicy struct {
 	// Inject adds headers holding secrets to a host's requests in
 	// transit: "api.example.com:x-api-key=secret:NAME".
 	Inject []string `json:"inject,omitempty"`
+	// Inspect names hosts whose TLS the proxy ends with the engine's CA,
+	// so that request rules ("GET api.example.com/v1/**": a method and
+	// a path glob) apply to their HTTPS requests.
+	Inspect []string `json:"inspect,omitempty"`
 }
 
 // PolicyChange edits a running session's policy: rules to add to each
@@ -301,6 +305,7 @@ type PolicyChange struct {
 	Allow   []string      `json:"allow,omitempty"`
 	Deny    []string      `json:"deny,omitempty"`
 	Inject  []string      `json:"inject,omitempty"`
+	Inspect []string      `json:"inspect,omitempty"`
 	Mode    string        `json:"mode,omitempty"`
 	Private *bool         `json:"private,omitempty"`
 	// FromLog allows what log entry FromLog was about.
@@ -314,6 +319,8 @@ type EgressEntry struct {
 	Kind     string        `json:"kind"` // http, connect, tcp, dns
 	Host     string        `json:"host"`
 	Port     int           `json:"port,omitempty"`
+	Method   string        `json:"method,omitempty"` // of a request the proxy read
+	Path     string        `json:"path,omitempty"`   // cleaned as rules match it, no query
 	Addr     string        `json:"addr,omitempty"`
 	BytesOut int64         `json:"bytes_out"`
 	BytesIn  int64         `json:"bytes_in"`
