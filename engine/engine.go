@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -106,6 +107,9 @@ type Options struct {
 	// PolicyFile, when set, is the accept policy of every session instead
 	// of the project's .airlock/policy.yaml (`airlock ci --policy`).
 	PolicyFile string
+	// Resolve, when set, is how the egress proxies look names up instead
+	// of the host's resolver (tests name their own servers with it).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -117,6 +121,8 @@ type Engine struct {
 	policy   string                   // Options.PolicyFile
 	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
+	// resolve is Options.Resolve.
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers
@@ -180,6 +186,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log:       log.With("component", "engine"),
 		sessions:  map[string]*live{},
 		policy:    opts.PolicyFile,
+		resolve:   opts.Resolve,
 		reviewers: review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults

@@ -151,7 +151,7 @@ func (e *Engine) startGateway(n *network.Net) (*egressState, error) {
 	x := egress.NewProxy(&egress.Policy{Mode: egress.DenyAll})
 	st := &egressState{proxy: x, secrets: e.secrets}
 	st.session.Store("")
-	x.CA, x.RootCAs, x.Secrets = e.ca, e.upstreamRoots(), st
+	x.CA, x.RootCAs, x.Secrets, x.Resolve = e.ca, e.upstreamRoots(), st, e.resolve
 	x.Log = func(c egress.Conn) {
 		id := st.session.Load().(string)
 		if id == "" {

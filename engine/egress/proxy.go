@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -145,7 +146,11 @@ func (x *Proxy) refuse(w http.ResponseWriter, entry Conn, d Decision) {
 	default:
 		what := entry.Host
 		if entry.Method != "" {
-			what = fmt.Sprintf("'%s %s%s'", entry.Method, entry.Host, entry.Path)
+			host := entry.Host
+			if entry.Kind == "http" { // a rule without a port would need the host inspected
+				host = net.JoinHostPort(host, strconv.Itoa(entry.Port))
+			}
+			what = fmt.Sprintf("'%s %s%s'", entry.Method, host, entry.Path)
 		}
 		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", what)
 	}

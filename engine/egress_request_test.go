@@ -1,0 +1,98 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"net/netip"
+	"strings"
+	"testing"
+
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/errdefs"
+)
+
+// Request rules in a real session: its requests go through the engine's
+// proxy on its own network to a server in a network namespace of this
+// test (named outside.test by the proxy's resolver). Plain HTTP is
+// always read; a method/path rule for HTTPS on a host whose TLS the
+// proxy does not end is refused when the policy is set. (The HTTPS
+// requests inside an inspected connection: engine/egress's
+// TestProxyRequestRules, against a real proxy and real TLS servers.)
+func TestEgressRequestRules(t *testing.T) {
+	out := enginetest.NewOutside(t)
+	e := enginetest.Start(t, func(o *engine.Options) {
+		o.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
+			if host == "outside.test" {
+				return []netip.Addr{netip.MustParseAddr(out.IPv4)}, nil
+			}
+			return nil, fmt.Errorf("no such host %s", host)
+		}
+	})
+	ctx := context.Background()
+
+	// On a host not inspected, a method/path rule for HTTPS is an error
+	// at policy time, at create and on a running session alike.
+	_, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "custom", Allow: []string{"GET outside.test/repos/**"}}})
+	if !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "cannot be enforced") || !strings.Contains(err.Error(), "--inspect outside.test") {
+		t.Fatalf("create with a request rule on a host not inspected: %v", err)
+	}
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "custom",
+		Allow: []string{"GET outside.test:80/repos/**"}, Deny: []string{"POST outside.test:80/**", "outside.test:80/repos/*/admin/**"}}})
+	must(t, err)
+	if _, err := e.Policy(ctx, s.ID, api.PolicyChange{Deny: []string{"DELETE outside.test/**"}}); !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), "cannot be enforced") {
+		t.Errorf("a request rule for HTTPS on a host not inspected, on a running session: %v", err)
+	}
+	if _, err := e.Policy(ctx, s.ID, api.PolicyChange{Inspect: []string{"outside.test"}, Deny: []string{"DELETE outside.test/**"}}); err != nil {
+		t.Errorf("the same rule with the host inspected: %v", err)
+	}
+
+	gw := "$(ip route | awk '/default/{print $3}')"
+	for _, tc := range []struct {
+		method, path string
+		allowed      bool
+		rule         string
+	}{
+		{"GET", "/repos/octo/hello", true, "allow GET outside.test:80/repos/**"},
+		{"GET", "/repos/octo/hello?admin=1", true, "allow GET outside.test:80/repos/**"},
+		{"POST", "/repos/octo/hello", false, "deny POST outside.test:80/**"},
+		{"GET", "/admin", false, "no rule"},
+		{"GET", "/repos/../admin", false, "no rule"},
+		{"GET", "/repos/%2e%2e/admin", false, "no rule"},
+		{"GET", "/repos/octo/admin/keys", false, "deny outside.test:80/repos/*/admin/**"},
+		{"DELETE", "/repos/octo", false, "deny DELETE outside.test/**"},
+	} {
+		before := out.HTTP.Load()
+		req := tc.method + " http://outside.test" + tc.path + " HTTP/1.0"
+		_, text := run(t, e, s.ID, "sh", "-c", "printf '%s\\r\\n\\r\\n' '"+req+"' | nc -w 3 "+gw+" 3128")
+		served := out.HTTP.Load() - before
+		if tc.allowed != (served == 1) || tc.allowed != strings.Contains(text, "the outside answers") {
+			t.Errorf("%s: served %d, answer %q; want allowed=%v", req, served, text, tc.allowed)
+		}
+		if !tc.allowed && (!strings.Contains(text, "403") || !strings.Contains(text, tc.rule)) {
+			t.Errorf("%s: the refusal does not name the rule %q: %q", req, tc.rule, text)
+		}
+	}
+	log, err := e.EgressLog(ctx, s.ID, false, 0)
+	must(t, err)
+	var requests []string
+	for _, l := range log {
+		if l.Method != "" {
+			requests = append(requests, fmt.Sprintf("%s %s %v %s", l.Method, l.Path, l.Allowed, l.Rule))
+		}
+	}
+	want := []string{
+		"GET /repos/octo/hello true allow GET outside.test:80/repos/**",
+		"GET /repos/octo/hello true allow GET outside.test:80/repos/**",
+		"POST /repos/octo/hello false deny POST outside.test:80/**",
+		"GET /admin false no rule",
+		"GET /admin false no rule",
+		"GET /admin false no rule",
+		"GET /repos/octo/admin/keys false deny outside.test:80/repos/*/admin/**",
+		"DELETE /repos/octo false deny DELETE outside.test/**",
+	}
+	if strings.Join(requests, "\n") != strings.Join(want, "\n") {
+		t.Errorf("the log's requests:\n%s\nwant:\n%s", strings.Join(requests, "\n"), strings.Join(want, "\n"))
+	}
+}
