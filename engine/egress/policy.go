@@ -335,6 +335,18 @@ func (p *Policy) NameAnyPort(host string) Decision {
 	return p.name(h.Name, 0, true)
 }
 
+// byMode is the decision of a mode that decides alone, once no deny rule
+// has: allow-all and deny-all.
+func (p *Policy) byMode() (Decision, bool) {
+	switch p.Mode {
+	case AllowAll:
+		return Decision{Allowed: true, Rule: AllowAll}, true
+	case DenyAll:
+		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}, true
+	}
+	return Decision{}, false
+}
+
 func (p *Policy) name(host string, port int, anyPort bool) Decision {
 	for _, r := range p.Deny {
 		// A request rule denies requests, not the connection that
@@ -343,11 +355,8 @@ func (p *Policy) name(host string, port int, anyPort bool) Decision {
 			return Decision{Rule: "deny " + r.Text, Reason: host + " is denied"}
 		}
 	}
-	switch p.Mode {
-	case AllowAll:
-		return Decision{Allowed: true, Rule: AllowAll}
-	case DenyAll:
-		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}
+	if d, ok := p.byMode(); ok {
+		return d
 	}
 	for _, r := range p.Allow {
 		if anyPort && r.matchName(host, r.port) || !anyPort && r.matchName(host, port) {

@@ -207,11 +207,8 @@ func (p *Policy) Request(h Host, port int, method, rawPath string) Decision {
 			return Decision{Rule: "deny " + r.Text, Reason: fmt.Sprintf("%s %s%s is denied", method, h, cleaned)}
 		}
 	}
-	switch p.Mode {
-	case AllowAll:
-		return Decision{Allowed: true, Rule: AllowAll}
-	case DenyAll:
-		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}
+	if d, ok := p.byMode(); ok {
+		return d
 	}
 	for _, r := range p.Allow {
 		if names(r) {
