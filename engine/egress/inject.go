@@ -156,7 +156,7 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []
 	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, _, err := x.dial(ctx, h, port)
+			c, _, err := x.dial(ctx, h, port, nil) // the CONNECT decided
 			return c, err
 		},
 		TLSClientConfig:     &tls.Config{RootCAs: x.RootCAs, ServerName: h.String()},
@@ -193,6 +193,7 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []
 			return
 		}
 		d := x.policy.Load().Request(h, port, r.Method, r.URL.EscapedPath())
+		d = x.decide(r.Context(), d, Question{Kind: "https", Host: req.Host, Port: port, Method: req.Method, Path: req.Path})
 		if !d.Allowed {
 			x.refuse(w, req, d)
 			return

@@ -21,6 +21,9 @@ const (
 	AllowAll = "allow-all" // everything public, except what a deny rule names
 	DenyAll  = "deny-all"  // nothing
 	Custom   = "custom"    // what an allow rule names, except what a deny rule names
+	// Ask is custom, except that what no rule decides is put to the
+	// user (see ask.go); where no one is asked, it is denied.
+	Ask = "ask"
 )
 
 // Rule is one allow or deny entry: an exact domain, a wildcard domain
@@ -233,11 +236,11 @@ type Spec struct {
 func Compile(s Spec) (*Policy, error) {
 	p := &Policy{Mode: s.Mode, Private: s.Private}
 	switch s.Mode {
-	case AllowAll, DenyAll, Custom:
+	case AllowAll, DenyAll, Custom, Ask:
 	case "":
 		p.Mode = Custom
 	default:
-		return nil, fmt.Errorf("network mode %q: use allow-all, deny-all or custom", s.Mode)
+		return nil, fmt.Errorf("network mode %q: use allow-all, deny-all or custom, or ask (what no rule decides is put to the user)", s.Mode)
 	}
 	for _, t := range s.Allow {
 		r, err := ParseRule(t)
@@ -301,6 +304,9 @@ type Decision struct {
 	Allowed bool
 	Rule    string // the rule that decided, or the mode
 	Reason  string // for a block, in words
+	// Ask is set on a block that no rule decided under the ask mode:
+	// the proxy may put it to the user instead.
+	Ask bool
 }
 
 // Name decides a connection to a host as a session named it, before
@@ -335,6 +341,12 @@ func (p *Policy) NameAnyPort(host string) Decision {
 	return p.name(h.Name, 0, true)
 }
 
+// undecided is the block of what no rule decides: one to ask under the
+// ask mode.
+func (p *Policy) undecided(reason string) Decision {
+	return Decision{Rule: "no rule", Reason: reason, Ask: p.Mode == Ask}
+}
+
 // byMode is the decision of a mode that decides alone, once no deny rule
 // has: allow-all and deny-all.
 func (p *Policy) byMode() (Decision, bool) {
@@ -364,9 +376,9 @@ func (p *Policy) name(host string, port int, anyPort bool) Decision {
 		}
 	}
 	if anyPort {
-		return Decision{Rule: "no rule", Reason: "no rule allows " + host}
+		return Decision{Rule: "no rule", Reason: "no rule allows " + host} // a lookup is never asked
 	}
-	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s:%d", host, port)}
+	return p.undecided(fmt.Sprintf("no rule allows %s:%d", host, port))
 }
 
 // Addr decides a connection to an address the session gave as an IP
@@ -430,7 +442,9 @@ func (p *Policy) addr(a netip.Addr, port int, name string) Decision {
 	if p.Mode == AllowAll {
 		return Decision{Allowed: true, Rule: AllowAll}
 	}
-	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s", net.JoinHostPort(a.String(), strconv.Itoa(port)))}
+	d := p.undecided(fmt.Sprintf("no rule allows %s", net.JoinHostPort(a.String(), strconv.Itoa(port))))
+	d.Ask = d.Ask && !anyPort // a lookup is never asked
+	return d
 }
 
 var special = []struct {

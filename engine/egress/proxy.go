@@ -51,9 +51,15 @@ type Proxy struct {
 	// HelloTimeout is how long a CONNECT's client has to send its whole
 	// TLS ClientHello (0: 10 s).
 	HelloTimeout time.Duration
-	dialer       net.Dialer
-	httpOnce     sync.Once
-	http         *http.Transport
+	// Asker puts what no rule decides under the ask mode to the user
+	// (nil: no one is asked, undecided is denied); AskTimeout is how long
+	// a question waits for an answer (0: 60 s).
+	Asker      Asker
+	AskTimeout time.Duration
+	asking     asking
+	dialer     net.Dialer
+	httpOnce   sync.Once
+	http       *http.Transport
 }
 
 // NewProxy returns a proxy enforcing p.
@@ -90,9 +96,17 @@ func (b *blocked) Error() string { return b.d.Reason }
 // dial connects to h:port if the policy allows the host and every address
 // it would connect to (each address a name resolves to is checked: DNS
 // rebinding).
-func (x *Proxy) dial(ctx context.Context, h Host, port int) (net.Conn, Decision, error) {
+// A connection no rule decides under the ask mode is asked about as q
+// (nil: it was decided already, by its request or its CONNECT, and is
+// not asked again).
+func (x *Proxy) dial(ctx context.Context, h Host, port int, q *Question) (net.Conn, Decision, error) {
 	p := x.policy.Load()
 	d := p.Host(h, port)
+	if d.Ask && q == nil {
+		d = Decision{Allowed: true, Rule: "asked"}
+	} else if d.Ask {
+		d = x.decide(ctx, d, *q)
+	}
 	if !d.Allowed {
 		return nil, d, &blocked{d}
 	}
@@ -180,7 +194,7 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	// A client that half-closes after its CONNECT looks to net/http like
 	// one that went away; the decision (and its log entry) must not
 	// depend on that race. The dialer's timeout bounds the wait.
-	up, d, err := x.dial(context.WithoutCancel(r.Context()), h, port)
+	up, d, err := x.dial(context.WithoutCancel(r.Context()), h, port, &Question{Kind: "connect", Host: h.String(), Port: port})
 	entry.Rule = d.Rule
 	if err != nil {
 		var b *blocked
@@ -308,9 +322,10 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	// the request.
 	p := x.policy.Load()
 	d := p.Host(h, port)
-	if d.Allowed {
+	if d.Allowed || d.Ask {
 		d = p.Request(h, port, r.Method, r.URL.EscapedPath())
 	}
+	d = x.decide(r.Context(), d, Question{Kind: "http", Host: h.String(), Port: port, Method: entry.Method, Path: entry.Path})
 	if !d.Allowed {
 		x.refuse(w, entry, d)
 		return
@@ -323,7 +338,7 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				c, _, err := x.dial(ctx, h, p)
+				c, _, err := x.dial(ctx, h, p, nil) // forward decided
 				return c, err
 			},
 			MaxIdleConnsPerHost: 8,

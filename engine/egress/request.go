@@ -215,5 +215,5 @@ func (p *Policy) Request(h Host, port int, method, rawPath string) Decision {
 			return Decision{Allowed: true, Rule: "allow " + r.Text}
 		}
 	}
-	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s %s%s", method, h.hostPort(port), cleaned)}
+	return p.undecided(fmt.Sprintf("no rule allows %s %s%s", method, h.hostPort(port), cleaned))
 }
