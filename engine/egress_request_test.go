@@ -6,6 +6,7 @@ import (
 	"net/netip"
 	"strings"
 	"testing"
+	"time"
 
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
@@ -94,5 +95,72 @@ func TestEgressRequestRules(t *testing.T) {
 	}
 	if strings.Join(requests, "\n") != strings.Join(want, "\n") {
 		t.Errorf("the log's requests:\n%s\nwant:\n%s", strings.Join(requests, "\n"), strings.Join(want, "\n"))
+	}
+}
+
+// Under --net ask, a request no rule decides waits in `net pending`
+// until it is decided: allowed once it is asked again, denied it is
+// refused, allowed always it is not asked again.
+func TestEgressAsk(t *testing.T) {
+	out := enginetest.NewOutside(t)
+	e := enginetest.Start(t, func(o *engine.Options) {
+		o.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr(out.IPv4)}, nil
+		}
+	})
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "ask"}})
+	must(t, err)
+	gw := "$(ip route | awk '/default/{print $3}')"
+	// ask makes a request from the session and answers the question it
+	// raises (none: it must not raise one).
+	ask := func(host, answer string) string {
+		t.Helper()
+		text := make(chan string, 1)
+		go func() {
+			_, got := run(t, e, s.ID, "sh", "-c", "printf 'GET http://"+host+"/x HTTP/1.0\\r\\n\\r\\n' | nc -w 90 "+gw+" 3128")
+			text <- got
+		}()
+		if answer == "" {
+			return <-text
+		}
+		var q api.PendingQuestion
+		for q.ID == 0 {
+			time.Sleep(20 * time.Millisecond)
+			list, err := e.Pending(ctx)
+			must(t, err)
+			for _, p := range list {
+				if p.Session == s.ID && p.Host == host {
+					q = p
+				}
+			}
+		}
+		if q.Method != "GET" || q.Path != "/x" || q.Port != 80 || q.Kind != "http" {
+			t.Errorf("the question: %+v", q)
+		}
+		must(t, e.Decide(ctx, api.Decide{ID: q.ID, Answer: answer}))
+		return <-text
+	}
+	for _, tc := range []struct{ host, answer, want string }{
+		{"once.test", "allow-once", "the outside answers"},
+		{"once.test", "allow-once", "the outside answers"}, // asked again
+		{"once.test", "deny", "the user denied"},
+		{"always.test", "allow-always", "the outside answers"},
+		{"always.test", "", "the outside answers"}, // not asked again
+	} {
+		if got := ask(tc.host, tc.answer); !strings.Contains(got, tc.want) {
+			t.Errorf("%s answered %q: %q, want %q", tc.host, tc.answer, got, tc.want)
+		}
+	}
+	if err := e.Decide(ctx, api.Decide{ID: 999, Answer: "deny"}); !errdefs.IsNotFound(err) {
+		t.Errorf("deciding a question nobody asked: %v", err)
+	}
+	if err := e.Decide(ctx, api.Decide{ID: 1, Answer: "maybe"}); !errdefs.IsInvalid(err) {
+		t.Errorf("an answer that is none: %v", err)
+	}
+	got, err := e.Get(ctx, s.ID)
+	must(t, err)
+	if !contains(got.Egress.Allow, "always.test:80") || contains(got.Egress.Allow, "once.test:80") {
+		t.Errorf("the policy after the answers: %+v", got.Egress)
 	}
 }

@@ -123,6 +123,7 @@ type Engine struct {
 	log      *slog.Logger
 	// resolve is Options.Resolve.
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	asks    asks // questions of sessions under the ask mode (ask.go)
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers

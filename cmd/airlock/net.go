@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -22,7 +24,7 @@ type netFlags struct {
 
 func (f *netFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.mode, "net", "", "network policy: allow-all, deny-all or custom (default custom: model APIs and package registries; see the config file)")
+	fl.StringVar(&f.mode, "net", "", "network policy: allow-all, deny-all, custom, or ask (what no rule decides waits for `airlock net decide`) (default custom: model APIs and package registries; see the config file)")
 	fl.StringArrayVar(&f.allow, "allow", nil, "let the session reach this: example.com, *.example.com, 198.51.100.0/24, each with an optional :PORT; or a request: 'GET api.example.com/repos/**' (HTTPS needs --inspect for the host) (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "never let the session reach this (same forms; beats --allow; repeatable)")
 	fl.StringArrayVar(&f.inspect, "inspect", nil, "end TLS to this host at the proxy (with the engine's CA, which the session trusts) so method/path rules apply to its HTTPS requests (repeatable)")
@@ -79,7 +81,7 @@ func policyCmd(g *globals) *cobra.Command {
 		},
 	}
 	out = addOutputFlags(cmd, "the policy")
-	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all or custom")
+	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all, custom or ask")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "add an allow rule (repeatable)")
 	cmd.Flags().StringArrayVar(&deny, "deny", nil, "add a deny rule (repeatable)")
 	cmd.Flags().StringArrayVar(&inject, "inject", nil, "add a secret injection, HOST:HEADER=...secret:NAME... (repeatable)")
@@ -186,7 +188,84 @@ func netCmd(g *globals) *cobra.Command {
 		},
 	}
 	allow.Flags().Int64Var(&from, "from-log", 0, "the log entry (#) to allow")
-	cmd.AddCommand(logc, allow)
+	cmd.AddCommand(logc, allow, pendingCmd(g), decideCmd(g))
+	return cmd
+}
+
+// pendingCmd lists what sessions under --net ask wait on.
+func pendingCmd(g *globals) *cobra.Command {
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "What sessions under --net ask are waiting on: session, method, host, path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			list, err := c.Pending(ctx)
+			if err != nil {
+				return err
+			}
+			return printList(out, os.Stdout, list, func() error {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "#\tSESSION\tWAITING\tKIND\tMETHOD\tHOST\tPATH")
+				for _, q := range list {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.ID, q.Session, time.Since(q.Time).Round(time.Second), q.Kind, q.Method,
+						net.JoinHostPort(q.Host, strconv.Itoa(q.Port)), q.Path)
+				}
+				tw.Flush()
+				if len(list) > 0 {
+					fmt.Fprintln(os.Stderr, "answer with `airlock net decide # --allow-once|--allow-always|--deny`")
+				}
+				return nil
+			})
+		},
+	}
+	out = addOutputFlags(cmd, "the questions (JSON lines)")
+	out.lines = true
+	return cmd
+}
+
+// decideCmd answers one pending question.
+func decideCmd(g *globals) *cobra.Command {
+	var once, always, deny bool
+	cmd := &cobra.Command{
+		Use:     "decide N (--allow-once | --allow-always | --deny)",
+		Short:   "Answer question N of `airlock net pending`",
+		Example: "  airlock net decide 3 --allow-always",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || n <= 0 {
+				return usageErr("%q is not a question number: see `airlock net pending`", args[0])
+			}
+			answers := map[string]bool{"allow-once": once, "allow-always": always, "deny": deny}
+			answer := ""
+			for a, set := range answers {
+				if set {
+					if answer != "" {
+						return usageErr("give one of --allow-once, --allow-always or --deny")
+					}
+					answer = a
+				}
+			}
+			if answer == "" {
+				return usageErr("give one of --allow-once, --allow-always or --deny")
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			return c.Decide(ctx, api.Decide{ID: n, Answer: answer})
+		},
+	}
+	cmd.Flags().BoolVar(&once, "allow-once", false, "let this connection or request through; the next is asked again")
+	cmd.Flags().BoolVar(&always, "allow-always", false, "let it through and add its host and port to the session's running policy")
+	cmd.Flags().BoolVar(&deny, "deny", false, "refuse it")
 	return cmd
 }
 

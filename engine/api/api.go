@@ -330,6 +330,26 @@ type EgressEntry struct {
 	Duration time.Duration `json:"duration"`
 }
 
+// PendingQuestion is a connection or request of a session under the ask
+// mode that no rule decided, held while the user is asked.
+type PendingQuestion struct {
+	ID      int64     `json:"id"`
+	Session string    `json:"session"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // connect, http, https
+	Host    string    `json:"host"`
+	Port    int       `json:"port"`
+	Method  string    `json:"method,omitempty"` // "" for a CONNECT whose requests the proxy does not read
+	Path    string    `json:"path,omitempty"`
+}
+
+// Decide answers a pending question: allow-once, allow-always (adds the
+// destination to the session's running policy) or deny.
+type Decide struct {
+	ID     int64  `json:"id"`
+	Answer string `json:"answer"`
+}
+
 // StatePaused is a session frozen by `airlock pause` or for being idle;
 // new work resumes it.
 const StatePaused = "paused"

@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"net"
 	"strconv"
 	"sync"
 	"time"
@@ -22,7 +23,7 @@ type Question struct {
 // Destination is what one question stands for: its host and port. While
 // a question is open, every other connection or request to the same
 // destination waits for its answer instead of asking again.
-func (q Question) Destination() string { return q.Host + ":" + strconv.Itoa(q.Port) }
+func (q Question) Destination() string { return net.JoinHostPort(q.Host, strconv.Itoa(q.Port)) }
 
 // Answers.
 const (
