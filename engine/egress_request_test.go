@@ -164,3 +164,29 @@ func TestEgressAsk(t *testing.T) {
 		t.Errorf("the policy after the answers: %+v", got.Egress)
 	}
 }
+
+// An engine that never asks (airlock ci) denies what no rule decides, at
+// once and with the reason.
+func TestEgressNeverAsk(t *testing.T) {
+	out := enginetest.NewOutside(t)
+	e := enginetest.Start(t, func(o *engine.Options) {
+		o.NeverAsk = true
+		o.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
+			return []netip.Addr{netip.MustParseAddr(out.IPv4)}, nil
+		}
+	})
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Egress: &api.EgressPolicy{Mode: "ask"}})
+	must(t, err)
+	gw := "$(ip route | awk '/default/{print $3}')"
+	_, text := run(t, e, s.ID, "sh", "-c", "printf 'GET http://new.test/x HTTP/1.0\\r\\n\\r\\n' | nc -w 10 "+gw+" 3128")
+	if !strings.Contains(text, "403") || !strings.Contains(text, "no one is asked") {
+		t.Errorf("an undecided request where no one is asked: %q", text)
+	}
+	if list, err := e.Pending(ctx); err != nil || len(list) != 0 {
+		t.Errorf("pending: %+v, %v", list, err)
+	}
+	if n := out.HTTP.Load(); n != 0 {
+		t.Errorf("the outside served %d requests", n)
+	}
+}

@@ -110,6 +110,9 @@ type Options struct {
 	// Resolve, when set, is how the egress proxies look names up instead
 	// of the host's resolver (tests name their own servers with it).
 	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// NeverAsk keeps sessions under the ask mode from asking anyone:
+	// what no rule decides is denied (airlock ci).
+	NeverAsk bool
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -124,6 +127,8 @@ type Engine struct {
 	// resolve is Options.Resolve.
 	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
 	asks    asks // questions of sessions under the ask mode (ask.go)
+	// neverAsk is Options.NeverAsk.
+	neverAsk bool
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers
@@ -188,6 +193,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		sessions:  map[string]*live{},
 		policy:    opts.PolicyFile,
 		resolve:   opts.Resolve,
+		neverAsk:  opts.NeverAsk,
 		reviewers: review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults

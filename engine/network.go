@@ -152,7 +152,9 @@ func (e *Engine) startGateway(n *network.Net) (*egressState, error) {
 	st := &egressState{proxy: x, secrets: e.secrets}
 	st.session.Store("")
 	x.CA, x.RootCAs, x.Secrets, x.Resolve = e.ca, e.upstreamRoots(), st, e.resolve
-	x.Asker = gatewayAsker{e, st}
+	if !e.neverAsk {
+		x.Asker = gatewayAsker{e, st}
+	}
 	x.Log = func(c egress.Conn) {
 		id := st.session.Load().(string)
 		if id == "" {
