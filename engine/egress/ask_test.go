@@ -6,6 +6,7 @@ import (
 	"net"
 	"net/http"
 	"net/http/httptest"
+	"slices"
 	"strings"
 	"sync"
 	"sync/atomic"
@@ -187,5 +188,51 @@ func TestAskDecisions(t *testing.T) {
 	}
 	if d := mustCompile(t, Spec{Mode: Custom}).Name("new.test", 443); d.Ask {
 		t.Errorf("custom mode asks: %+v", d)
+	}
+}
+
+// instantAsker answers allow-once at once: what holding a request costs
+// without the human's time.
+type instantAsker struct{}
+
+func (instantAsker) Ask(context.Context, Question) (string, error) { return AllowOnce, nil }
+
+// BenchmarkAskHeld compares a plain HTTP request a rule allows with one
+// held and allowed once, on loopback.
+func BenchmarkAskHeld(b *testing.B) {
+	up := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) { io.WriteString(w, "ok") }))
+	defer up.Close()
+	_, port, _ := net.SplitHostPort(strings.TrimPrefix(up.URL, "http://"))
+	for _, bc := range []struct {
+		name string
+		spec Spec
+	}{
+		{"host-rule", Spec{Mode: Custom, Private: true, Allow: []string{"example.com"}}},
+		{"held-allowed-once", Spec{Mode: Ask, Private: true}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			x := NewProxy(mustCompileB(b, bc.spec))
+			x.Resolve, x.Asker = loopbackResolve, instantAsker{}
+			srv := httptest.NewServer(x)
+			defer srv.Close()
+			c := viaProxy(srv.URL)
+			took := make([]time.Duration, 0, b.N)
+			b.ResetTimer()
+			for i := 0; i < b.N; i++ {
+				start := time.Now()
+				resp, err := c.Get("http://example.com:" + port + "/x")
+				if err != nil {
+					b.Fatal(err)
+				}
+				io.Copy(io.Discard, resp.Body)
+				resp.Body.Close()
+				if resp.StatusCode != 200 {
+					b.Fatalf("status %d", resp.StatusCode)
+				}
+				took = append(took, time.Since(start))
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+		})
 	}
 }
