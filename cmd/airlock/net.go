@@ -111,7 +111,7 @@ func printPolicy(p api.EgressPolicy) {
 }
 
 func netCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, and allowing what was blocked"}
+	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, allowing what was blocked, and answering what --net ask holds"}
 	var blocked bool
 	var limit int
 	var out *output
