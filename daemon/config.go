@@ -41,6 +41,7 @@ type egressConfig struct {
 	Allow   []string `yaml:"allow"`
 	Deny    []string `yaml:"deny"`
 	Private bool     `yaml:"private"`
+	Inspect []string `yaml:"inspect"`
 }
 
 type agentConfig struct {
@@ -98,8 +99,8 @@ func (c config) defaults() (engine.Defaults, error) {
 		if mode == "" {
 			mode = "custom"
 		}
-		d.Egress = api.EgressPolicy{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Private: c.Egress.Private}
-		if _, err := egress.Compile(egress.Spec{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny}); err != nil {
+		d.Egress = api.EgressPolicy{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Private: c.Egress.Private, Inspect: c.Egress.Inspect}
+		if _, err := egress.Compile(egress.Spec{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Inspect: c.Egress.Inspect}); err != nil {
 			return d, errdefs.Invalidf("config egress: %v", err)
 		}
 	}

@@ -52,6 +52,8 @@ type Options struct {
 	SpareNetworks int
 	IdleCheck     time.Duration
 	PolicyFile    string
+	// NeverAsk is engine.Options' (airlock ci).
+	NeverAsk bool
 	// Version is the engine's version that `airlock version` shows.
 	Version string
 }
@@ -100,7 +102,7 @@ func Assemble(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	start := time.Now()
 	eng, err := engine.New(ctx, docker, st, engine.Options{StateDir: o.StateDir, Defaults: o.Defaults, Logger: o.Logger,
-		SpareNetworks: o.SpareNetworks, IdleCheck: o.IdleCheck, PolicyFile: o.PolicyFile})
+		SpareNetworks: o.SpareNetworks, IdleCheck: o.IdleCheck, PolicyFile: o.PolicyFile, NeverAsk: o.NeverAsk})
 	if err != nil {
 		st.Close()
 		docker.Close()

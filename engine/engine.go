@@ -13,6 +13,7 @@ import (
 	"encoding/hex"
 	"fmt"
 	"log/slog"
+	"net/netip"
 	"os"
 	"path/filepath"
 	"runtime"
@@ -107,6 +108,12 @@ type Options struct {
 	// PolicyFile, when set, is the accept policy of every session instead
 	// of the project's .airlock/policy.yaml (`airlock ci --policy`).
 	PolicyFile string
+	// Resolve, when set, is how the egress proxies look names up instead
+	// of the host's resolver (tests name their own servers with it).
+	Resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	// NeverAsk keeps sessions under the ask mode from asking anyone:
+	// what no rule decides is denied (airlock ci).
+	NeverAsk bool
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -118,6 +125,11 @@ type Engine struct {
 	policy   string                   // Options.PolicyFile
 	defaults atomic.Pointer[Defaults] // changed by SetSettings
 	log      *slog.Logger
+	// resolve is Options.Resolve.
+	resolve func(ctx context.Context, host string) ([]netip.Addr, error)
+	asks    asks // questions of sessions under the ask mode (ask.go)
+	// neverAsk is Options.NeverAsk.
+	neverAsk bool
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers
@@ -183,6 +195,8 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		log:       log.With("component", "engine"),
 		sessions:  map[string]*live{},
 		policy:    opts.PolicyFile,
+		resolve:   opts.Resolve,
+		neverAsk:  opts.NeverAsk,
 		reviewers: review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults

@@ -9,6 +9,7 @@ import (
 	"net"
 	"net/http"
 	"net/netip"
+	"net/url"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -44,9 +45,9 @@ func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
 	case spec.Mode == "":
 		spec = &api.EgressPolicy{Mode: d.Mode, Allow: append(append([]string(nil), d.Allow...), spec.Allow...),
 			Deny: append(append([]string(nil), d.Deny...), spec.Deny...), Private: d.Private || spec.Private,
-			Inject: append(append([]string(nil), d.Inject...), spec.Inject...)}
+			Inject: append(append([]string(nil), d.Inject...), spec.Inject...), Inspect: append(append([]string(nil), d.Inspect...), spec.Inspect...)}
 	}
-	p, err := egress.Compile(egress.Spec{Mode: spec.Mode, Allow: spec.Allow, Deny: spec.Deny, Private: spec.Private, Inject: spec.Inject})
+	p, err := egress.Compile(egress.Spec{Mode: spec.Mode, Allow: spec.Allow, Deny: spec.Deny, Private: spec.Private, Inject: spec.Inject, Inspect: spec.Inspect})
 	if err != nil {
 		return nil, errdefs.Invalidf("network policy: %v", err)
 	}
@@ -55,7 +56,7 @@ func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
 
 func specJSON(p *egress.Policy) string {
 	s := p.Spec()
-	b, _ := json.Marshal(api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject})
+	b, _ := json.Marshal(api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject, Inspect: s.Inspect})
 	return string(b)
 }
 
@@ -150,13 +151,16 @@ func (e *Engine) startGateway(n *network.Net) (*egressState, error) {
 	x := egress.NewProxy(&egress.Policy{Mode: egress.DenyAll})
 	st := &egressState{proxy: x, secrets: e.secrets}
 	st.session.Store("")
-	x.CA, x.RootCAs, x.Secrets = e.ca, e.upstreamRoots(), st
+	x.CA, x.RootCAs, x.Secrets, x.Resolve = e.ca, e.upstreamRoots(), st, e.resolve
+	if !e.neverAsk {
+		x.Asker = gatewayAsker{e, st}
+	}
 	x.Log = func(c egress.Conn) {
 		id := st.session.Load().(string)
 		if id == "" {
 			return // a spare: nothing runs on it
 		}
-		if _, err := e.store.AddEgress(context.Background(), id, api.EgressEntry{Time: c.Time, Kind: c.Kind, Host: c.Host, Port: c.Port, Addr: c.Addr,
+		if _, err := e.store.AddEgress(context.Background(), id, api.EgressEntry{Time: c.Time, Kind: c.Kind, Host: c.Host, Port: c.Port, Addr: c.Addr, Method: c.Method, Path: c.Path,
 			BytesOut: c.BytesOut, BytesIn: c.BytesIn, Allowed: c.Allowed, Rule: c.Rule, Reason: c.Reason, Duration: c.Duration}); err != nil {
 			e.log.Warn("record a connection", "session", id, "err", err)
 		}
@@ -254,7 +258,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 		return api.EgressPolicy{}, errdefs.Conflictf("session %s has no network of its own (it predates egress policies, or it is not running)", rec.ID)
 	}
 	cur := l.net.Gateway.proxy.Policy().Spec()
-	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private, Inject: cur.Inject}
+	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private, Inject: cur.Inject, Inspect: cur.Inspect}
 	if ch.Set != nil {
 		next = *ch.Set
 	}
@@ -280,6 +284,9 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 				rule = host + ":" + strconv.Itoa(entry.Port)
 			}
 		}
+		if entry.Method != "" { // a request the proxy read: allow that request
+			rule = entry.Method + " " + rule + (&url.URL{Path: entry.Path}).EscapedPath()
+		}
 		ch.Allow = append(ch.Allow, rule)
 		if next.Mode == egress.DenyAll {
 			next.Mode = egress.Custom
@@ -288,6 +295,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	next.Allow = appendNew(next.Allow, ch.Allow...)
 	next.Deny = appendNew(next.Deny, ch.Deny...)
 	next.Inject = appendNew(next.Inject, ch.Inject...)
+	next.Inspect = appendNew(next.Inspect, ch.Inspect...)
 	p, err := e.policyOf(&next)
 	if err != nil {
 		return api.EgressPolicy{}, err
@@ -296,7 +304,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 		return api.EgressPolicy{}, err
 	}
 	s := p.Spec()
-	out := api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject}
+	out := api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject, Inspect: s.Inspect}
 	if specJSON(p) == specJSON(l.net.Gateway.proxy.Policy()) {
 		return out, nil // nothing changes (an agent turn re-binding its endpoint)
 	}

@@ -83,7 +83,7 @@ func (s *server) createSession(ctx context.Context, _ *sdk.CallToolRequest, in c
 		if req.Egress != nil { // rules add to those airlock mcp was given
 			p.Allow = append(append([]string(nil), req.Egress.Allow...), in.Allow...)
 			p.Deny = append(append([]string(nil), req.Egress.Deny...), in.Deny...)
-			p.Inject, p.Private = req.Egress.Inject, req.Egress.Private
+			p.Inject, p.Private, p.Inspect = req.Egress.Inject, req.Egress.Private, req.Egress.Inspect
 			if p.Mode == "" {
 				p.Mode = req.Egress.Mode
 			}

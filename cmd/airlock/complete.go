@@ -63,7 +63,7 @@ func addCompletions(cmd *cobra.Command, g *globals) {
 	static := map[string][]string{
 		"agent":  harness.Names(),
 		"agents": harness.Installable(),
-		"net":    {"allow-all", "deny-all", "custom"},
+		"net":    {"allow-all", "deny-all", "custom", "ask"},
 		"color":  {"auto", "always", "never"},
 	}
 	for name, values := range static {

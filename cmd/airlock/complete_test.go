@@ -106,7 +106,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"restore", ""}, []string{"before-refactor", "cccc3333dddd"}},
 		{[]string{"snapshot", "rm", "b"}, []string{"before-refactor"}},
 		{[]string{"run", "--agent", "co"}, []string{"codex"}},
-		{[]string{"policy", "3f2a00000001", "--net", ""}, []string{"allow-all", "deny-all", "custom"}},
+		{[]string{"policy", "3f2a00000001", "--net", ""}, []string{"allow-all", "deny-all", "custom", "ask"}},
 	} {
 		got, directive := complete(t, sock, tc.args...)
 		if tc.args[0] == "run" || tc.args[0] == "policy" {

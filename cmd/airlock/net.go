@@ -2,7 +2,9 @@ package main
 
 import (
 	"fmt"
+	"net"
 	"os"
+	"strconv"
 	"text/tabwriter"
 	"time"
 
@@ -16,14 +18,16 @@ type netFlags struct {
 	allow   []string
 	deny    []string
 	inject  []string
+	inspect []string
 	private bool
 }
 
 func (f *netFlags) add(cmd *cobra.Command) {
 	fl := cmd.Flags()
-	fl.StringVar(&f.mode, "net", "", "network policy: allow-all, deny-all or custom (default custom: model APIs and package registries; see the config file)")
-	fl.StringArrayVar(&f.allow, "allow", nil, "let the session reach this: example.com, *.example.com, 198.51.100.0/24, each with an optional :PORT (repeatable)")
+	fl.StringVar(&f.mode, "net", "", "network policy: allow-all, deny-all, custom, or ask (what no rule decides waits for `airlock net decide`) (default custom: model APIs and package registries; see the config file)")
+	fl.StringArrayVar(&f.allow, "allow", nil, "let the session reach this: example.com, *.example.com, 198.51.100.0/24, each with an optional :PORT; or a request: 'GET api.example.com/repos/**' (HTTPS needs --inspect for the host) (repeatable)")
 	fl.StringArrayVar(&f.deny, "deny", nil, "never let the session reach this (same forms; beats --allow; repeatable)")
+	fl.StringArrayVar(&f.inspect, "inspect", nil, "end TLS to this host at the proxy (with the engine's CA, which the session trusts) so method/path rules apply to its HTTPS requests (repeatable)")
 	fl.BoolVar(&f.private, "allow-private", false, "let allowed rules reach private, loopback and link-local addresses (blocked otherwise)")
 	fl.StringArrayVar(&f.inject, "inject", nil, "add a header holding a secret to a host's requests in transit, e.g. 'api.example.com:x-api-key=secret:API_KEY' (repeatable; the session never sees the secret)")
 }
@@ -31,22 +35,23 @@ func (f *netFlags) add(cmd *cobra.Command) {
 // policy is the session's policy, or nil for the engine's default.
 // Without --net, the rules add to the default policy.
 func (f *netFlags) policy() *api.EgressPolicy {
-	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && len(f.inject) == 0 && !f.private {
+	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && len(f.inject) == 0 && len(f.inspect) == 0 && !f.private {
 		return nil
 	}
-	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private, Inject: f.inject}
+	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private, Inject: f.inject, Inspect: f.inspect}
 }
 
 func policyCmd(g *globals) *cobra.Command {
 	var mode string
-	var allow, deny, inject []string
+	var allow, deny, inject, inspect []string
 	var private, noPrivate bool
 	var out *output
 	cmd := &cobra.Command{
 		Use:   "policy ID",
 		Short: "Show or change a running session's network policy (effective for new connections at once)",
 		Example: "  airlock policy 3f2a --allow docs.example.org\n" +
-			"  airlock policy 3f2a --deny '*.tracker.example' --net allow-all",
+			"  airlock policy 3f2a --deny '*.tracker.example' --net allow-all\n" +
+			"  airlock policy 3f2a --inspect api.github.com --allow 'GET api.github.com/repos/**' --deny 'POST api.github.com/**'",
 		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
@@ -54,13 +59,13 @@ func policyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny, Inject: inject}
+			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny, Inject: inject, Inspect: inspect}
 			if private || noPrivate {
 				v := private
 				ch.Private = &v
 			}
 			var p api.EgressPolicy
-			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && len(inject) == 0 && ch.Private == nil {
+			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && len(inject) == 0 && len(inspect) == 0 && ch.Private == nil {
 				s, err := c.Session(ctx, args[0])
 				if err != nil {
 					return err
@@ -76,10 +81,11 @@ func policyCmd(g *globals) *cobra.Command {
 		},
 	}
 	out = addOutputFlags(cmd, "the policy")
-	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all or custom")
+	cmd.Flags().StringVar(&mode, "net", "", "allow-all, deny-all, custom or ask")
 	cmd.Flags().StringArrayVar(&allow, "allow", nil, "add an allow rule (repeatable)")
 	cmd.Flags().StringArrayVar(&deny, "deny", nil, "add a deny rule (repeatable)")
 	cmd.Flags().StringArrayVar(&inject, "inject", nil, "add a secret injection, HOST:HEADER=...secret:NAME... (repeatable)")
+	cmd.Flags().StringArrayVar(&inspect, "inspect", nil, "end TLS to this host at the proxy so method/path rules apply to it (repeatable)")
 	cmd.Flags().BoolVar(&private, "allow-private", false, "let allowed rules reach private addresses")
 	cmd.Flags().BoolVar(&noPrivate, "no-private", false, "block private addresses again")
 	return cmd
@@ -99,10 +105,13 @@ func printPolicy(p api.EgressPolicy) {
 	for _, r := range p.Inject {
 		fmt.Printf("inject %s\n", r)
 	}
+	for _, r := range p.Inspect {
+		fmt.Printf("inspect %s\n", r)
+	}
 }
 
 func netCmd(g *globals) *cobra.Command {
-	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, and allowing what was blocked"}
+	cmd := &cobra.Command{Use: "net", Short: "A session's connections: the log, allowing what was blocked, and answering what --net ask holds"}
 	var blocked bool
 	var limit int
 	var out *output
@@ -134,7 +143,11 @@ func netCmd(g *globals) *cobra.Command {
 				if e.Port > 0 {
 					port = fmt.Sprint(e.Port)
 				}
-				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Local().Format(time.TimeOnly), e.Kind, e.Host, port,
+				host := e.Host
+				if e.Method != "" { // a request the proxy read
+					host = e.Method + " " + e.Host + e.Path
+				}
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\t%s\t%s\n", e.ID, e.Time.Local().Format(time.TimeOnly), e.Kind, host, port,
 					bytesText(e.BytesOut), bytesText(e.BytesIn), dec, e.Rule)
 				if !e.Allowed && e.Reason != "" {
 					fmt.Fprintf(tw, "\t\t\t  %s\t\t\t\t\t\n", e.Reason)
@@ -175,7 +188,84 @@ func netCmd(g *globals) *cobra.Command {
 		},
 	}
 	allow.Flags().Int64Var(&from, "from-log", 0, "the log entry (#) to allow")
-	cmd.AddCommand(logc, allow)
+	cmd.AddCommand(logc, allow, pendingCmd(g), decideCmd(g))
+	return cmd
+}
+
+// pendingCmd lists what sessions under --net ask wait on.
+func pendingCmd(g *globals) *cobra.Command {
+	var out *output
+	cmd := &cobra.Command{
+		Use:   "pending",
+		Short: "What sessions under --net ask are waiting on: session, method, host, path",
+		Args:  cobra.NoArgs,
+		RunE: func(cmd *cobra.Command, _ []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			list, err := c.Pending(ctx)
+			if err != nil {
+				return err
+			}
+			return printList(out, os.Stdout, list, func() error {
+				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+				fmt.Fprintln(tw, "#\tSESSION\tWAITING\tKIND\tMETHOD\tHOST\tPATH")
+				for _, q := range list {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.ID, q.Session, time.Since(q.Time).Round(time.Second), q.Kind, q.Method,
+						net.JoinHostPort(q.Host, strconv.Itoa(q.Port)), q.Path)
+				}
+				tw.Flush()
+				if len(list) > 0 {
+					fmt.Fprintln(os.Stderr, "answer with `airlock net decide # --allow-once|--allow-always|--deny`")
+				}
+				return nil
+			})
+		},
+	}
+	out = addOutputFlags(cmd, "the questions (JSON lines)")
+	out.lines = true
+	return cmd
+}
+
+// decideCmd answers one pending question.
+func decideCmd(g *globals) *cobra.Command {
+	var once, always, deny bool
+	cmd := &cobra.Command{
+		Use:     "decide N (--allow-once | --allow-always | --deny)",
+		Short:   "Answer question N of `airlock net pending`",
+		Example: "  airlock net decide 3 --allow-always",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			n, err := strconv.ParseInt(args[0], 10, 64)
+			if err != nil || n <= 0 {
+				return usageErr("%q is not a question number: see `airlock net pending`", args[0])
+			}
+			answers := map[string]bool{"allow-once": once, "allow-always": always, "deny": deny}
+			answer := ""
+			for a, set := range answers {
+				if set {
+					if answer != "" {
+						return usageErr("give one of --allow-once, --allow-always or --deny")
+					}
+					answer = a
+				}
+			}
+			if answer == "" {
+				return usageErr("give one of --allow-once, --allow-always or --deny")
+			}
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			return c.Decide(ctx, api.Decide{ID: n, Answer: answer})
+		},
+	}
+	cmd.Flags().BoolVar(&once, "allow-once", false, "let this connection or request through; the next is asked again")
+	cmd.Flags().BoolVar(&always, "allow-always", false, "let it through and add its host and port to the session's running policy")
+	cmd.Flags().BoolVar(&deny, "deny", false, "refuse it")
 	return cmd
 }
 

@@ -293,6 +293,10 @@ type EgressPolicy struct {
 	// Inject adds headers holding secrets to a host's requests in
 	// transit: "api.example.com:x-api-key=secret:NAME".
 	Inject []string `json:"inject,omitempty"`
+	// Inspect names hosts whose TLS the proxy ends with the engine's CA,
+	// so that request rules ("GET api.example.com/v1/**": a method and
+	// a path glob) apply to their HTTPS requests.
+	Inspect []string `json:"inspect,omitempty"`
 }
 
 // PolicyChange edits a running session's policy: rules to add to each
@@ -302,6 +306,7 @@ type PolicyChange struct {
 	Allow   []string      `json:"allow,omitempty"`
 	Deny    []string      `json:"deny,omitempty"`
 	Inject  []string      `json:"inject,omitempty"`
+	Inspect []string      `json:"inspect,omitempty"`
 	Mode    string        `json:"mode,omitempty"`
 	Private *bool         `json:"private,omitempty"`
 	// FromLog allows what log entry FromLog was about.
@@ -315,6 +320,8 @@ type EgressEntry struct {
 	Kind     string        `json:"kind"` // http, connect, tcp, dns
 	Host     string        `json:"host"`
 	Port     int           `json:"port,omitempty"`
+	Method   string        `json:"method,omitempty"` // of a request the proxy read
+	Path     string        `json:"path,omitempty"`   // cleaned as rules match it, no query
 	Addr     string        `json:"addr,omitempty"`
 	BytesOut int64         `json:"bytes_out"`
 	BytesIn  int64         `json:"bytes_in"`
@@ -322,6 +329,26 @@ type EgressEntry struct {
 	Rule     string        `json:"rule,omitempty"`
 	Reason   string        `json:"reason,omitempty"`
 	Duration time.Duration `json:"duration"`
+}
+
+// PendingQuestion is a connection or request of a session under the ask
+// mode that no rule decided, held while the user is asked.
+type PendingQuestion struct {
+	ID      int64     `json:"id"`
+	Session string    `json:"session"`
+	Time    time.Time `json:"time"`
+	Kind    string    `json:"kind"` // connect, http, https
+	Host    string    `json:"host"`
+	Port    int       `json:"port"`
+	Method  string    `json:"method,omitempty"` // "" for a CONNECT whose requests the proxy does not read
+	Path    string    `json:"path,omitempty"`
+}
+
+// Decide answers a pending question: allow-once, allow-always (adds the
+// destination to the session's running policy) or deny.
+type Decide struct {
+	ID     int64  `json:"id"`
+	Answer string `json:"answer"`
 }
 
 // StatePaused is a session frozen by `airlock pause` or for being idle;

@@ -495,6 +495,18 @@ func (c *Client) NetLog(ctx context.Context, id string, blocked bool, limit int)
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/net", q, nil, &out)
 }
 
+// Pending lists the questions of sessions under the ask mode that wait
+// for an answer.
+func (c *Client) Pending(ctx context.Context) ([]api.PendingQuestion, error) {
+	var out []api.PendingQuestion
+	return out, c.do(ctx, "GET", "/net/pending", nil, nil, &out)
+}
+
+// Decide answers pending question d.ID.
+func (c *Client) Decide(ctx context.Context, d api.Decide) error {
+	return c.do(ctx, "POST", "/net/decide", nil, d, nil)
+}
+
 // Pause freezes a session.
 func (c *Client) Pause(ctx context.Context, id string) (api.Session, error) {
 	var out api.Session

@@ -49,8 +49,8 @@ func ParseInjection(s string) (Injection, error) {
 	if err != nil {
 		return inj, fmt.Errorf("injection %q: %v", s, err)
 	}
-	if r.private {
-		return inj, fmt.Errorf("injection %q: name the host without private:", s)
+	if r.private || r.isRequest() {
+		return inj, fmt.Errorf("injection %q: name the host without private:, a method or a path", s)
 	}
 	if !secretRefRE.MatchString(value) {
 		return inj, fmt.Errorf("injection %q: the value names no secret: use secret:NAME (stored with `airlock secret set NAME`)", s)
@@ -66,6 +66,16 @@ func (i Injection) Secrets() []string {
 		out = append(out, m[1])
 	}
 	return out
+}
+
+// inspected reports whether the policy marks h:port for inspection.
+func (x *Proxy) inspected(h Host, port int) bool {
+	for _, r := range x.policy.Load().Inspect {
+		if r.match(h, port) {
+			return true
+		}
+	}
+	return false
 }
 
 func (x *Proxy) injectionsFor(h Host, port int) []Injection {
@@ -116,9 +126,11 @@ func (x *Proxy) inject(ctx context.Context, h http.Header, list []Injection) err
 	return nil
 }
 
-// mitm serves a CONNECT to a host with injections: TLS ends here, with a
-// certificate from the engine's CA, each request gets its headers, and
-// goes on to the real host over TLS verified as usual. A request whose
+// mitm serves a CONNECT to a host with injections or marked for
+// inspection: TLS ends here, with a certificate from the engine's CA,
+// each request is decided by the policy's request rules (and logged with
+// its method, path and rule), gets its headers, and goes on to the real
+// host over TLS verified as usual. A request whose
 // Host (or absolute URL) names another host than the CONNECT is refused:
 // it would carry h's key to wherever the upstream routes that name
 // (domain fronting).
@@ -144,7 +156,7 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []
 	}
 	tr := &http.Transport{
 		DialContext: func(ctx context.Context, _, _ string) (net.Conn, error) {
-			c, _, err := x.dial(ctx, h, port)
+			c, _, err := x.dial(ctx, h, port, nil) // the CONNECT decided
 			return c, err
 		},
 		TLSClientConfig:     &tls.Config{RootCAs: x.RootCAs, ServerName: h.String()},
@@ -174,8 +186,16 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []
 		},
 	}
 	srv := &http.Server{Handler: http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
+		req := Conn{Time: time.Now(), Kind: "https", Host: h.String(), Port: port, Method: clip(r.Method), Path: clip(cleanPath(r.URL.EscapedPath()))}
 		if err := sameHost(r, h, port); err != nil {
-			x.refuse(w, Conn{Time: time.Now(), Kind: "https", Host: clip(r.Host), Port: port}, Decision{Rule: "host", Reason: err.Error()})
+			req.Host = clip(r.Host)
+			x.refuse(w, req, Decision{Rule: "host", Reason: err.Error()})
+			return
+		}
+		d := x.policy.Load().Request(h, port, r.Method, r.URL.EscapedPath())
+		d = x.decide(r.Context(), d, Question{Kind: "https", Host: req.Host, Port: port, Method: req.Method, Path: req.Path})
+		if !d.Allowed {
+			x.refuse(w, req, d)
 			return
 		}
 		cr := &countingReader{r: r.Body}
@@ -184,10 +204,17 @@ func (x *Proxy) mitm(client net.Conn, first io.Reader, h Host, port int, list []
 		rp.ServeHTTP(cw, r)
 		out += cr.n
 		in += cw.n
+		req.Allowed, req.Rule, req.BytesOut, req.BytesIn = true, d.Rule, cr.n, cw.n
+		req.Duration = time.Since(req.Time)
+		x.log(req)
 	}), ReadHeaderTimeout: 30 * time.Second}
 	srv.Serve(&oneConn{c: tc})
 	entry.BytesOut, entry.BytesIn = out, in
-	entry.Rule += " (secret injected)"
+	if len(list) > 0 {
+		entry.Rule += " (secret injected)"
+	} else {
+		entry.Rule += " (inspected)"
+	}
 	if upErr != nil {
 		entry.Reason = "upstream: " + upErr.Error()
 	}

@@ -21,6 +21,9 @@ const (
 	AllowAll = "allow-all" // everything public, except what a deny rule names
 	DenyAll  = "deny-all"  // nothing
 	Custom   = "custom"    // what an allow rule names, except what a deny rule names
+	// Ask is custom, except that what no rule decides is put to the
+	// user (see ask.go); where no one is asked, it is denied.
+	Ask = "ask"
 )
 
 // Rule is one allow or deny entry: an exact domain, a wildcard domain
@@ -34,8 +37,10 @@ type Rule struct {
 	domain  string // lower case, no trailing dot; "" for a CIDR
 	wild    bool
 	prefix  netip.Prefix
-	port    int  // 0 = any
-	private bool // private:HOST:PORT
+	port    int    // 0 = any
+	private bool   // private:HOST:PORT
+	method  string // upper case; "" = any (a request rule, see request.go)
+	glob    string // a cleaned path glob; "" = any path
 }
 
 // privatePrefix marks a rule that opts one host and port into private
@@ -44,8 +49,26 @@ const privatePrefix = "private:"
 
 // ParseRule reads a rule: example.com, *.example.com, 198.51.100.0/24,
 // 2001:db8::/32, each optionally followed by :PORT ([v6]:PORT for IPv6);
-// or private:HOST:PORT.
+// or private:HOST:PORT. A domain may also carry a method before it and a
+// path glob after it: "GET api.github.com/repos/**" (see request.go).
 func ParseRule(s string) (Rule, error) {
+	method, host, glob, err := splitRequest(strings.TrimSpace(s))
+	if err != nil {
+		return Rule{Text: s}, fmt.Errorf("rule %q: %v", s, err)
+	}
+	if method == "" && glob == "" {
+		return parseHostRule(s)
+	}
+	r, err := parseHostRule(host)
+	r.Text, r.method, r.glob = s, method, glob
+	if err != nil {
+		return r, fmt.Errorf("rule %q: %v", s, err)
+	}
+	return r, nil
+}
+
+// parseHostRule reads a rule without a method or path.
+func parseHostRule(s string) (Rule, error) {
 	if rest, ok := strings.CutPrefix(strings.TrimSpace(s), privatePrefix); ok {
 		r, err := ParseRule(rest)
 		if err != nil {
@@ -194,6 +217,9 @@ type Policy struct {
 	Private bool
 	// Inject adds headers with secrets to matching hosts' requests.
 	Inject []Injection
+	// Inspect names hosts whose TLS the proxy ends (with a certificate
+	// from the engine's CA) so that request rules apply to them.
+	Inspect []Rule
 }
 
 // Spec is a policy as stored and sent: rules as text.
@@ -203,17 +229,18 @@ type Spec struct {
 	Deny    []string `json:"deny,omitempty"`
 	Private bool     `json:"private,omitempty"`
 	Inject  []string `json:"inject,omitempty"`
+	Inspect []string `json:"inspect,omitempty"`
 }
 
 // Compile checks a spec and returns its policy.
 func Compile(s Spec) (*Policy, error) {
 	p := &Policy{Mode: s.Mode, Private: s.Private}
 	switch s.Mode {
-	case AllowAll, DenyAll, Custom:
+	case AllowAll, DenyAll, Custom, Ask:
 	case "":
 		p.Mode = Custom
 	default:
-		return nil, fmt.Errorf("network mode %q: use allow-all, deny-all or custom", s.Mode)
+		return nil, fmt.Errorf("network mode %q: use allow-all, deny-all or custom, or ask (what no rule decides is put to the user)", s.Mode)
 	}
 	for _, t := range s.Allow {
 		r, err := ParseRule(t)
@@ -236,6 +263,21 @@ func Compile(s Spec) (*Policy, error) {
 		}
 		p.Inject = append(p.Inject, i)
 	}
+	for _, t := range s.Inspect {
+		r, err := ParseRule(t)
+		if err != nil {
+			return nil, err
+		}
+		if r.isRequest() || r.private || r.domain == "" {
+			return nil, fmt.Errorf("inspect %q: name a host (example.com or *.example.com, optionally :PORT) whose TLS the proxy should end", t)
+		}
+		p.Inspect = append(p.Inspect, r)
+	}
+	for _, r := range append(append([]Rule(nil), p.Allow...), p.Deny...) {
+		if err := p.checkRequestRule(r); err != nil {
+			return nil, err
+		}
+	}
 	return p, nil
 }
 
@@ -251,6 +293,9 @@ func (p *Policy) Spec() Spec {
 	for _, i := range p.Inject {
 		s.Inject = append(s.Inject, i.Text)
 	}
+	for _, r := range p.Inspect {
+		s.Inspect = append(s.Inspect, r.Text)
+	}
 	return s
 }
 
@@ -259,6 +304,9 @@ type Decision struct {
 	Allowed bool
 	Rule    string // the rule that decided, or the mode
 	Reason  string // for a block, in words
+	// Ask is set on a block that no rule decided under the ask mode:
+	// the proxy may put it to the user instead.
+	Ask bool
 }
 
 // Name decides a connection to a host as a session named it, before
@@ -293,17 +341,34 @@ func (p *Policy) NameAnyPort(host string) Decision {
 	return p.name(h.Name, 0, true)
 }
 
+// undecided is the block of what no rule decides: one to ask under the
+// ask mode.
+func (p *Policy) undecided(reason string) Decision {
+	return Decision{Rule: "no rule", Reason: reason, Ask: p.Mode == Ask}
+}
+
+// byMode is the decision of a mode that decides alone, once no deny rule
+// has: allow-all and deny-all.
+func (p *Policy) byMode() (Decision, bool) {
+	switch p.Mode {
+	case AllowAll:
+		return Decision{Allowed: true, Rule: AllowAll}, true
+	case DenyAll:
+		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}, true
+	}
+	return Decision{}, false
+}
+
 func (p *Policy) name(host string, port int, anyPort bool) Decision {
 	for _, r := range p.Deny {
-		if (!anyPort || r.port == 0) && r.matchName(host, port) {
+		// A request rule denies requests, not the connection that
+		// carries them.
+		if !r.isRequest() && (!anyPort || r.port == 0) && r.matchName(host, port) {
 			return Decision{Rule: "deny " + r.Text, Reason: host + " is denied"}
 		}
 	}
-	switch p.Mode {
-	case AllowAll:
-		return Decision{Allowed: true, Rule: AllowAll}
-	case DenyAll:
-		return Decision{Rule: DenyAll, Reason: "the session's network is deny-all"}
+	if d, ok := p.byMode(); ok {
+		return d
 	}
 	for _, r := range p.Allow {
 		if anyPort && r.matchName(host, r.port) || !anyPort && r.matchName(host, port) {
@@ -311,9 +376,9 @@ func (p *Policy) name(host string, port int, anyPort bool) Decision {
 		}
 	}
 	if anyPort {
-		return Decision{Rule: "no rule", Reason: "no rule allows " + host}
+		return Decision{Rule: "no rule", Reason: "no rule allows " + host} // a lookup is never asked
 	}
-	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s:%d", host, port)}
+	return p.undecided(fmt.Sprintf("no rule allows %s:%d", host, port))
 }
 
 // Addr decides a connection to an address the session gave as an IP
@@ -377,7 +442,9 @@ func (p *Policy) addr(a netip.Addr, port int, name string) Decision {
 	if p.Mode == AllowAll {
 		return Decision{Allowed: true, Rule: AllowAll}
 	}
-	return Decision{Rule: "no rule", Reason: fmt.Sprintf("no rule allows %s", net.JoinHostPort(a.String(), strconv.Itoa(port)))}
+	d := p.undecided(fmt.Sprintf("no rule allows %s", net.JoinHostPort(a.String(), strconv.Itoa(port))))
+	d.Ask = d.Ask && !anyPort // a lookup is never asked
+	return d
 }
 
 var special = []struct {

@@ -10,6 +10,7 @@ import (
 	"net/http"
 	"net/http/httputil"
 	"net/netip"
+	"strconv"
 	"sync"
 	"sync/atomic"
 	"time"
@@ -21,7 +22,9 @@ type Conn struct {
 	Kind     string        `json:"kind"` // http, connect, https (a request inside an intercepted connection), tcp, dns
 	Host     string        `json:"host"`
 	Port     int           `json:"port,omitempty"`
-	Addr     string        `json:"addr,omitempty"` // the address connected to
+	Method   string        `json:"method,omitempty"` // of a request the proxy read (http, https)
+	Path     string        `json:"path,omitempty"`   // cleaned, as rules match it, without the query
+	Addr     string        `json:"addr,omitempty"`   // the address connected to
 	BytesOut int64         `json:"bytes_out"`
 	BytesIn  int64         `json:"bytes_in"`
 	Allowed  bool          `json:"allowed"`
@@ -48,9 +51,15 @@ type Proxy struct {
 	// HelloTimeout is how long a CONNECT's client has to send its whole
 	// TLS ClientHello (0: 10 s).
 	HelloTimeout time.Duration
-	dialer       net.Dialer
-	httpOnce     sync.Once
-	http         *http.Transport
+	// Asker puts what no rule decides under the ask mode to the user
+	// (nil: no one is asked, undecided is denied); AskTimeout is how long
+	// a question waits for an answer (0: 60 s).
+	Asker      Asker
+	AskTimeout time.Duration
+	asking     asking
+	dialer     net.Dialer
+	httpOnce   sync.Once
+	http       *http.Transport
 }
 
 // NewProxy returns a proxy enforcing p.
@@ -87,9 +96,17 @@ func (b *blocked) Error() string { return b.d.Reason }
 // dial connects to h:port if the policy allows the host and every address
 // it would connect to (each address a name resolves to is checked: DNS
 // rebinding).
-func (x *Proxy) dial(ctx context.Context, h Host, port int) (net.Conn, Decision, error) {
+// A connection no rule decides under the ask mode is asked about as q
+// (nil: it was decided already, by its request or its CONNECT, and is
+// not asked again).
+func (x *Proxy) dial(ctx context.Context, h Host, port int, q *Question) (net.Conn, Decision, error) {
 	p := x.policy.Load()
 	d := p.Host(h, port)
+	if d.Ask && q == nil {
+		d = Decision{Allowed: true, Rule: "asked"}
+	} else if d.Ask {
+		d = x.decide(ctx, d, *q)
+	}
 	if !d.Allowed {
 		return nil, d, &blocked{d}
 	}
@@ -141,7 +158,15 @@ func (x *Proxy) refuse(w http.ResponseWriter, entry Conn, d Decision) {
 	switch d.Rule {
 	case "address", "host", "inject": // no rule lets these through
 	default:
-		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", entry.Host)
+		what := entry.Host
+		if entry.Method != "" {
+			host := entry.Host
+			if entry.Kind == "http" { // a rule without a port would need the host inspected
+				host = net.JoinHostPort(host, strconv.Itoa(entry.Port))
+			}
+			what = fmt.Sprintf("'%s %s%s'", entry.Method, host, entry.Path)
+		}
+		msg += fmt.Sprintf(" Allow it with `airlock policy SESSION --allow %s` or from `airlock net log SESSION`.", what)
 	}
 	http.Error(w, msg, http.StatusForbidden)
 	entry.Allowed, entry.Rule, entry.Reason = false, d.Rule, d.Reason
@@ -169,7 +194,7 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 	// A client that half-closes after its CONNECT looks to net/http like
 	// one that went away; the decision (and its log entry) must not
 	// depend on that race. The dialer's timeout bounds the wait.
-	up, d, err := x.dial(context.WithoutCancel(r.Context()), h, port)
+	up, d, err := x.dial(context.WithoutCancel(r.Context()), h, port, &Question{Kind: "connect", Host: h.String(), Port: port})
 	entry.Rule = d.Rule
 	if err != nil {
 		var b *blocked
@@ -205,8 +230,8 @@ func (x *Proxy) connect(w http.ResponseWriter, r *http.Request) {
 		x.log(entry)
 		return
 	}
-	if list := x.injectionsFor(h, port); len(list) > 0 {
-		up.Close() // the injecting path makes its own upstream connections
+	if list := x.injectionsFor(h, port); len(list) > 0 || x.inspected(h, port) {
+		up.Close() // the intercepting path makes its own upstream connections
 		x.mitm(client, first, h, port, list, &entry)
 		entry.Duration = time.Since(start)
 		x.log(entry)
@@ -279,7 +304,7 @@ func splice(client net.Conn, fromClient io.Reader, up net.Conn) (int64, int64) {
 func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 	start := time.Now()
 	h, port, err := parseTarget(r.URL.Host, 80)
-	entry := Conn{Time: start, Kind: "http", Host: h.String(), Port: port}
+	entry := Conn{Time: start, Kind: "http", Host: h.String(), Port: port, Method: clip(r.Method), Path: clip(cleanPath(r.URL.EscapedPath()))}
 	if err != nil {
 		entry.Host = clip(r.URL.Host)
 		x.refuse(w, entry, Decision{Rule: "address", Reason: err.Error()})
@@ -293,8 +318,14 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 		x.refuse(w, entry, Decision{Rule: "inject", Reason: fmt.Sprintf("a plain HTTP request to %s, whose requests carry a secret: secrets go only over TLS, so use https://%s", h, h.hostPort(port))})
 		return
 	}
-	// Decide before forwarding, for a refusal in words.
-	d := x.policy.Load().Host(h, port)
+	// Decide before forwarding, for a refusal in words: the host, then
+	// the request.
+	p := x.policy.Load()
+	d := p.Host(h, port)
+	if d.Allowed || d.Ask {
+		d = p.Request(h, port, r.Method, r.URL.EscapedPath())
+	}
+	d = x.decide(r.Context(), d, Question{Kind: "http", Host: h.String(), Port: port, Method: entry.Method, Path: entry.Path})
 	if !d.Allowed {
 		x.refuse(w, entry, d)
 		return
@@ -307,7 +338,7 @@ func (x *Proxy) forward(w http.ResponseWriter, r *http.Request) {
 				if err != nil {
 					return nil, err
 				}
-				c, _, err := x.dial(ctx, h, p)
+				c, _, err := x.dial(ctx, h, p, nil) // forward decided
 				return c, err
 			},
 			MaxIdleConnsPerHost: 8,

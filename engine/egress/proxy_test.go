@@ -23,12 +23,7 @@ import (
 func testProxy(t *testing.T, spec Spec) (*Proxy, string, func() []Conn) {
 	t.Helper()
 	x := NewProxy(mustCompile(t, spec))
-	x.Resolve = func(_ context.Context, host string) ([]netip.Addr, error) {
-		if strings.HasSuffix(host, ".test") || host == "example.com" { // example.com: httptest's certificate
-			return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
-		}
-		return nil, fmt.Errorf("no such host %s", host)
-	}
+	x.Resolve = loopbackResolve
 	var mu sync.Mutex
 	var logs []Conn
 	x.Log = func(c Conn) { mu.Lock(); logs = append(logs, c); mu.Unlock() }
@@ -53,6 +48,15 @@ func testProxy(t *testing.T, spec Spec) (*Proxy, string, func() []Conn) {
 		defer mu.Unlock()
 		return append([]Conn(nil), logs...)
 	}
+}
+
+// loopbackResolve resolves *.test and example.com (httptest's
+// certificate's name) to loopback, and nothing else.
+func loopbackResolve(_ context.Context, host string) ([]netip.Addr, error) {
+	if strings.HasSuffix(host, ".test") || host == "example.com" {
+		return []netip.Addr{netip.MustParseAddr("127.0.0.1")}, nil
+	}
+	return nil, fmt.Errorf("no such host %s", host)
 }
 
 func viaProxy(proxyURL string) *http.Client {

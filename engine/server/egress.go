@@ -25,3 +25,13 @@ func (s *Server) netLog(r *http.Request, _ none) ([]api.EgressEntry, error) {
 	}
 	return s.eng.EgressLog(r.Context(), r.PathValue("id"), r.URL.Query().Get("blocked") == "1", limit)
 }
+
+// pending lists the questions of sessions under the ask mode that wait
+// for an answer.
+func (s *Server) pending(r *http.Request, _ none) ([]api.PendingQuestion, error) {
+	return s.eng.Pending(r.Context())
+}
+
+func (s *Server) decide(r *http.Request, req api.Decide) (none, error) {
+	return none{}, s.eng.Decide(r.Context(), req)
+}

@@ -36,6 +36,8 @@ type Engine interface {
 
 	Policy(ctx context.Context, id string, ch api.PolicyChange) (api.EgressPolicy, error)
 	EgressLog(ctx context.Context, id string, blockedOnly bool, limit int) ([]api.EgressEntry, error)
+	Pending(ctx context.Context) ([]api.PendingQuestion, error)
+	Decide(ctx context.Context, d api.Decide) error
 
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error

@@ -90,6 +90,8 @@ func (s *Server) routes() http.Handler {
 	// egress.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/policy", serve(200, s.policy))
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", serve(200, s.netLog))
+	m.HandleFunc("GET "+p+"/net/pending", serve(200, s.pending))
+	m.HandleFunc("POST "+p+"/net/decide", serve(http.StatusNoContent, s.decide))
 	// meter.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/pause", serve(200, s.pause))
 	m.HandleFunc("POST "+p+"/sessions/{id}/resume", serve(200, s.resume))

@@ -265,6 +265,12 @@ func (f *Engine) EgressLog(ctx context.Context, id string, blockedOnly bool, lim
 		f.call("EgressLog", id, [2]any{blockedOnly, limit})
 }
 
+func (f *Engine) Pending(ctx context.Context) ([]api.PendingQuestion, error) {
+	return []api.PendingQuestion{{ID: 1, Session: "s1", Time: When, Kind: "connect", Host: "example.com", Port: 443}}, f.call("Pending", "", nil)
+}
+
+func (f *Engine) Decide(ctx context.Context, d api.Decide) error { return f.call("Decide", "", d) }
+
 func (f *Engine) Pause(ctx context.Context, id string) error  { return f.call("Pause", id, nil) }
 func (f *Engine) Resume(ctx context.Context, id string) error { return f.call("Resume", id, nil) }
 

@@ -391,6 +391,40 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/net/pending": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** What sessions under the ask mode wait on. */
+    get: operations["pendingQuestions"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/net/decide": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Answer a pending question. */
+    post: operations["decide"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/pause": {
     parameters: {
       query?: never;
@@ -981,12 +1015,14 @@ export interface components {
       deny?: string[];
       private?: boolean;
       inject?: string[];
+      inspect?: string[];
     };
     PolicyChange: {
       set?: components["schemas"]["EgressPolicy"];
       allow?: string[];
       deny?: string[];
       inject?: string[];
+      inspect?: string[];
       mode?: string;
       private?: boolean;
       from_log?: number;
@@ -998,6 +1034,8 @@ export interface components {
       kind: string;
       host: string;
       port?: number;
+      method?: string;
+      path?: string;
       addr?: string;
       bytes_out: number;
       bytes_in: number;
@@ -1006,6 +1044,22 @@ export interface components {
       reason?: string;
       /** @description nanoseconds */
       duration: number;
+    };
+    PendingQuestion: {
+      id: number;
+      session: string;
+      /** Format: date-time */
+      time: string;
+      kind: string;
+      host: string;
+      port: number;
+      method?: string;
+      path?: string;
+    };
+    Decide: {
+      id: number;
+      /** @enum {string} */
+      answer: "allow-once" | "allow-always" | "deny";
     };
     LifecycleEvent: {
       /** Format: date-time */
@@ -1796,6 +1850,50 @@ export interface operations {
         content: {
           "application/json": components["schemas"]["EgressEntry"][];
         };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  pendingQuestions: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the questions waiting for an answer, oldest first */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["PendingQuestion"][];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  decide: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["Decide"];
+      };
+    };
+    responses: {
+      /** @description answered */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
       };
       default: components["responses"]["Error"];
     };
