@@ -12,6 +12,7 @@ import (
 	"net/url"
 	"os"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync/atomic"
@@ -284,8 +285,16 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 				rule = host + ":" + strconv.Itoa(entry.Port)
 			}
 		}
-		if entry.Method != "" { // a request the proxy read: allow that request
-			rule = entry.Method + " " + rule + (&url.URL{Path: entry.Path}).EscapedPath()
+		if entry.Method != "" {
+			// A request the proxy read: allow that request, where a
+			// request rule can hold (a domain whose requests the proxy
+			// reads); else its host and port, as for a connection.
+			req := entry.Method + " " + rule + (&url.URL{Path: entry.Path}).EscapedPath()
+			trial := next
+			trial.Allow = appendNew(slices.Clone(next.Allow), req)
+			if _, err := e.policyOf(&trial); err == nil {
+				rule = req
+			}
 		}
 		ch.Allow = append(ch.Allow, rule)
 		if next.Mode == egress.DenyAll {

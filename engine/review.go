@@ -291,6 +291,7 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 // its shared workers, abandoned when ctx ends.
 func (e *Engine) reviewWith(ctx context.Context, sid string, layers review.Layers, opts review.Options) ([]review.FileDiff, error) {
 	var all []review.FileDiff
+	opts.Sized = func(n int) { all = make([]review.FileDiff, 0, n) }
 	err := e.reviewEach(ctx, sid, layers, opts, func(batch []review.FileDiff) error {
 		all = append(all, batch...)
 		return nil

@@ -51,6 +51,7 @@ func TestRemoveForgetsSessionSecrets(t *testing.T) {
 	d := &removeDocker{}
 	e := &Engine{docker: d, store: st, stateDir: dir, log: slog.New(slog.DiscardHandler),
 		sessions: map[string]*live{}, secrets: sec, meter: quietMeter{}}
+	e.ports = newPorts(e)
 	const id, name = "0123456789ab", "ANTHROPIC_API_KEY"
 	if err := os.MkdirAll(e.sessionDir(id), 0o700); err != nil {
 		t.Fatal(err)

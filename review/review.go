@@ -34,6 +34,10 @@ type Options struct {
 	// Workers, when set, is shared with other reviews: this one only adds
 	// goroutines while it has room. The caller's goroutine always works.
 	Workers *Workers
+	// Sized, when set, is told before the first batch how many files the
+	// review hands on at most, so that a caller keeping them all sizes its
+	// slice once (growing it by appends would hold two copies at a time).
+	Sized func(n int)
 	// NoDigests leaves FileDiff.Digest and ContentSum empty (a summary
 	// has no use for them, and an accept cannot be pinned to them).
 	NoDigests bool
@@ -49,6 +53,7 @@ func ReviewWith(l Layers, opts Options) ([]FileDiff, error) {
 // than the process.
 func ReviewContext(ctx context.Context, l Layers, opts Options) ([]FileDiff, error) {
 	var all []FileDiff
+	opts.Sized = func(n int) { all = make([]FileDiff, 0, n) }
 	err := ReviewEach(ctx, l, opts, func(batch []FileDiff) error {
 		all = append(all, batch...)
 		return nil
@@ -87,6 +92,9 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		}
 	}
 	over := overBudget(items, opts)
+	if opts.Sized != nil {
+		opts.Sized(len(items))
+	}
 	results := make([]FileDiff, min(reviewBatch, len(items)))
 	keepers := make([]bool, len(results))
 	for start := 0; start < len(items); start += reviewBatch {
