@@ -219,10 +219,13 @@ func (d *FileDiff) digest(root *confined.Root) error {
 }
 
 // gone reports whether a confined open failed because the path is no longer
-// what the review listed (removed, or a symlink or special file now).
+// what the review listed (removed, or a symlink or special file now), or
+// cannot be read as it is now (the session racing the read): either way
+// the file gets no digest, so an accept of it is refused as changed.
 func gone(err error) bool {
 	return errors.Is(err, fs.ErrNotExist) || errors.Is(err, unix.ENOTDIR) ||
-		errors.Is(err, confined.ErrSymlink) || errors.Is(err, confined.ErrNotRegular)
+		errors.Is(err, confined.ErrSymlink) || errors.Is(err, confined.ErrNotRegular) ||
+		errors.Is(err, unix.EACCES) || errors.Is(err, unix.EPERM) || errors.Is(err, unix.ELOOP)
 }
 
 // copyHashed reads size bytes of the regular file src into h and, when
