@@ -244,6 +244,21 @@ func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
 	e.ports.Stop()
 	e.nets.Close()
+	// The sessions' networks stay (the next engine adopts them), but what
+	// serves on their gateways is this process's: its listeners close
+	// here, not at exit, so that an engine closed in-process (ci, tests)
+	// leaves no address bound that a later network of the same range needs.
+	e.mu.Lock()
+	var gateways []*egressState
+	for _, l := range e.sessions {
+		if l.net != nil {
+			gateways = append(gateways, l.net.Gateway)
+		}
+	}
+	e.mu.Unlock()
+	for _, g := range gateways {
+		g.Close()
+	}
 	done := make(chan struct{})
 	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()
 	select {
