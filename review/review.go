@@ -488,26 +488,8 @@ func typeOfInfo(fi fs.FileInfo) Type {
 	return typeOf(fi.Mode())
 }
 
-// SelectFiles returns the diffs at or under any of paths (all when paths is
-// empty) and an error naming any path that matches nothing.
-func SelectFiles(all []FileDiff, paths []string) ([]FileDiff, error) {
-	if len(paths) == 0 {
-		return all, nil
-	}
-	keep, err := selected(len(all), func(i int) string { return all[i].Path }, paths)
-	if err != nil {
-		return nil, err
-	}
-	var out []FileDiff
-	for i := range all {
-		if keep[i] {
-			out = append(out, all[i])
-		}
-	}
-	return out, nil
-}
-
-// selectListed is SelectFiles for a review's list.
+// selectListed keeps the review's list at or under any of paths, and
+// fails naming those of paths that match nothing.
 func selectListed(all []listed, paths []string) ([]listed, error) {
 	keep, err := selected(len(all), func(i int) string { return all[i].path }, paths)
 	if err != nil {
