@@ -87,7 +87,8 @@ func (e *Engine) adoptOne(ctx context.Context, r store.Session, c container.Summ
 	if err := review.Recover(e.journalPath(r.ID)); err != nil {
 		e.log.Error("recover an interrupted accept", "session", r.ID, "err", err)
 	}
-	l := &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache()}
+	l := &live{ws: ws, base: review.OpenBase(r.Project, baseDir(r.Dir)), cache: review.NewCache(), sums: e.watchWorkspace(r.ID, ws)}
+	l.sums.captured.Store(true) // what the previous engine captured is all there is
 	e.sessions[r.ID] = l
 	if !found {
 		e.store.SetSessionState(ctx, r.ID, api.StateStopped, "the session's container is gone; its workspace is intact and can still be reviewed")

@@ -367,7 +367,8 @@ func (c *creation) base(ctx context.Context) error {
 	cctx, cancel := context.WithCancel(context.Background())
 	captureDone := make(chan struct{})
 	e.mu.Lock()
-	e.sessions[id] = &live{ws: c.ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }, net: c.net}
+	l := &live{ws: c.ws, base: cb.base, cache: review.NewCache(), stopCapture: func() { cancel(); <-captureDone }, net: c.net, sums: e.watchWorkspace(id, c.ws)}
+	e.sessions[id] = l
 	e.mu.Unlock()
 	e.bg.Add(1)
 	go func() {
@@ -376,6 +377,7 @@ func (c *creation) base(ctx context.Context) error {
 		if err := cb.base.CaptureContent(cctx, baseMaxFile, baseBudget); err != nil && cctx.Err() == nil {
 			e.log.Warn("base content capture", "session", id, "err", err)
 		}
+		l.sums.captured.Store(true)
 	}()
 	return nil
 }

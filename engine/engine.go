@@ -172,6 +172,8 @@ type live struct {
 	// net is the session's egress (nil for a session without a network
 	// of its own).
 	net *sessionNet
+	// sums is the watch on the workspace and its last summary.
+	sums *summaries
 }
 
 // New starts an engine over the given Docker client and store and re-adopts
@@ -254,6 +256,7 @@ func (e *Engine) Close(ctx context.Context) {
 		if l.net != nil {
 			gateways = append(gateways, l.net.Gateway)
 		}
+		l.sums.close()
 	}
 	e.mu.Unlock()
 	for _, g := range gateways {

@@ -18,6 +18,9 @@ type Meter interface {
 	CPU(id string) (time.Duration, error)
 	// Memory is the session's memory now and at most.
 	Memory(id string) (meter.Memory, error)
+	// Procs lists the session's processes, its containers' and their
+	// execs' (none when it has no cgroup).
+	Procs(id string) ([]int, error)
 	// Look samples the session's CPU for the idle watcher: the share of
 	// a core used since the previous look (ok false on the first).
 	Look(id string, now time.Time) (share float64, ok bool)

@@ -61,7 +61,7 @@ func selectErr(err error) error {
 // and conflicts. It gives up when ctx ends (the client went away).
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	var files []api.FileDiff
-	d, err := e.DiffEach(ctx, id, paths, false, func(f api.FileDiff) error {
+	d, err := e.DiffEach(ctx, id, paths, func(f api.FileDiff) error {
 		files = append(files, f)
 		return nil
 	})
@@ -80,9 +80,9 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 // cleanly; a failure after that is returned after some files were handed
 // on, and the caller must say the diff is incomplete.
 //
-// A summary (stat) is made without the files' digests. Each file is
-// converted to the wire's type as it is handed on.
-func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(api.FileDiff) error) (api.Diff, error) {
+// Each file is converted to the wire's type as it is handed on (a
+// summary is DiffStatLines).
+func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, each func(api.FileDiff) error) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
@@ -93,7 +93,7 @@ func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, stat b
 	}
 	defer h.done()
 	n := 0
-	err = e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths, NoDigests: stat}, func(batch []review.FileDiff) error {
+	err = e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths}, func(batch []review.FileDiff) error {
 		return h.without(ctx, func() error {
 			for _, f := range batch {
 				if err := each(wireFileDiff(f)); err != nil {
@@ -208,6 +208,7 @@ func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, 
 	if err != nil {
 		return api.Outcomes{}, err
 	}
+	defer l.sums.invalidate()  // the base and the project move
 	defer e.store.Changed(sid) // its count of changes
 	l.mu.Lock()
 	defer l.mu.Unlock()
@@ -273,6 +274,7 @@ func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) (
 		return nil, err
 	}
 	defer e.store.Changed(sid) // its count of changes
+	defer l.sums.invalidate()
 	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
 		return nil, err

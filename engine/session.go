@@ -127,6 +127,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		l.mu.Lock() // no review or accept may be using the base
 		l.base.Close()
 		l.mu.Unlock()
+		l.sums.close()
 		e.nets.Stop(l.net)
 	}
 	if err := e.teardown(ctx, rec); err != nil {
@@ -192,7 +193,7 @@ func (e *Engine) view(ctx context.Context, r store.Session, count bool) api.Sess
 		if count {
 			// Counted, not listed: a listing's memory does not grow with
 			// what the sessions hold, and it walks on the review slots.
-			if n, err := review.CountChanges(ctx, review.Layers{Upper: l.ws.Upper(), Project: r.Project}, e.reviewers); err == nil {
+			if n, err := e.changeCount(ctx, r.ID, l, r.Project); err == nil {
 				s.Changed = n
 			}
 		} else {

@@ -40,7 +40,9 @@ func (w *Workspace) Upper() string { return filepath.Join(w.Dir, "ws", "upper") 
 // Merged is the overlay mount point: the session's view of the project.
 func (w *Workspace) Merged() string { return filepath.Join(w.Dir, "merged") }
 
-func (w *Workspace) tmpfs() string { return filepath.Join(w.Dir, "ws") }
+// Tmpfs is the mount point of the tmpfs that holds the upper and work
+// directories (and nothing else).
+func (w *Workspace) Tmpfs() string { return filepath.Join(w.Dir, "ws") }
 func (w *Workspace) work() string  { return filepath.Join(w.Dir, "ws", "work") }
 
 // Check reports, as a user-readable error, why overlay workspaces cannot be
@@ -99,12 +101,12 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 		return nil, errdefs.Invalidf("project %s is not a directory: point --project at the folder to work on", lower)
 	}
 	w := &Workspace{Dir: dir, Lower: lower}
-	for _, d := range []string{w.tmpfs(), w.Merged()} {
+	for _, d := range []string{w.Tmpfs(), w.Merged()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	if err := unix.Mount("airlock-ws", w.tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+	if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
 		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
 		return nil, mountError("tmpfs", err)
 	}
@@ -112,7 +114,7 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 	defer func() {
 		if !ok {
 			_ = unix.Unmount(w.Merged(), 0)
-			_ = unix.Unmount(w.tmpfs(), 0)
+			_ = unix.Unmount(w.Tmpfs(), 0)
 		}
 	}()
 	if err := os.Mkdir(w.Upper(), st.Mode().Perm()); err != nil {
@@ -178,7 +180,7 @@ func Find(lower, dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mounts[w.tmpfs()] != "tmpfs" {
+	if mounts[w.Tmpfs()] != "tmpfs" {
 		return nil, errdefs.NotFoundf("workspace %s is not mounted (its tmpfs is gone, e.g. after a reboot)", dir)
 	}
 	if mounts[w.Merged()] != "overlay" {
@@ -250,7 +252,7 @@ func unescapeMountinfo(s string) string {
 // container uses the workspace: a live container's writes would otherwise go
 // to a detached tmpfs. Unmounting what is already gone is not an error.
 func (w *Workspace) Unmount() error {
-	for _, p := range []string{w.Merged(), w.tmpfs()} {
+	for _, p := range []string{w.Merged(), w.Tmpfs()} {
 		if err := unix.Unmount(p, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
 			return fmt.Errorf("unmount %s: %w", p, err)
 		}
@@ -269,7 +271,7 @@ type Usage struct {
 // Usage reports how full the workspace's tmpfs is.
 func (w *Workspace) Usage() (Usage, error) {
 	var s unix.Statfs_t
-	if err := unix.Statfs(w.tmpfs(), &s); err != nil {
+	if err := unix.Statfs(w.Tmpfs(), &s); err != nil {
 		return Usage{}, err
 	}
 	bs := int64(s.Bsize)
@@ -292,7 +294,7 @@ func (w *Workspace) Resize(size int64) error {
 	if size < u.Used {
 		return errdefs.Invalidf("the session already wrote %d MiB: a workspace of %d MiB cannot hold it", u.Used>>20, size>>20)
 	}
-	if err := unix.Mount("airlock-ws", w.tmpfs(), "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV,
+	if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_REMOUNT|unix.MS_NOSUID|unix.MS_NODEV,
 		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
 		return mountError("tmpfs remount", err)
 	}

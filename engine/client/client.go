@@ -65,6 +65,11 @@ func (c *Client) do(ctx context.Context, method, p string, q url.Values, body, o
 
 // send makes a request and turns a non-2xx answer into a classed error.
 func (c *Client) send(ctx context.Context, method, p string, q url.Values, body any) (*http.Response, error) {
+	return c.sendAccepting(ctx, method, p, q, body, "")
+}
+
+// sendAccepting is send with an Accept header (none when accept is "").
+func (c *Client) sendAccepting(ctx context.Context, method, p string, q url.Values, body any, accept string) (*http.Response, error) {
 	var rd io.Reader
 	contentType := "application/json"
 	if raw, ok := body.(json.RawMessage); ok {
@@ -84,6 +89,9 @@ func (c *Client) send(ctx context.Context, method, p string, q url.Values, body 
 	}
 	if body != nil {
 		req.Header.Set("Content-Type", contentType)
+	}
+	if accept != "" {
+		req.Header.Set("Accept", accept)
 	}
 	resp, err := c.http.Do(req)
 	if err != nil {
@@ -183,8 +191,45 @@ func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.D
 		q = url.Values{}
 	}
 	q.Set("stat", "1")
+	resp, err := c.sendAccepting(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", q, nil, api.StatLines+", application/json")
+	if err != nil {
+		return api.Diff{}, err
+	}
+	defer resp.Body.Close()
 	var out api.Diff
-	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", q, nil, &out)
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.StatLines) {
+		return out, json.NewDecoder(resp.Body).Decode(&out) // an engine before the lines
+	}
+	return out, readStatLines(resp.Body, &out)
+}
+
+// readStatLines reads api.StatLines into d: its stats, then the rest. A
+// response without its closing JSON line was cut short.
+func readStatLines(r io.Reader, d *api.Diff) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return fmt.Errorf("the engine's diff summary has a line over 64 KiB")
+		}
+		if err != nil {
+			return fmt.Errorf("the engine's diff summary was cut short (%v): run the command again; `airlock diff` without --stat says why if it fails again", err)
+		}
+		line = line[:len(line)-1]
+		if len(line) > 0 && line[0] == '{' {
+			stats := d.Stats
+			if err := json.Unmarshal(line, d); err != nil {
+				return fmt.Errorf("the engine's diff summary: %w", err)
+			}
+			d.Stats = stats
+			return nil
+		}
+		st, err := api.ParseStatLine(line)
+		if err != nil {
+			return fmt.Errorf("the engine's diff summary: %w", err)
+		}
+		d.Stats = append(d.Stats, st)
+	}
 }
 
 // Patch writes the session's changes as a git-apply patch to w.

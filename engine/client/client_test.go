@@ -145,7 +145,7 @@ var routes = []route{
 		f, d := servertest.Diff(id)
 		d.Stats = api.Stats([]api.FileDiff{f})
 		return d
-	}, 200, named("DiffEach", []string(nil))},
+	}, 200, named("DiffStatLines", []string(nil))},
 	{"GET /sessions/{id}/patch", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		var b bytes.Buffer
 		err := c.Patch(ctx, id, []string{"a", "b"}, &b)

@@ -127,6 +127,35 @@ func (l Layout) CPU(id string) (time.Duration, error) {
 	return time.Duration(ns), err
 }
 
+// Procs lists the processes in a session's cgroups, its containers' and
+// their execs' alike: every cgroup.procs at and below its cgroup (the
+// memory controller's on v1). A session with no cgroup has none.
+func (l Layout) Procs(id string) ([]int, error) {
+	var out []int
+	err := filepath.WalkDir(l.dir(id, "memory"), func(path string, d fs.DirEntry, err error) error {
+		if err != nil {
+			if errors.Is(err, fs.ErrNotExist) {
+				return nil
+			}
+			return err
+		}
+		if d.Name() != "cgroup.procs" {
+			return nil
+		}
+		b, err := os.ReadFile(path)
+		if err != nil {
+			return nil // removed meanwhile
+		}
+		for _, f := range strings.Fields(string(b)) {
+			if pid, err := strconv.Atoi(f); err == nil {
+				out = append(out, pid)
+			}
+		}
+		return nil
+	})
+	return out, err
+}
+
 // Memory is what a session's cgroup holds in memory (its processes and
 // its workspace's tmpfs pages), now and at most.
 type Memory struct {

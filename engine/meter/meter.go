@@ -93,6 +93,15 @@ func (m *Meter) CPU(id string) (time.Duration, error) {
 	return l.CPU(id)
 }
 
+// Procs lists the processes in a session's cgroups (see Layout.Procs).
+func (m *Meter) Procs(id string) ([]int, error) {
+	l, err := m.known()
+	if err != nil {
+		return nil, err
+	}
+	return l.Procs(id)
+}
+
 // Memory is a session's memory now and at most (see Layout.Memory).
 func (m *Meter) Memory(id string) (Memory, error) {
 	l, err := m.known()

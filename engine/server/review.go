@@ -17,20 +17,56 @@ import (
 // files). Like a patch, a failure after the first byte cuts the response
 // short, so the client sees an error, never a diff that looks whole.
 func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
-	stat := r.URL.Query().Get("stat") == "1"
-	out := &objectStream{w: w, field: "files"}
-	file := func(f api.FileDiff) error { return out.element(f) }
-	if stat {
-		out.field = "stats"
-		file = func(f api.FileDiff) error { return out.element(api.Stats([]api.FileDiff{f})[0]) }
+	if r.URL.Query().Get("stat") == "1" {
+		s.diffStat(w, r)
+		return
 	}
-	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], stat, file)
+	out := &objectStream{w: w, field: "files"}
+	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], func(f api.FileDiff) error { return out.element(f) })
 	if err == nil {
 		err = out.finish(struct {
 			Session   string        `json:"session"`
 			Commits   []api.Commit  `json:"commits,omitempty"`
 			Workspace api.Workspace `json:"workspace"`
 		}{d.Session, d.Commits, d.Workspace})
+	}
+	if err != nil {
+		out.fail(err)
+	}
+}
+
+// diffStat streams the diff's summary: as JSON (`{"stats":[...],...}`),
+// or, for a client that accepts api.StatLines, as its lines then the rest
+// as one JSON line (what `airlock diff --stat` reads: hundreds of
+// thousands of paths decode far faster as lines).
+func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
+	type rest struct {
+		Session   string        `json:"session"`
+		Commits   []api.Commit  `json:"commits,omitempty"`
+		Workspace api.Workspace `json:"workspace"`
+	}
+	id, paths := r.PathValue("id"), r.URL.Query()["path"]
+	if !strings.Contains(r.Header.Get("Accept"), api.StatLines) {
+		out := &objectStream{w: w, field: "stats"}
+		d, err := s.eng.DiffStatLines(r.Context(), id, paths, func(line []byte) error {
+			st, err := api.ParseStatLine(line)
+			if err != nil {
+				return err
+			}
+			return out.element(st)
+		})
+		if err == nil {
+			err = out.finish(rest{d.Session, d.Commits, d.Workspace})
+		}
+		if err != nil {
+			out.fail(err)
+		}
+		return
+	}
+	out := &lineStream{w: w}
+	d, err := s.eng.DiffStatLines(r.Context(), id, paths, out.line)
+	if err == nil {
+		err = out.finish(rest{d.Session, d.Commits, d.Workspace})
 	}
 	if err != nil {
 		out.fail(err)

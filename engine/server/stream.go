@@ -4,6 +4,8 @@ import (
 	"bufio"
 	"encoding/json"
 	"net/http"
+
+	"github.com/airlock/airlock/engine/api"
 )
 
 // objectStream writes a JSON object whose first field is an array written
@@ -67,6 +69,50 @@ func (o *objectStream) finish(rest any) error {
 // fail ends the response after err: an error response when nothing was
 // written yet, else a cut one.
 func (o *objectStream) fail(err error) {
+	if !o.started {
+		writeError(o.w, err)
+		return
+	}
+	panic(http.ErrAbortHandler)
+}
+
+// lineStream writes api.StatLines: lines as the engine hands them on,
+// then one JSON line. Like objectStream it writes nothing before the
+// first line or finish, and a failure after that cuts the response.
+type lineStream struct {
+	w       http.ResponseWriter
+	buf     *bufio.Writer
+	started bool
+}
+
+func (o *lineStream) start() {
+	if o.started {
+		return
+	}
+	o.started = true
+	o.w.Header().Set("Content-Type", api.StatLines)
+	o.w.WriteHeader(http.StatusOK)
+	o.buf = bufio.NewWriterSize(&stallWriter{w: o.w}, 64<<10)
+}
+
+func (o *lineStream) line(b []byte) error {
+	o.start()
+	o.buf.Write(b)
+	return o.buf.WriteByte('\n')
+}
+
+func (o *lineStream) finish(rest any) error {
+	o.start()
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	o.buf.Write(b)
+	o.buf.WriteByte('\n')
+	return o.buf.Flush()
+}
+
+func (o *lineStream) fail(err error) {
 	if !o.started {
 		writeError(o.w, err)
 		return

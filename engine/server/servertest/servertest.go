@@ -178,12 +178,24 @@ func (f *Engine) Commands(ctx context.Context, id string, withOutput bool) ([]ap
 }
 
 // DiffEach hands on Diff's file, then answers the rest.
-func (f *Engine) DiffEach(ctx context.Context, id string, paths []string, stat bool, each func(api.FileDiff) error) (api.Diff, error) {
+func (f *Engine) DiffEach(ctx context.Context, id string, paths []string, each func(api.FileDiff) error) (api.Diff, error) {
 	if err := f.call("DiffEach", id, paths); err != nil {
 		return api.Diff{}, err
 	}
 	file, rest := Diff(id)
 	if err := each(file); err != nil {
+		return api.Diff{}, err
+	}
+	return rest, nil
+}
+
+// DiffStatLines hands on the line of Diff's file, then answers the rest.
+func (f *Engine) DiffStatLines(ctx context.Context, id string, paths []string, each func([]byte) error) (api.Diff, error) {
+	if err := f.call("DiffStatLines", id, paths); err != nil {
+		return api.Diff{}, err
+	}
+	file, rest := Diff(id)
+	if err := each(api.AppendStatLine(nil, api.Stats([]api.FileDiff{file})[0])); err != nil {
 		return api.Diff{}, err
 	}
 	return rest, nil

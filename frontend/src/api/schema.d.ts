@@ -116,6 +116,13 @@ export interface paths {
      * @description Streamed file by file: `files` (or, with `stat=1`, `stats`, never both)
      *     comes first, then the rest. A failure after the first byte cuts the
      *     answer short, so a cut answer is never valid JSON.
+     *     With `stat=1`, a client that accepts `text/x-airlock-stat` gets the
+     *     stats as lines instead (what `airlock diff --stat` reads): per path,
+     *     tab-separated, kind, added, removed, flags (`b` binary, `t` too large,
+     *     `c` conflict, `m` merged, `h` held), findings joined by commas, the
+     *     path renamed from, the path (paths escaped: `\\`, `\t`, `\n`, `\xNN`
+     *     for other control bytes); then the rest of the Diff as one JSON line,
+     *     the only line starting with `{`. A cut answer lacks that line.
      */
     get: operations["getDiff"];
     put?: never;
@@ -1510,6 +1517,7 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["Diff"];
+          "text/x-airlock-stat": string;
         };
       };
       default: components["responses"]["Error"];

@@ -1,0 +1,224 @@
+package engine
+
+import (
+	"context"
+	"fmt"
+	"path/filepath"
+	"sync"
+	"sync/atomic"
+
+	"golang.org/x/sys/unix"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/index"
+	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/review"
+)
+
+// summaries is what a live session keeps of engine/index: the watch on
+// its workspace and the summary of its changes from the last walk, which
+// a `diff --stat` and the listings read back while it holds.
+type summaries struct {
+	mu      sync.Mutex
+	watch   *index.Watch // nil: not watched, every summary walks
+	summary *index.Summary
+	// gen moves with what changes a review without touching the
+	// workspace: an accept or discard (the base and the project).
+	gen atomic.Uint64
+	// captured is set once the base's contents are captured: until
+	// then a review may see conflicts that later merge.
+	captured atomic.Bool
+}
+
+// watchWorkspace starts the watch on ws's tmpfs; a workspace that cannot
+// be watched (no fanotify, a disk workspace) is summarised by walking.
+func (e *Engine) watchWorkspace(id string, ws *overlay.Workspace) *summaries {
+	s := &summaries{}
+	w, err := index.Start(ws.Tmpfs())
+	if err != nil {
+		e.log.Debug("the workspace is not watched: summaries walk", "session", id, "err", err)
+		return s
+	}
+	s.watch = w
+	return s
+}
+
+func (s *summaries) close() {
+	if s == nil {
+		return
+	}
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	if s.watch != nil {
+		s.watch.Close()
+	}
+	s.summary.Remove()
+	s.summary = nil
+}
+
+// invalidate drops the summary: an accept or discard changed what a
+// review finds.
+func (s *summaries) invalidate() {
+	if s != nil {
+		s.gen.Add(1)
+	}
+}
+
+func (e *Engine) summaryFile(l *live) string { return filepath.Join(l.ws.Dir, "summary") }
+
+// stamp is what a summary is made under: the workspace's mark and what
+// else decides a review's result (the base, the accept policy's file, the
+// limits). "" when the session has no watch.
+func (e *Engine) stamp(l *live, layers review.Layers) string {
+	s := l.sums
+	if s == nil || s.watch == nil || !s.captured.Load() {
+		return ""
+	}
+	file := filepath.Join(layers.Project, review.PolicyFile)
+	if e.policy != "" {
+		file = e.policy
+	}
+	var st unix.Stat_t
+	if err := unix.Lstat(file, &st); err != nil {
+		st = unix.Stat_t{}
+	}
+	return fmt.Sprintf("%s|%d|%t|%d.%d.%d.%d|%+v", s.watch.Mark(), s.gen.Load(), layers.Base != nil,
+		st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), e.reviewLimits())
+}
+
+// current is the session's summary if it still holds: same stamp, the
+// project paths it depends on unchanged, and no process of the session
+// holding a shared writable mapping of a workspace file (whose writes
+// make no event).
+func (e *Engine) current(sid string, l *live, layers review.Layers) (*index.Summary, string) {
+	stamp := e.stamp(l, layers)
+	if stamp == "" {
+		return nil, ""
+	}
+	l.sums.mu.Lock()
+	sum := l.sums.summary
+	l.sums.mu.Unlock()
+	if sum == nil || !sum.Holds(stamp, layers.Project) || e.mapped(sid, l) {
+		return nil, stamp
+	}
+	return sum, stamp
+}
+
+// mapped says whether a process of the session may write a workspace
+// file through a shared mapping (when unsure: yes).
+func (e *Engine) mapped(sid string, l *live) bool {
+	pids, err := e.meter.Procs(sid)
+	if err != nil {
+		return true
+	}
+	var a, b unix.Stat_t
+	if unix.Stat(l.ws.Tmpfs(), &a) != nil || unix.Stat(l.ws.Merged(), &b) != nil {
+		return true
+	}
+	found, err := index.WritableMappings(pids, a.Dev, b.Dev)
+	return found || err != nil
+}
+
+// keep makes w the session's summary if nothing changed since stamp.
+func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w *index.Writer) {
+	if stamp == "" || e.stamp(l, layers) != stamp || e.mapped(sid, l) {
+		w.Abort()
+		return
+	}
+	sum, err := w.Commit(stamp)
+	if err != nil {
+		e.log.Debug("summary not kept", "session", sid, "err", err)
+		return
+	}
+	l.sums.mu.Lock()
+	l.sums.summary = sum
+	l.sums.mu.Unlock()
+}
+
+// DiffStatLines is the session's diff summary, a line per changed path
+// (api.AppendStatLine) handed to each in path order: read back from the
+// last walk's summary while it holds, else from a walk that is kept for
+// the next time. The api.Diff returned has neither files nor stats.
+func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, each func(line []byte) error) (api.Diff, error) {
+	sid, l, layers, err := e.reviewable(ctx, id)
+	if err != nil {
+		return api.Diff{}, err
+	}
+	h, err := e.heavy(ctx, sid, l)
+	if err != nil {
+		return api.Diff{}, err
+	}
+	defer h.done()
+	sum, stamp := (*index.Summary)(nil), ""
+	if len(paths) == 0 {
+		sum, stamp = e.current(sid, l, layers)
+	}
+	if sum != nil {
+		if err := h.without(ctx, func() error { return sum.Each(each) }); err != nil {
+			return api.Diff{}, err
+		}
+	} else if err := e.walkStats(ctx, sid, l, layers, paths, stamp, each, h); err != nil {
+		return api.Diff{}, err
+	}
+	commits, err := review.Commits(layers.Project, l.ws.Merged())
+	if err != nil {
+		e.log.Warn("read the session's commits", "session", sid, "err", err)
+	}
+	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits)}, nil
+}
+
+// walkStats reviews the session for its summary, handing each line on and
+// writing it to a summary kept if nothing changed meanwhile (stamp "":
+// none is kept).
+func (e *Engine) walkStats(ctx context.Context, sid string, l *live, layers review.Layers, paths []string, stamp string, each func([]byte) error, h *hold) error {
+	var w *index.Writer
+	if stamp != "" {
+		var err error
+		if w, err = index.Create(e.summaryFile(l), layers.Project); err != nil {
+			e.log.Debug("summary not kept", "session", sid, "err", err)
+		}
+	}
+	var line []byte
+	err := e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths, NoDigests: true}, func(batch []review.FileDiff) error {
+		return h.without(ctx, func() error {
+			for _, f := range batch {
+				st := api.Stats([]api.FileDiff{wireFileDiff(f)})[0]
+				line = api.AppendStatLine(line[:0], st)
+				if w != nil {
+					measured := st.Kind != "added" || st.Conflict || st.Merged
+					w.Add(line, st.Path, measured)
+					if st.From != "" {
+						w.Depend(st.From, true)
+					}
+				}
+				if err := each(line); err != nil {
+					return err
+				}
+			}
+			return nil
+		})
+	})
+	if err != nil {
+		if w != nil {
+			w.Abort()
+		}
+		return selectErr(err)
+	}
+	if w != nil {
+		e.keep(sid, l, layers, stamp, w)
+	}
+	return nil
+}
+
+// changeCount is how many paths the session changed: the summary's count
+// while it holds, else a count by walking (no listing kept).
+func (e *Engine) changeCount(ctx context.Context, sid string, l *live, project string) (int, error) {
+	layers := review.Layers{Upper: l.ws.Upper(), Project: project, Base: l.base}
+	if l.base.Ready() != nil {
+		layers.Base = nil
+	}
+	if sum, _ := e.current(sid, l, layers); sum != nil {
+		return sum.Count(), nil
+	}
+	return review.CountChanges(ctx, review.Layers{Upper: l.ws.Upper(), Project: project}, e.reviewers)
+}
