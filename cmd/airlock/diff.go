@@ -7,6 +7,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode/utf8"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/review"
@@ -119,21 +120,43 @@ func printStat(w io.Writer, d api.Diff, colored bool) {
 	}
 	width = min(width, 60)
 	var adds, dels int
+	// Appended by hand, not by fmt: a large session has hundreds of
+	// thousands of lines.
+	var line []byte
+	pad := func(n int) {
+		for ; n > 0; n-- {
+			line = append(line, ' ')
+		}
+	}
 	for _, s := range d.Stats {
-		detail := ""
+		line = append(line[:0], ' ')
+		line = append(line, s.Kind...)
+		pad(8 - len(s.Kind))
+		line = append(line, ' ')
+		line = append(line, s.Path...)
+		pad(width - utf8.RuneCountInString(s.Path)) // as fmt pads: by runes
+		line = append(line, " | "...)
 		switch {
 		case s.TooLarge:
-			detail = "no text diff (too large: `airlock diff` says why)"
+			line = append(line, "no text diff (too large: `airlock diff` says why)"...)
 		case s.Binary:
-			detail = "binary"
+			line = append(line, "binary"...)
 		case s.Added+s.Removed > 0:
-			plus, minus := strings.Repeat("+", min(s.Added, 30)), strings.Repeat("-", min(s.Removed, 30))
+			line = fmt.Appendf(line, "%4d ", s.Added+s.Removed)
 			if colored {
-				plus, minus = "\x1b[32m"+plus+"\x1b[0m", "\x1b[31m"+minus+"\x1b[0m"
+				line = append(line, "\x1b[32m"...)
 			}
-			detail = fmt.Sprintf("%4d %s%s", s.Added+s.Removed, plus, minus)
+			line = append(line, strings.Repeat("+", min(s.Added, 30))...)
+			if colored {
+				line = append(line, "\x1b[0m\x1b[31m"...)
+			}
+			line = append(line, strings.Repeat("-", min(s.Removed, 30))...)
+			if colored {
+				line = append(line, "\x1b[0m"...)
+			}
 		}
-		fmt.Fprintf(w, " %-8s %-*s | %s%s\n", s.Kind, width, s.Path, detail, flags[s.Path])
+		line = append(line, flags[s.Path]...)
+		w.Write(append(line, '\n'))
 		adds += s.Added
 		dels += s.Removed
 	}

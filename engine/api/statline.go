@@ -71,17 +71,26 @@ func appendEscaped(b []byte, s string) []byte {
 
 // ParseStatLine reads a line AppendStatLine made.
 func ParseStatLine(line []byte) (Stat, error) {
-	f := bytes.Split(line, []byte{'\t'})
-	if len(f) != 7 || len(f[0]) == 0 {
-		return Stat{}, fmt.Errorf("a stat line has %d fields, not 7: %.80q", len(f), line)
+	var f [7][]byte
+	rest := line
+	for n := 0; n < 6; n++ {
+		i := bytes.IndexByte(rest, '\t')
+		if i < 0 {
+			return Stat{}, fmt.Errorf("a stat line has %d fields, not 7: %.80q", n+1, line)
+		}
+		f[n], rest = rest[:i], rest[i+1:]
+	}
+	f[6] = rest
+	if bytes.IndexByte(rest, '\t') >= 0 || len(f[0]) == 0 {
+		return Stat{}, fmt.Errorf("a stat line has more than 7 fields or no kind: %.80q", line)
 	}
 	var s Stat
 	var err error
-	s.Kind = string(f[0])
-	if s.Added, err = strconv.Atoi(string(f[1])); err != nil {
+	s.Kind = kindOf(f[0])
+	if s.Added, err = atoi(f[1]); err != nil {
 		return Stat{}, fmt.Errorf("a stat line's added count: %w", err)
 	}
-	if s.Removed, err = strconv.Atoi(string(f[2])); err != nil {
+	if s.Removed, err = atoi(f[2]); err != nil {
 		return Stat{}, fmt.Errorf("a stat line's removed count: %w", err)
 	}
 	for _, c := range f[3] {
@@ -154,4 +163,30 @@ func unescape(b []byte) (string, error) {
 		}
 	}
 	return string(out), nil
+}
+
+// kindOf is the kind's string, shared for the kinds there are: a large
+// summary holds one per path.
+func kindOf(b []byte) string {
+	for _, k := range [...]string{KindAdded, KindModified, KindDeleted, KindRenamed, KindMode, KindReplaced} {
+		if string(b) == k {
+			return k
+		}
+	}
+	return string(b)
+}
+
+// atoi is strconv.Atoi of a count without a string.
+func atoi(b []byte) (int, error) {
+	if len(b) == 0 || len(b) > 18 {
+		return 0, fmt.Errorf("%.20q is not a count", b)
+	}
+	n := 0
+	for _, c := range b {
+		if c < '0' || c > '9' {
+			return 0, fmt.Errorf("%.20q is not a count", b)
+		}
+		n = n*10 + int(c-'0')
+	}
+	return n, nil
 }
