@@ -297,6 +297,9 @@ type EgressPolicy struct {
 	// so that request rules ("GET api.example.com/v1/**": a method and
 	// a path glob) apply to their HTTPS requests.
 	Inspect []string `json:"inspect,omitempty"`
+	// AskTimeout is how long the ask mode holds a question before it is
+	// a deny (0: 60 s; at most an hour).
+	AskTimeout time.Duration `json:"ask_timeout,omitempty"`
 }
 
 // PolicyChange edits a running session's policy: rules to add to each
@@ -309,6 +312,8 @@ type PolicyChange struct {
 	Inspect []string      `json:"inspect,omitempty"`
 	Mode    string        `json:"mode,omitempty"`
 	Private *bool         `json:"private,omitempty"`
+	// AskTimeout, when set, replaces the ask mode's timeout.
+	AskTimeout time.Duration `json:"ask_timeout,omitempty"`
 	// FromLog allows what log entry FromLog was about.
 	FromLog int64 `json:"from_log,omitempty"`
 }
