@@ -92,6 +92,36 @@ func policyCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&private, "allow-private", false, "let allowed rules reach private addresses")
 	cmd.Flags().BoolVar(&noPrivate, "no-private", false, "block private addresses again")
 	cmd.Flags().DurationVar(&ask, "ask-timeout", 0, "under --net ask, how long a question waits for an answer before it is a deny")
+	cmd.AddCommand(policySaveCmd(g))
+	return cmd
+}
+
+// policySaveCmd writes a session's policy into its project's policy file.
+func policySaveCmd(g *globals) *cobra.Command {
+	var out *output
+	cmd := &cobra.Command{
+		Use:     "save ID",
+		Short:   "Write the session's network policy into its project's .airlock/policy.yaml (section egress), for review and commit; new sessions of the project start from it",
+		Example: "  airlock policy save 3f2a && git diff .airlock/policy.yaml",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			saved, err := c.SavePolicy(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printOne(out, os.Stdout, saved, func() error {
+				fmt.Printf("saved in %s:\n", saved.File)
+				printPolicy(saved.Policy)
+				return nil
+			})
+		},
+	}
+	out = addOutputFlags(cmd, "what was saved")
 	return cmd
 }
 

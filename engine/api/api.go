@@ -318,6 +318,13 @@ type PolicyChange struct {
 	FromLog int64 `json:"from_log,omitempty"`
 }
 
+// SavedPolicy is what `airlock policy save` wrote: a session's policy,
+// in the egress section of its project's policy file.
+type SavedPolicy struct {
+	File   string       `json:"file"`
+	Policy EgressPolicy `json:"policy"`
+}
+
 // EgressEntry is one connection (or DNS lookup) of a session.
 type EgressEntry struct {
 	ID       int64         `json:"id"`
