@@ -3,16 +3,19 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
-	"syscall"
+	"strconv"
+	"time"
 
-	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/review"
+	"golang.org/x/sys/unix"
 )
 
 // projectPolicyFile is where a project keeps its policies (the egress
@@ -66,9 +69,9 @@ func (e *Engine) sessionPolicy(project string, spec *api.EgressPolicy) (*egress.
 }
 
 // SavePolicy writes a session's policy, as it is now, into the egress
-// section of its project's policy file for the user to review and
-// commit; the file's other sections stay. New sessions of the project
-// start from it.
+// section of its project's .airlock/policy.yaml for the user to review
+// and commit; the file's other sections stay. New sessions of the
+// project start from it.
 func (e *Engine) SavePolicy(ctx context.Context, id string) (api.SavedPolicy, error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
@@ -78,38 +81,93 @@ func (e *Engine) SavePolicy(ctx context.Context, id string) (api.SavedPolicy, er
 	if pol == nil {
 		return api.SavedPolicy{}, errdefs.Conflictf("session %s has no network policy to save (it predates egress policies)", rec.ID)
 	}
-	file := e.projectPolicyFile(rec.Project)
-	old, err := os.ReadFile(file)
-	if err != nil && !errors.Is(err, fs.ErrNotExist) {
+	file := filepath.Join(rec.Project, review.PolicyFile)
+	if err := writeProjectPolicy(rec.Project, func(old []byte) ([]byte, error) { return egress.WriteProject(old, egressSpec(*pol)) }); err != nil {
 		return api.SavedPolicy{}, errdefs.Invalidf("%s: %v", file, err)
 	}
-	b, err := egress.WriteProject(old, egressSpec(*pol))
-	if err != nil {
-		return api.SavedPolicy{}, errdefs.Invalidf("%s: %v", file, err)
-	}
-	// The file is the user's: made with the owner of the project's
-	// directory, not the engine's root.
-	var uid, gid = -1, -1
-	if st, err := os.Stat(rec.Project); err == nil {
-		if sys, ok := st.Sys().(*syscall.Stat_t); ok {
-			uid, gid = int(sys.Uid), int(sys.Gid)
-		}
-	}
-	dir := filepath.Dir(file)
-	if _, err := os.Stat(dir); errors.Is(err, fs.ErrNotExist) {
-		if err := os.Mkdir(dir, 0o755); err != nil {
-			return api.SavedPolicy{}, err
-		}
-		os.Lchown(dir, uid, gid)
-	}
-	mode := fs.FileMode(0o644)
-	if st, err := os.Stat(file); err == nil {
-		mode = st.Mode().Perm()
-	}
-	if err := atomicfile.Write(file, b, mode); err != nil {
-		return api.SavedPolicy{}, err
-	}
-	os.Lchown(file, uid, gid)
 	e.log.Info("egress policy saved", "session", rec.ID, "file", file)
 	return api.SavedPolicy{File: file, Policy: *pol}, nil
+}
+
+// maxPolicyFile bounds the policy file SavePolicy reads to rewrite.
+const maxPolicyFile = 1 << 20
+
+// writeProjectPolicy replaces the project's .airlock/policy.yaml with
+// what edit makes of its contents (nil when missing). The engine is root
+// and the project is the user's: nothing below the project's directory
+// is followed if it is a symlink (.airlock -> /etc would otherwise have
+// root write there), and what it makes belongs to the directory's owner.
+func writeProjectPolicy(project string, edit func(old []byte) ([]byte, error)) error {
+	pfd, err := unix.Open(project, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open the project: %w", err)
+	}
+	defer unix.Close(pfd)
+	var st unix.Stat_t
+	if err := unix.Fstat(pfd, &st); err != nil {
+		return err
+	}
+	dirName, fileName := filepath.Split(review.PolicyFile)
+	dirName = filepath.Clean(dirName)
+	if err := unix.Mkdirat(pfd, dirName, 0o755); err == nil {
+		unix.Fchownat(pfd, dirName, int(st.Uid), int(st.Gid), unix.AT_SYMLINK_NOFOLLOW)
+	} else if !errors.Is(err, unix.EEXIST) {
+		return fmt.Errorf("make %s: %w", dirName, err)
+	}
+	dfd, err := unix.Openat(pfd, dirName, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return fmt.Errorf("open %s (a symlink is not followed): %w", dirName, err)
+	}
+	defer unix.Close(dfd)
+	var old []byte
+	mode := uint32(0o644)
+	if fd, err := unix.Openat(dfd, fileName, unix.O_RDONLY|unix.O_NOFOLLOW|unix.O_NONBLOCK|unix.O_CLOEXEC, 0); err == nil {
+		f := os.NewFile(uintptr(fd), fileName)
+		fi, serr := f.Stat()
+		if serr == nil && !fi.Mode().IsRegular() {
+			f.Close()
+			return fmt.Errorf("%s is not a regular file", fileName)
+		}
+		old, err = io.ReadAll(io.LimitReader(f, maxPolicyFile+1))
+		if err == nil && len(old) > maxPolicyFile {
+			err = fmt.Errorf("%s is over %d bytes: not a policy file this writes into", fileName, maxPolicyFile)
+		}
+		if serr == nil {
+			mode = uint32(fi.Mode().Perm())
+		}
+		f.Close()
+		if err != nil {
+			return err
+		}
+	} else if !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("open %s (a symlink is not followed): %w", fileName, err)
+	}
+	b, err := edit(old)
+	if err != nil {
+		return err
+	}
+	tmp := "." + fileName + ".tmp-" + strconv.FormatInt(time.Now().UnixNano(), 36)
+	fd, err := unix.Openat(dfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, mode)
+	if err != nil {
+		return err
+	}
+	f := os.NewFile(uintptr(fd), tmp)
+	_, err = f.Write(b)
+	if err == nil {
+		err = f.Chown(int(st.Uid), int(st.Gid))
+	}
+	if err == nil {
+		err = f.Sync()
+	}
+	if cerr := f.Close(); err == nil {
+		err = cerr
+	}
+	if err == nil {
+		err = unix.Renameat(dfd, tmp, dfd, fileName)
+	}
+	if err != nil {
+		unix.Unlinkat(dfd, tmp, 0)
+		return err
+	}
+	return unix.Fsync(dfd)
 }

@@ -6,6 +6,7 @@ import (
 	"path/filepath"
 	"slices"
 	"strings"
+	"syscall"
 	"testing"
 	"time"
 
@@ -113,5 +114,61 @@ func TestProjectPolicy(t *testing.T) {
 	_, err = c.e.create(ctx, api.CreateRequest{Project: c.project, Image: "airlock/tiny"}, idle{})
 	if !errdefs.IsInvalid(err) || !strings.Contains(err.Error(), file) || !strings.Contains(err.Error(), "alow") {
 		t.Errorf("create under a misspelt egress section: %v, want invalid naming the file and the key", err)
+	}
+}
+
+// policy save writes into the project only: a .airlock or policy.yaml
+// that is a symlink is refused (the engine is root), and what it makes
+// belongs to the project's owner.
+func TestSavePolicyStaysInTheProject(t *testing.T) {
+	c := newCore(t)
+	ctx := context.Background()
+	if err := os.Chown(c.project, 1234, 1234); err != nil {
+		t.Fatal(err)
+	}
+	s, err := c.e.create(ctx, api.CreateRequest{Project: c.project, Image: "airlock/tiny", Egress: &api.EgressPolicy{Mode: "deny-all"}}, idle{})
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { c.e.Remove(ctx, s.ID) })
+
+	elsewhere := t.TempDir()
+	dir := filepath.Join(c.project, ".airlock")
+	if err := os.Symlink(elsewhere, dir); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.e.SavePolicy(ctx, s.ID); err == nil || !strings.Contains(err.Error(), "symlink") {
+		t.Errorf("save through a symlinked .airlock: %v, want a refusal", err)
+	}
+	os.Remove(dir)
+	os.Mkdir(dir, 0o755)
+	target := filepath.Join(elsewhere, "policy.yaml")
+	os.WriteFile(target, []byte("hold: [x]\n"), 0o644)
+	if err := os.Symlink(target, filepath.Join(dir, "policy.yaml")); err != nil {
+		t.Fatal(err)
+	}
+	if _, err := c.e.SavePolicy(ctx, s.ID); err == nil {
+		t.Errorf("save over a symlinked policy.yaml succeeded")
+	}
+	if b, _ := os.ReadFile(target); string(b) != "hold: [x]\n" {
+		t.Errorf("the symlink's target was written: %q", b)
+	}
+	if entries, _ := os.ReadDir(elsewhere); len(entries) != 1 {
+		t.Errorf("files appeared outside the project: %v", entries)
+	}
+
+	os.Remove(filepath.Join(dir, "policy.yaml"))
+	os.Remove(dir)
+	if _, err := c.e.SavePolicy(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	for _, p := range []string{dir, filepath.Join(dir, "policy.yaml")} {
+		var st syscall.Stat_t
+		if err := syscall.Lstat(p, &st); err != nil || st.Uid != 1234 || st.Gid != 1234 {
+			t.Errorf("%s: owner %d:%d (%v), want the project's 1234:1234", p, st.Uid, st.Gid, err)
+		}
+	}
+	if entries, _ := os.ReadDir(dir); len(entries) != 1 {
+		t.Errorf("the save left more than the file: %v", entries)
 	}
 }
