@@ -112,17 +112,35 @@ func TestAuditAndSavedPolicy(t *testing.T) {
 		t.Errorf("the project's next session starts with:\n%s", pol)
 	}
 
-	// airlock ci writes the bundle beside verdict.json.
+	// airlock ci writes the bundle beside verdict.json: here of an agent's
+	// turn (the custom agent, scripted), whose hunk is traced to its edit.
 	c.stopEngine()
 	outDir := filepath.Join(t.TempDir(), "out")
-	c.run("ci", "--project", p, "--image", enginetest.Image, "--out", outDir, "--", "sh", "-c", "echo fixed > fix.txt")
+	agent := `echo '{"type":"tool_call","tool":"Write","input":"fix.txt"}'; echo fixed > fix.txt; echo '{"type":"file_edit","path":"fix.txt"}'; ` +
+		`echo '{"type":"tool_call","tool":"Bash","input":"make"}'; echo '{"type":"command","command":"make","exit_code":0}'; echo '{"type":"message","text":"done"}' #{prompt}`
+	c.run("ci", "--project", p, "--image", enginetest.Image, "--out", outDir, "--agent", "custom", "--events", "jsonl", "--cmd", agent, "--prompt", "fix it")
 	v := readVerdict(t, outDir)
 	if v.Audit != ci.AuditFile {
-		t.Errorf("verdict's audit %q, want %q", v.Audit, ci.AuditFile)
+		t.Fatalf("verdict's audit %q, want %q (%s)", v.Audit, ci.AuditFile, v.Message)
 	}
 	cix, _ := readBundle(t, filepath.Join(outDir, ci.AuditFile))
-	if cix.Session.ID != v.Session || len(cix.Commands) != 1 || cix.Commands[0].Argv[0] != "sh" || len(cix.Patch.Files) != 1 || cix.Patch.Files[0].Path != "fix.txt" {
-		t.Errorf("ci's bundle: %+v", cix)
+	if cix.Session.ID != v.Session || len(cix.Commands) == 0 || len(cix.Turns) != 1 {
+		t.Fatalf("ci's bundle: %+v", cix)
+	}
+	var types []string
+	edit := 0
+	for _, call := range cix.Turns[0].Calls {
+		types = append(types, call.Type)
+		if call.Type == "file_edit" && call.Path == "fix.txt" {
+			edit = call.Seq
+		}
+	}
+	if strings.Join(types, " ") != "tool_call file_edit tool_call command" {
+		t.Errorf("the turn's calls: %v", types)
+	}
+	if len(cix.Patch.Files) != 1 || cix.Patch.Files[0].Path != "fix.txt" || len(cix.Patch.Files[0].Hunks) != 1 ||
+		cix.Patch.Files[0].Hunks[0].Producer == nil || *cix.Patch.Files[0].Hunks[0].Producer != (audit.CallRef{Turn: 1, Seq: edit}) {
+		t.Errorf("ci's patch and who made it: %+v", cix.Patch)
 	}
 	if cix.Policy == nil || cix.Policy.Mode != "ask" {
 		t.Errorf("ci's session did not start from the project's saved policy: %+v", cix.Policy)
