@@ -23,6 +23,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/atomicfile"
+	"github.com/airlock/airlock/audit"
 	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
@@ -127,6 +128,9 @@ func Run(ctx context.Context, o Options) *Verdict {
 	}()
 
 	v = work(ctx, o, e, v, say, finish, fail)
+	if v.Session != "" {
+		writeAudit(ctx, o, e, v, say)
+	}
 	if !o.Keep && v.Session != "" {
 		if err := e.Remove(context.WithoutCancel(ctx), v.Session); err != nil {
 			say("could not remove session %s: %v", v.Session, err)
@@ -138,6 +142,26 @@ func Run(ctx context.Context, o Options) *Verdict {
 	v.Timings.Total = time.Since(t0).Seconds()
 	writeOutputs(o, v)
 	return v
+}
+
+// AuditFile is the run's audit bundle in out/.
+const AuditFile = "audit.tar.gz"
+
+var _ audit.Source = (*engine.Engine)(nil)
+
+// writeAudit writes the session's audit bundle beside the verdict. A
+// bundle that cannot be written is said in the job's log; the verdict
+// stays the work's.
+func writeAudit(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func(string, ...any)) {
+	err := atomicfile.WriteFrom(filepath.Join(o.Out, AuditFile), 0o644, func(w io.Writer) error {
+		_, err := audit.Write(context.WithoutCancel(ctx), e, v.Session, w)
+		return err
+	})
+	if err != nil {
+		say("could not write the audit bundle: %v", err)
+		return
+	}
+	v.Audit = AuditFile
 }
 
 // check validates the input and fills the project's facts.

@@ -59,6 +59,8 @@ type Verdict struct {
 	// Applied are the paths written into the project (--apply).
 	Applied []string `json:"applied"`
 	Patch   string   `json:"patch,omitempty"` // the patch file, relative to out/
+	// Audit is the run's audit bundle (docs/AUDIT.md), relative to out/.
+	Audit string `json:"audit,omitempty"`
 
 	Agent   *AgentResult   `json:"agent,omitempty"`
 	Command *CommandResult `json:"command,omitempty"`

@@ -42,6 +42,9 @@ type egressConfig struct {
 	Deny    []string `yaml:"deny"`
 	Private bool     `yaml:"private"`
 	Inspect []string `yaml:"inspect"`
+	// AskTimeout is how long the ask mode holds a question (a duration
+	// like 2m; default 60s).
+	AskTimeout string `yaml:"ask_timeout"`
 }
 
 type agentConfig struct {
@@ -99,8 +102,15 @@ func (c config) defaults() (engine.Defaults, error) {
 		if mode == "" {
 			mode = "custom"
 		}
-		d.Egress = api.EgressPolicy{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Private: c.Egress.Private, Inspect: c.Egress.Inspect}
-		if _, err := egress.Compile(egress.Spec{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Inspect: c.Egress.Inspect}); err != nil {
+		var ask time.Duration
+		if c.Egress.AskTimeout != "" {
+			var err error
+			if ask, err = time.ParseDuration(c.Egress.AskTimeout); err != nil || ask <= 0 {
+				return d, errdefs.Invalidf("config egress ask_timeout %q: write a duration like 60s or 5m", c.Egress.AskTimeout)
+			}
+		}
+		d.Egress = api.EgressPolicy{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Private: c.Egress.Private, Inspect: c.Egress.Inspect, AskTimeout: ask}
+		if _, err := egress.Compile(egress.Spec{Mode: mode, Allow: c.Egress.Allow, Deny: c.Egress.Deny, Inspect: c.Egress.Inspect, AskTimeout: ask}); err != nil {
 			return d, errdefs.Invalidf("config egress: %v", err)
 		}
 	}

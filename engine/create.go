@@ -118,7 +118,7 @@ func (e *Engine) check(ctx context.Context, req api.CreateRequest) (createPlan, 
 	if req.CPUBudget < 0 || req.CostBudget < 0 {
 		return p, errdefs.Invalidf("budgets must be positive")
 	}
-	if p.policy, err = e.policyOf(req.Egress); err != nil {
+	if p.policy, err = e.sessionPolicy(p.project, req.Egress); err != nil {
 		return p, err
 	}
 	if err := e.checkSecrets(ctx, "", p.policy); err != nil {

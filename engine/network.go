@@ -37,27 +37,50 @@ var DefaultAllow = []string{
 }
 
 // policyOf compiles a session's policy: the engine's default when spec
-// is nil, the default plus spec's rules when spec has no mode.
+// is nil, the default plus spec's rules when spec has no mode, and the
+// default's ask timeout where spec has none.
 func (e *Engine) policyOf(spec *api.EgressPolicy) (*egress.Policy, error) {
 	d := e.defs().Egress
 	switch {
 	case spec == nil:
 		spec = &d
 	case spec.Mode == "":
-		spec = &api.EgressPolicy{Mode: d.Mode, Allow: append(append([]string(nil), d.Allow...), spec.Allow...),
-			Deny: append(append([]string(nil), d.Deny...), spec.Deny...), Private: d.Private || spec.Private,
-			Inject: append(append([]string(nil), d.Inject...), spec.Inject...), Inspect: append(append([]string(nil), d.Inspect...), spec.Inspect...)}
+		spec = addRules(d, *spec)
+	case spec.AskTimeout == 0:
+		own := *spec
+		own.AskTimeout = d.AskTimeout // the setting, where the session sets none
+		spec = &own
 	}
-	p, err := egress.Compile(egress.Spec{Mode: spec.Mode, Allow: spec.Allow, Deny: spec.Deny, Private: spec.Private, Inject: spec.Inject, Inspect: spec.Inspect})
+	p, err := egress.Compile(egressSpec(*spec))
 	if err != nil {
 		return nil, errdefs.Invalidf("network policy: %v", err)
 	}
 	return p, nil
 }
 
+// addRules is base with the rules of add (a policy without a mode) added.
+func addRules(base, add api.EgressPolicy) *api.EgressPolicy {
+	out := &api.EgressPolicy{Mode: base.Mode, Allow: append(slices.Clone(base.Allow), add.Allow...),
+		Deny: append(slices.Clone(base.Deny), add.Deny...), Private: base.Private || add.Private,
+		Inject: append(slices.Clone(base.Inject), add.Inject...), Inspect: append(slices.Clone(base.Inspect), add.Inspect...),
+		AskTimeout: base.AskTimeout}
+	if add.AskTimeout != 0 {
+		out.AskTimeout = add.AskTimeout
+	}
+	return out
+}
+
+// egressSpec and wirePolicy convert a policy between the wire and egress.
+func egressSpec(p api.EgressPolicy) egress.Spec {
+	return egress.Spec{Mode: p.Mode, Allow: p.Allow, Deny: p.Deny, Private: p.Private, Inject: p.Inject, Inspect: p.Inspect, AskTimeout: p.AskTimeout}
+}
+
+func wirePolicy(s egress.Spec) api.EgressPolicy {
+	return api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject, Inspect: s.Inspect, AskTimeout: s.AskTimeout}
+}
+
 func specJSON(p *egress.Policy) string {
-	s := p.Spec()
-	b, _ := json.Marshal(api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject, Inspect: s.Inspect})
+	b, _ := json.Marshal(wirePolicy(p.Spec()))
 	return string(b)
 }
 
@@ -259,7 +282,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 		return api.EgressPolicy{}, errdefs.Conflictf("session %s has no network of its own (it predates egress policies, or it is not running)", rec.ID)
 	}
 	cur := l.net.Gateway.proxy.Policy().Spec()
-	next := api.EgressPolicy{Mode: cur.Mode, Allow: cur.Allow, Deny: cur.Deny, Private: cur.Private, Inject: cur.Inject, Inspect: cur.Inspect}
+	next := wirePolicy(cur)
 	if ch.Set != nil {
 		next = *ch.Set
 	}
@@ -268,6 +291,9 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	}
 	if ch.Private != nil {
 		next.Private = *ch.Private
+	}
+	if ch.AskTimeout != 0 {
+		next.AskTimeout = ch.AskTimeout
 	}
 	if ch.FromLog > 0 {
 		entry, err := e.store.EgressEntry(ctx, rec.ID, ch.FromLog)
@@ -312,8 +338,7 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	if err := e.checkSecrets(ctx, rec.ID, p); err != nil {
 		return api.EgressPolicy{}, err
 	}
-	s := p.Spec()
-	out := api.EgressPolicy{Mode: s.Mode, Allow: s.Allow, Deny: s.Deny, Private: s.Private, Inject: s.Inject, Inspect: s.Inspect}
+	out := wirePolicy(p.Spec())
 	if specJSON(p) == specJSON(l.net.Gateway.proxy.Policy()) {
 		return out, nil // nothing changes (an agent turn re-binding its endpoint)
 	}

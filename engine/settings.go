@@ -45,7 +45,7 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 			return api.Settings{}, errdefs.Invalidf("CA bundle %s: %v: give the path of a PEM file on the engine's host", s.CABundle, err)
 		}
 	}
-	if s.Egress.Mode != "" {
+	if s.Egress.Mode != "" || s.Egress.AskTimeout != 0 {
 		if _, err := e.policyOf(&s.Egress); err != nil {
 			return api.Settings{}, err
 		}
@@ -94,6 +94,8 @@ func apply(d *Defaults, s api.Settings) {
 	}
 	if s.Egress.Mode != "" {
 		d.Egress = s.Egress
+	} else if s.Egress.AskTimeout != 0 {
+		d.Egress.AskTimeout = s.Egress.AskTimeout // alone, without a whole policy
 	}
 	if s.Review.MaxText > 0 {
 		d.Review.MaxText = s.Review.MaxText

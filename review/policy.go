@@ -26,6 +26,9 @@ type Policy struct {
 	Hold          []string `yaml:"hold" json:"hold"`
 	NoDefaultHold bool     `yaml:"no_default_hold" json:"no_default_hold,omitempty"`
 	Scanners      Scanners `yaml:"scanners" json:"scanners"`
+	// Egress is the project's network policy, engine/egress's to read
+	// (egress.ReadProject): the review only lets the section be.
+	Egress yaml.Node `yaml:"egress" json:"-"`
 }
 
 // Scanners configures the pre-accept scanners. All are on by default.
@@ -68,7 +71,7 @@ func LoadPolicy(file string, optional bool) (Policy, error) {
 	dec := yaml.NewDecoder(strings.NewReader(string(data)))
 	dec.KnownFields(true)
 	if err := dec.Decode(&p); err != nil && err.Error() != "EOF" {
-		return p, &PathError{Path: file, Reason: fmt.Sprintf("invalid policy: %v (fields: auto_accept, hold, no_default_hold, scanners)", err)}
+		return p, &PathError{Path: file, Reason: fmt.Sprintf("invalid policy: %v (fields: auto_accept, hold, no_default_hold, scanners, egress)", err)}
 	}
 	for _, g := range append(append([]string{}, p.AutoAccept...), p.Hold...) {
 		if !doublestar.ValidatePattern(g) {

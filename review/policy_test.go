@@ -105,6 +105,12 @@ func TestPolicyRejectsBadInput(t *testing.T) {
 	if _, err := review.LoadPolicy(filepath.Join(dir, "missing.yaml"), false); err == nil {
 		t.Errorf("a missing required policy file should fail")
 	}
+	// The egress section is engine/egress's: the review reads past it.
+	f := filepath.Join(dir, "egress.yaml")
+	os.WriteFile(f, []byte("hold: [Makefile]\negress:\n  mode: ask\n  allow: [example.org]\n"), 0o644)
+	if pol, err := review.LoadPolicy(f, false); err != nil || len(pol.Hold) != 1 {
+		t.Errorf("a policy with an egress section: %+v, %v", pol, err)
+	}
 }
 
 func PolicyPath() string { return review.PolicyFile }

@@ -20,6 +20,7 @@ type netFlags struct {
 	inject  []string
 	inspect []string
 	private bool
+	ask     time.Duration
 }
 
 func (f *netFlags) add(cmd *cobra.Command) {
@@ -30,21 +31,23 @@ func (f *netFlags) add(cmd *cobra.Command) {
 	fl.StringArrayVar(&f.inspect, "inspect", nil, "end TLS to this host at the proxy (with the engine's CA, which the session trusts) so method/path rules apply to its HTTPS requests (repeatable)")
 	fl.BoolVar(&f.private, "allow-private", false, "let allowed rules reach private, loopback and link-local addresses (blocked otherwise)")
 	fl.StringArrayVar(&f.inject, "inject", nil, "add a header holding a secret to a host's requests in transit, e.g. 'api.example.com:x-api-key=secret:API_KEY' (repeatable; the session never sees the secret)")
+	fl.DurationVar(&f.ask, "ask-timeout", 0, "under --net ask, how long a question waits for an answer before it is a deny (default 60s, at most 1h)")
 }
 
 // policy is the session's policy, or nil for the engine's default.
 // Without --net, the rules add to the default policy.
 func (f *netFlags) policy() *api.EgressPolicy {
-	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && len(f.inject) == 0 && len(f.inspect) == 0 && !f.private {
+	if f.mode == "" && len(f.allow) == 0 && len(f.deny) == 0 && len(f.inject) == 0 && len(f.inspect) == 0 && !f.private && f.ask == 0 {
 		return nil
 	}
-	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private, Inject: f.inject, Inspect: f.inspect}
+	return &api.EgressPolicy{Mode: f.mode, Allow: f.allow, Deny: f.deny, Private: f.private, Inject: f.inject, Inspect: f.inspect, AskTimeout: f.ask}
 }
 
 func policyCmd(g *globals) *cobra.Command {
 	var mode string
 	var allow, deny, inject, inspect []string
 	var private, noPrivate bool
+	var ask time.Duration
 	var out *output
 	cmd := &cobra.Command{
 		Use:   "policy ID",
@@ -59,13 +62,13 @@ func policyCmd(g *globals) *cobra.Command {
 			if err != nil {
 				return err
 			}
-			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny, Inject: inject, Inspect: inspect}
+			ch := api.PolicyChange{Mode: mode, Allow: allow, Deny: deny, Inject: inject, Inspect: inspect, AskTimeout: ask}
 			if private || noPrivate {
 				v := private
 				ch.Private = &v
 			}
 			var p api.EgressPolicy
-			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && len(inject) == 0 && len(inspect) == 0 && ch.Private == nil {
+			if ch.Mode == "" && len(allow) == 0 && len(deny) == 0 && len(inject) == 0 && len(inspect) == 0 && ch.Private == nil && ask == 0 {
 				s, err := c.Session(ctx, args[0])
 				if err != nil {
 					return err
@@ -88,11 +91,45 @@ func policyCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringArrayVar(&inspect, "inspect", nil, "end TLS to this host at the proxy so method/path rules apply to it (repeatable)")
 	cmd.Flags().BoolVar(&private, "allow-private", false, "let allowed rules reach private addresses")
 	cmd.Flags().BoolVar(&noPrivate, "no-private", false, "block private addresses again")
+	cmd.Flags().DurationVar(&ask, "ask-timeout", 0, "under --net ask, how long a question waits for an answer before it is a deny")
+	cmd.AddCommand(policySaveCmd(g))
+	return cmd
+}
+
+// policySaveCmd writes a session's policy into its project's policy file.
+func policySaveCmd(g *globals) *cobra.Command {
+	var out *output
+	cmd := &cobra.Command{
+		Use:     "save ID",
+		Short:   "Write the session's network policy into its project's .airlock/policy.yaml (section egress), for review and commit; new sessions of the project start from it",
+		Example: "  airlock policy save 3f2a && git diff .airlock/policy.yaml",
+		Args:    cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			ctx := cmd.Context()
+			c, err := g.connect(ctx)
+			if err != nil {
+				return err
+			}
+			saved, err := c.SavePolicy(ctx, args[0])
+			if err != nil {
+				return err
+			}
+			return printOne(out, os.Stdout, saved, func() error {
+				fmt.Printf("saved in %s:\n", saved.File)
+				printPolicy(saved.Policy)
+				return nil
+			})
+		},
+	}
+	out = addOutputFlags(cmd, "what was saved")
 	return cmd
 }
 
 func printPolicy(p api.EgressPolicy) {
 	fmt.Printf("mode: %s\n", p.Mode)
+	if p.AskTimeout > 0 {
+		fmt.Printf("ask timeout: %s\n", p.AskTimeout)
+	}
 	if p.Private {
 		fmt.Println("private addresses: allowed where a rule allows them")
 	}

@@ -22,7 +22,9 @@ const Version = "v1"
 // Level 1: GET /version reports the level; GET /sessions/{id}/commands
 // takes since=ID.
 // Level 2: /sessions/{id}/ports (preview ports).
-const Level = 2
+// Level 3: the ask mode (/net/pending, /net/decide, ask_timeout),
+// /sessions/{id}/policy/save.
+const Level = 3
 
 // Session states.
 const (
@@ -297,6 +299,9 @@ type EgressPolicy struct {
 	// so that request rules ("GET api.example.com/v1/**": a method and
 	// a path glob) apply to their HTTPS requests.
 	Inspect []string `json:"inspect,omitempty"`
+	// AskTimeout is how long the ask mode holds a question before it is
+	// a deny (0: 60 s; at most an hour).
+	AskTimeout time.Duration `json:"ask_timeout,omitempty"`
 }
 
 // PolicyChange edits a running session's policy: rules to add to each
@@ -309,8 +314,17 @@ type PolicyChange struct {
 	Inspect []string      `json:"inspect,omitempty"`
 	Mode    string        `json:"mode,omitempty"`
 	Private *bool         `json:"private,omitempty"`
+	// AskTimeout, when set, replaces the ask mode's timeout.
+	AskTimeout time.Duration `json:"ask_timeout,omitempty"`
 	// FromLog allows what log entry FromLog was about.
 	FromLog int64 `json:"from_log,omitempty"`
+}
+
+// SavedPolicy is what `airlock policy save` wrote: a session's policy,
+// in the egress section of its project's policy file.
+type SavedPolicy struct {
+	File   string       `json:"file"`
+	Policy EgressPolicy `json:"policy"`
 }
 
 // EgressEntry is one connection (or DNS lookup) of a session.

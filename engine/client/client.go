@@ -526,6 +526,13 @@ func (c *Client) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/policy", nil, ch, &out)
 }
 
+// SavePolicy writes a session's policy into its project's
+// .airlock/policy.yaml.
+func (c *Client) SavePolicy(ctx context.Context, id string) (api.SavedPolicy, error) {
+	var out api.SavedPolicy
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/policy/save", nil, nil, &out)
+}
+
 // NetLog lists a session's connections (blocked ones only if asked; the
 // last limit if limit > 0).
 func (c *Client) NetLog(ctx context.Context, id string, blocked bool, limit int) ([]api.EgressEntry, error) {

@@ -197,6 +197,10 @@ var routes = []route{
 		return c.Policy(ctx, id, api.PolicyChange{Allow: []string{"example.com"}})
 	}, func(string) any { return api.EgressPolicy{Mode: "custom", Allow: []string{"example.com"}} }, 200,
 		named("Policy", api.PolicyChange{Allow: []string{"example.com"}})},
+	{"POST /sessions/{id}/policy/save", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.SavePolicy(ctx, id) },
+		func(string) any {
+			return api.SavedPolicy{File: "/project/.airlock/policy.yaml", Policy: api.EgressPolicy{Mode: "ask"}}
+		}, 200, named("SavePolicy", nil)},
 	{"GET /sessions/{id}/net", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.NetLog(ctx, id, true, 5) },
 		func(string) any {
 			return []api.EgressEntry{{ID: 1, Time: servertest.When, Kind: "connect", Host: "example.com", Port: 443, Rule: "deny-all"}}

@@ -42,7 +42,7 @@ type Asker interface {
 }
 
 // defaultAskTimeout is how long a question waits for an answer when the
-// proxy's AskTimeout is 0.
+// policy's AskTimeout is 0.
 const defaultAskTimeout = 60 * time.Second
 
 // asking is the set of open questions, by destination.
@@ -89,7 +89,7 @@ func (x *Proxy) decide(ctx context.Context, d Decision, q Question) Decision {
 			return Decision{Rule: "ask", Reason: "the client went away while " + key + " was being asked about"}
 		}
 	}
-	timeout := x.AskTimeout
+	timeout := x.Policy().AskTimeout
 	if timeout <= 0 {
 		timeout = defaultAskTimeout
 	}

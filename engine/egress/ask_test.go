@@ -105,10 +105,16 @@ func TestAskMode(t *testing.T) {
 	if n := a.asked.Load(); n != 4 {
 		t.Errorf("asked %d times, want 4 (allow always asks once)", n)
 	}
-	// No answer: denied once the timeout passes, with the reason.
-	x.AskTimeout = 50 * time.Millisecond
-	if status, body := get("silent.test"); status != 403 || !strings.Contains(body, "no answer within") {
+	// No answer: denied once the policy's timeout passes, with the reason.
+	spec := x.Policy().Spec()
+	spec.AskTimeout = 50 * time.Millisecond
+	x.SetPolicy(mustCompile(t, spec))
+	t0 := time.Now()
+	if status, body := get("silent.test"); status != 403 || !strings.Contains(body, "no answer within 50ms") {
 		t.Fatalf("unanswered: %d %q", status, body)
+	}
+	if took := time.Since(t0); took > 5*time.Second {
+		t.Errorf("an unanswered question held its request %s under a 50ms ask timeout", took)
 	}
 	var rules []string
 	for _, l := range logs() {
@@ -217,5 +223,18 @@ func BenchmarkAskHeld(b *testing.B) {
 			c := viaProxy(srv.URL)
 			getP50(b, c, "http://example.com:"+port+"/x")
 		})
+	}
+}
+
+// The ask timeout is part of the policy: kept by Spec, and bounded.
+func TestAskTimeoutInPolicy(t *testing.T) {
+	p := mustCompile(t, Spec{Mode: Ask, AskTimeout: 90 * time.Second})
+	if got := p.Spec().AskTimeout; got != 90*time.Second {
+		t.Errorf("Spec().AskTimeout = %s, want 1m30s", got)
+	}
+	for _, bad := range []time.Duration{-time.Second, MaxAskTimeout + time.Second} {
+		if _, err := Compile(Spec{Mode: Ask, AskTimeout: bad}); err == nil || !strings.Contains(err.Error(), "ask timeout") {
+			t.Errorf("ask timeout %s: err %v, want a refusal naming the ask timeout", bad, err)
+		}
 	}
 }

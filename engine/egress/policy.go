@@ -14,6 +14,7 @@ import (
 	"net/netip"
 	"strconv"
 	"strings"
+	"time"
 )
 
 // Modes of a policy.
@@ -220,6 +221,9 @@ type Policy struct {
 	// Inspect names hosts whose TLS the proxy ends (with a certificate
 	// from the engine's CA) so that request rules apply to them.
 	Inspect []Rule
+	// AskTimeout is how long the ask mode holds a question before it is
+	// a deny (0: 60 s).
+	AskTimeout time.Duration
 }
 
 // Spec is a policy as stored and sent: rules as text.
@@ -230,11 +234,20 @@ type Spec struct {
 	Private bool     `json:"private,omitempty"`
 	Inject  []string `json:"inject,omitempty"`
 	Inspect []string `json:"inspect,omitempty"`
+	// AskTimeout: see Policy.
+	AskTimeout time.Duration `json:"ask_timeout,omitempty"`
 }
+
+// MaxAskTimeout is the longest a question may wait: a held connection
+// is a client waiting, and most give up well before.
+const MaxAskTimeout = time.Hour
 
 // Compile checks a spec and returns its policy.
 func Compile(s Spec) (*Policy, error) {
-	p := &Policy{Mode: s.Mode, Private: s.Private}
+	p := &Policy{Mode: s.Mode, Private: s.Private, AskTimeout: s.AskTimeout}
+	if s.AskTimeout < 0 || s.AskTimeout > MaxAskTimeout {
+		return nil, fmt.Errorf("ask timeout %s: give a positive duration up to %s (0: the default, 60s)", s.AskTimeout, MaxAskTimeout)
+	}
 	switch s.Mode {
 	case AllowAll, DenyAll, Custom, Ask:
 	case "":
@@ -283,7 +296,7 @@ func Compile(s Spec) (*Policy, error) {
 
 // Spec returns the policy as text.
 func (p *Policy) Spec() Spec {
-	s := Spec{Mode: p.Mode, Private: p.Private}
+	s := Spec{Mode: p.Mode, Private: p.Private, AskTimeout: p.AskTimeout}
 	for _, r := range p.Allow {
 		s.Allow = append(s.Allow, r.Text)
 	}

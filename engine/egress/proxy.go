@@ -52,14 +52,13 @@ type Proxy struct {
 	// TLS ClientHello (0: 10 s).
 	HelloTimeout time.Duration
 	// Asker puts what no rule decides under the ask mode to the user
-	// (nil: no one is asked, undecided is denied); AskTimeout is how long
-	// a question waits for an answer (0: 60 s).
-	Asker      Asker
-	AskTimeout time.Duration
-	asking     asking
-	dialer     net.Dialer
-	httpOnce   sync.Once
-	http       *http.Transport
+	// (nil: no one is asked, undecided is denied) for as long as the
+	// policy's AskTimeout.
+	Asker    Asker
+	asking   asking
+	dialer   net.Dialer
+	httpOnce sync.Once
+	http     *http.Transport
 }
 
 // NewProxy returns a proxy enforcing p.

@@ -12,6 +12,11 @@ func (s *Server) policy(r *http.Request, req api.PolicyChange) (api.EgressPolicy
 	return s.eng.Policy(r.Context(), r.PathValue("id"), req)
 }
 
+// savePolicy writes the session's policy into its project's policy file.
+func (s *Server) savePolicy(r *http.Request, _ none) (api.SavedPolicy, error) {
+	return s.eng.SavePolicy(r.Context(), r.PathValue("id"))
+}
+
 // netLog lists a session's connections: blocked=1 keeps the blocked
 // ones, limit=N the last N.
 func (s *Server) netLog(r *http.Request, _ none) ([]api.EgressEntry, error) {

@@ -38,6 +38,7 @@ type Engine interface {
 	Events(ctx context.Context, id string, turn int) ([]api.Event, error)
 
 	Policy(ctx context.Context, id string, ch api.PolicyChange) (api.EgressPolicy, error)
+	SavePolicy(ctx context.Context, id string) (api.SavedPolicy, error)
 	EgressLog(ctx context.Context, id string, blockedOnly bool, limit int) ([]api.EgressEntry, error)
 	Pending(ctx context.Context) ([]api.PendingQuestion, error)
 	Decide(ctx context.Context, d api.Decide) error

@@ -89,6 +89,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("GET "+p+"/sessions/{id}/events", serve(200, s.events))
 	// egress.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/policy", serve(200, s.policy))
+	m.HandleFunc("POST "+p+"/sessions/{id}/policy/save", serve(200, s.savePolicy))
 	m.HandleFunc("GET "+p+"/sessions/{id}/net", serve(200, s.netLog))
 	m.HandleFunc("GET "+p+"/net/pending", serve(200, s.pending))
 	m.HandleFunc("POST "+p+"/net/decide", serve(http.StatusNoContent, s.decide))

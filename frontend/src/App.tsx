@@ -8,6 +8,7 @@ import type { Session } from "./api/types";
 import { stateOf } from "./lib/format";
 import { NewSession, type NewSessionResult } from "./components/NewSession";
 import { Sessions } from "./components/Sessions";
+import { AskPrompt } from "./components/Network";
 import { SessionView, TABS, type Tab } from "./components/SessionView";
 import { Settings } from "./components/Settings";
 import { Snapshots } from "./components/Snapshots";
@@ -192,6 +193,7 @@ export function App() {
               </button>
             </div>
           ))}
+          {view.kind === "home" && <AskPrompt client={client} onError={onError} />}
           {view.kind === "home" && (
             <Sessions
               sessions={sessions}

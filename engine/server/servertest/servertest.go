@@ -272,6 +272,10 @@ func (f *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 	return api.EgressPolicy{Mode: "custom", Allow: ch.Allow}, f.call("Policy", id, ch)
 }
 
+func (f *Engine) SavePolicy(ctx context.Context, id string) (api.SavedPolicy, error) {
+	return api.SavedPolicy{File: "/project/.airlock/policy.yaml", Policy: api.EgressPolicy{Mode: "ask"}}, f.call("SavePolicy", id, nil)
+}
+
 func (f *Engine) EgressLog(ctx context.Context, id string, blockedOnly bool, limit int) ([]api.EgressEntry, error) {
 	return []api.EgressEntry{{ID: 1, Time: When, Kind: "connect", Host: "example.com", Port: 443, Rule: "deny-all"}},
 		f.call("EgressLog", id, [2]any{blockedOnly, limit})

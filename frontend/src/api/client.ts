@@ -9,6 +9,9 @@ import type {
   EgressPolicy,
   Image,
   LifecycleEvent,
+  PendingQuestion,
+  Answer,
+  SavedPolicy,
   Port,
   Meter,
   Outcome,
@@ -53,6 +56,10 @@ export class Client {
 
   netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
   allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });
+  savePolicy = (id: string) => this.t.request<SavedPolicy>("POST", `/sessions/${p(id)}/policy/save`);
+  // What sessions under --net ask wait on (every session's), and an answer.
+  pending = () => this.t.request<PendingQuestion[]>("GET", "/net/pending");
+  decide = (id: number, answer: Answer) => this.t.request<void>("POST", "/net/decide", { id, answer });
 
   ports = (id: string) => this.t.request<Port[]>("GET", `/sessions/${p(id)}/ports`);
   openPort = (id: string, port: number) => this.t.request<Port>("POST", `/sessions/${p(id)}/ports`, { port });

@@ -378,6 +378,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/policy/save": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Write the session's egress policy into its project's .airlock/policy.yaml (section egress), which new sessions of the project start from. */
+    post: operations["savePolicy"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/net": {
     parameters: {
       query?: never;
@@ -1023,6 +1043,12 @@ export interface components {
       private?: boolean;
       inject?: string[];
       inspect?: string[];
+      /** @description nanoseconds; 0: 60 s */
+      ask_timeout?: number;
+    };
+    SavedPolicy: {
+      file: string;
+      policy: components["schemas"]["EgressPolicy"];
     };
     PolicyChange: {
       set?: components["schemas"]["EgressPolicy"];
@@ -1032,6 +1058,8 @@ export interface components {
       inspect?: string[];
       mode?: string;
       private?: boolean;
+      /** @description nanoseconds */
+      ask_timeout?: number;
       from_log?: number;
     };
     EgressEntry: {
@@ -1828,6 +1856,30 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["EgressPolicy"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  savePolicy: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the file written and the policy in it */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["SavedPolicy"];
         };
       };
       default: components["responses"]["Error"];

@@ -27,6 +27,11 @@ export type AgentRequest = Schemas["AgentRequest"];
 export type AgentLine = Schemas["AgentLine"];
 export type ApiErrorBody = Schemas["Error"];
 export type EgressEntry = Schemas["EgressEntry"];
+// A connection or request of a session under --net ask, held while the
+// user is asked (GET /v1/net/pending), and the answers it takes.
+export type PendingQuestion = Schemas["PendingQuestion"];
+export type Answer = Schemas["Decide"]["answer"];
+export type SavedPolicy = Schemas["SavedPolicy"];
 export type CPUSample = Schemas["CPUSample"];
 export type Meter = Schemas["Meter"];
 export type Restored = Schemas["Restored"];

@@ -1,10 +1,116 @@
-import { useCallback, useEffect, useState } from "react";
+import { useCallback, useEffect, useRef, useState } from "react";
 import type { Client } from "../api/client";
-import type { EgressEntry, Session } from "../api/types";
+import type { Answer, EgressEntry, PendingQuestion, Session } from "../api/types";
 import { bytes } from "../lib/format";
 
+// destination is what a log entry or a question is about, as the rules
+// write it: "GET api.example.com/repos/x" for a request the proxy read,
+// "api.example.com" otherwise (the port beside it).
+export function destination(e: { host: string; method?: string; path?: string }): string {
+  return e.method ? `${e.method} ${e.host}${e.path ?? ""}` : e.host;
+}
+
+// notify shows a desktop notification for a new question, where the
+// browser or the desktop app's webview allows them; elsewhere the prompt
+// in the page is all.
+function notify(q: PendingQuestion) {
+  if (typeof Notification === "undefined") return;
+  const show = () => {
+    try {
+      new Notification("Airlock: a session waits for your answer", {
+        body: `${destination(q)}:${q.port} (session ${q.session.slice(0, 12)})`,
+        tag: `airlock-ask-${q.id}`,
+      });
+    } catch {
+      /* a webview without notifications */
+    }
+  };
+  if (Notification.permission === "granted") show();
+  else if (Notification.permission === "default") void Notification.requestPermission().then((p) => p === "granted" && show());
+}
+
+// AskPrompt shows what sessions under --net ask are waiting on (one
+// session's, or every session's without one), each with Allow once, Allow
+// always and Deny. The connection waits until it is answered or the
+// session's ask timeout denies it.
+export function AskPrompt({
+  client,
+  session,
+  onError,
+  interval = 1500,
+}: {
+  client: Client;
+  session?: string;
+  onError: (e: unknown) => void;
+  interval?: number;
+}) {
+  const [questions, setQuestions] = useState<PendingQuestion[]>([]);
+  const [busy, setBusy] = useState<number | null>(null);
+  const seen = useRef(new Set<number>());
+  const load = useCallback(async () => {
+    try {
+      const all = (await client.pending()) ?? [];
+      const mine = session ? all.filter((q) => q.session === session) : all;
+      for (const q of mine) {
+        if (!seen.current.has(q.id)) {
+          seen.current.add(q.id);
+          notify(q);
+        }
+      }
+      setQuestions(mine);
+    } catch {
+      /* an engine from before the ask mode, or a passing failure: no prompt */
+    }
+  }, [client, session]);
+  useEffect(() => {
+    void load();
+    const t = setInterval(() => void load(), interval);
+    return () => clearInterval(t);
+  }, [load, interval]);
+  const answer = async (q: PendingQuestion, a: Answer) => {
+    setBusy(q.id);
+    try {
+      await client.decide(q.id, a);
+    } catch (e) {
+      onError(e); // answered elsewhere, or timed out: the list says so next
+    } finally {
+      setBusy(null);
+      setQuestions((qs) => qs.filter((x) => x.id !== q.id));
+      void load();
+    }
+  };
+  if (questions.length === 0) return null;
+  return (
+    <div className="ask" role="alert">
+      {questions.map((q) => (
+        <div key={q.id} className="ask-question">
+          <span className="what">
+            {session ? "" : <span className="muted">{q.session.slice(0, 12)} </span>}
+            wants <code>{destination(q)}</code>
+            <span className="muted">
+              {" "}
+              port {q.port} · {q.kind}
+            </span>
+          </span>
+          <span className="spacer" />
+          <button disabled={busy === q.id} onClick={() => answer(q, "allow-once")}>
+            Allow once
+          </button>
+          <button disabled={busy === q.id} onClick={() => answer(q, "allow-always")}>
+            Allow always
+          </button>
+          <button disabled={busy === q.id} className="danger" onClick={() => answer(q, "deny")}>
+            Deny
+          </button>
+        </div>
+      ))}
+    </div>
+  );
+}
+
 // Network is the session's connection log with "allow this host" on what
-// was blocked, and its policy.
+// was blocked, the questions of the ask mode, and its policy with "save
+// for the project".
 export function Network({ client, session, onError }: { client: Client; session: Session; onError: (e: unknown) => void }) {
   const [log, setLog] = useState<EgressEntry[]>([]);
   const [blockedOnly, setBlockedOnly] = useState(false);
@@ -28,16 +134,33 @@ export function Network({ client, session, onError }: { client: Client; session:
       onError(err);
     }
   };
+  const [saved, setSaved] = useState("");
+  const save = async () => {
+    try {
+      setSaved((await client.savePolicy(session.id)).file);
+    } catch (err) {
+      onError(err);
+    }
+  };
   const shown = blockedOnly ? log.filter((e) => !e.allowed) : log;
   const pol = session.egress;
   return (
     <div className="network">
+      <AskPrompt client={client} session={session.id} onError={onError} />
       <div className="policy">
         <b>Policy:</b> {pol ? pol.mode : "no network of its own"}
         {pol?.allow?.length ? <span> · allow {pol.allow.join(", ")}</span> : null}
         {pol?.deny?.length ? <span> · deny {pol.deny.join(", ")}</span> : null}
+        {pol?.inspect?.length ? <span> · inspect {pol.inspect.join(", ")}</span> : null}
         {pol?.private ? <span> · private ranges allowed</span> : null}
+        {pol?.mode === "ask" && pol.ask_timeout ? <span> · asks wait {Math.round(pol.ask_timeout / 1e9)} s</span> : null}
         <span className="spacer" />
+        {pol && (
+          <button title="write this policy into the project's .airlock/policy.yaml, which its new sessions start from" onClick={save}>
+            Save for the project
+          </button>
+        )}
+        {saved && <span className="muted small">saved in {saved}</span>}
         <label className="toggle">
           <input type="checkbox" checked={blockedOnly} onChange={() => setBlockedOnly(!blockedOnly)} /> blocked only
         </label>
@@ -65,14 +188,14 @@ export function Network({ client, session, onError }: { client: Client; session:
                 <td>{e.id}</td>
                 <td>{new Date(e.time).toLocaleTimeString()}</td>
                 <td>{e.kind}</td>
-                <td title={e.addr}>{e.host}</td>
+                <td title={e.addr}>{destination(e)}</td>
                 <td>{e.port || ""}</td>
                 <td>{bytes(e.bytes_out)}</td>
                 <td>{bytes(e.bytes_in)}</td>
                 <td title={e.reason}>
                   {e.allowed ? "allowed" : "BLOCKED"} {e.rule ? <span className="muted">({e.rule})</span> : null}
                 </td>
-                <td>{!e.allowed && <button onClick={() => allow(e)}>Allow this host</button>}</td>
+                <td>{!e.allowed && <button onClick={() => allow(e)}>{e.method ? "Allow this request" : "Allow this host"}</button>}</td>
               </tr>
             ))}
           </tbody>
@@ -141,8 +264,8 @@ export function NetSummary({
       {blocked.slice(-4).map((e) => (
         <div key={e.id} className="blocked-host" title={e.reason}>
           <span className="host">
-            {e.host}
-            {e.port ? `:${e.port}` : ""}
+            {destination(e)}
+            {e.port && !e.method ? `:${e.port}` : ""}
           </span>
           <button onClick={() => allow(e)}>Allow</button>
         </div>

@@ -1,0 +1,163 @@
+package audit
+
+import (
+	"archive/tar"
+	"bytes"
+	"compress/gzip"
+	"context"
+	"encoding/json"
+	"io"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/engine/api"
+)
+
+// fakeSource is one session: a command, an agent turn that edits two
+// files (one twice), connections, a snapshot, and a patch.
+type fakeSource struct{}
+
+var t0 = time.Date(2026, 11, 25, 10, 0, 0, 0, time.UTC)
+
+func ptr[T any](v T) *T { return &v }
+
+func (fakeSource) Get(_ context.Context, id string) (api.Session, error) {
+	return api.Session{ID: id, Project: "/p", Image: "airlock/base", Created: t0, State: "running", Agent: "claude",
+		Egress: &api.EgressPolicy{Mode: "custom", Allow: []string{"api.example.com"},
+			Inject: []string{"api.example.com:x-api-key=secret:API_KEY", "*.models.test:authorization=Bearer secret:TOKEN"}}}, nil
+}
+
+func (fakeSource) Commands(_ context.Context, id string, withOutput bool) ([]api.Command, error) {
+	if !withOutput {
+		panic("the bundle digests the output: ask for it")
+	}
+	return []api.Command{{ID: 1, Session: id, Argv: []string{"make", "test"}, User: "1000:1000", Started: t0, Ended: ptr(t0.Add(time.Second)),
+		ExitCode: ptr(2), State: "exited", Output: "FAIL\n"}}, nil
+}
+
+func (fakeSource) Turns(_ context.Context, id string) ([]api.Turn, error) {
+	return []api.Turn{{Session: id, N: 1, Agent: "claude", Prompt: "fix it", State: "done", Started: t0, ExitCode: ptr(0)}}, nil
+}
+
+func (fakeSource) Events(_ context.Context, _ string, turn int) ([]api.Event, error) {
+	return []api.Event{
+		{Type: api.EventMessage, Turn: turn, Text: "looking"},
+		{Type: api.EventToolCall, Turn: turn, Tool: "Write", Input: "a.go"},
+		{Type: api.EventFileEdit, Turn: turn, Path: "a.go"},
+		{Type: api.EventToolCall, Turn: turn, Tool: "Bash", Input: "go build"},
+		{Type: api.EventCommand, Turn: turn, Command: "go build", ExitCode: ptr(0)},
+		{Type: api.EventFileEdit, Turn: turn, Path: "/workspace/a.go"},
+	}, nil
+}
+
+func (fakeSource) EgressLog(context.Context, string, bool, int) ([]api.EgressEntry, error) {
+	return []api.EgressEntry{
+		{ID: 1, Kind: "https", Host: "api.example.com", Port: 443, Method: "POST", Path: "/v1/x", Allowed: true, Rule: "api.example.com"},
+		{ID: 2, Kind: "connect", Host: "evil.test", Port: 443, Rule: "custom", Reason: "no rule allows evil.test"},
+	}, nil
+}
+
+func (fakeSource) Snapshots(context.Context) ([]api.Snapshot, error) {
+	return []api.Snapshot{{ID: "snap1", Session: "s1", Created: t0, Digest: "sha256:aa"}, {ID: "other", Session: "s2"}}, nil
+}
+
+const testPatch = `diff --git a/a.go b/a.go
+--- a/a.go
++++ b/a.go
+@@ -1,1 +1,1 @@
+-package a
++package b
+@@ -9,1 +9,2 @@
+ x
++y
+diff --git a/gen.txt b/gen.txt
+new file mode 100644
+--- /dev/null
++++ b/gen.txt
+@@ -0,0 +1 @@
++generated
+`
+
+func (fakeSource) Patch(_ context.Context, _ string, _ []string, w io.Writer) error {
+	_, err := io.WriteString(w, testPatch)
+	return err
+}
+
+// The bundle holds the index and the patch; the index lists every
+// command, tool call, connection (with its decision) and secret use, and
+// maps each hunk to the call that produced it.
+func TestBundle(t *testing.T) {
+	var buf bytes.Buffer
+	ix, err := Write(context.Background(), fakeSource{}, "s1", &buf)
+	if err != nil {
+		t.Fatal(err)
+	}
+	files := untar(t, buf.Bytes())
+	if files[PatchName] != testPatch {
+		t.Errorf("the bundle's patch:\n%s", files[PatchName])
+	}
+	var got Index
+	if err := json.Unmarshal([]byte(files[IndexName]), &got); err != nil {
+		t.Fatal(err)
+	}
+	if got.Schema != Schema || got.Session.ID != "s1" || got.Policy == nil || got.Policy.Mode != "custom" {
+		t.Errorf("index head: %+v", got)
+	}
+	if len(got.Commands) != 1 || *got.Commands[0].ExitCode != 2 || got.Commands[0].OutputSHA256 != digest("FAIL\n") || got.Commands[0].OutputBytes != 5 {
+		t.Errorf("commands: %+v", got.Commands)
+	}
+	if len(got.Turns) != 1 || len(got.Turns[0].Calls) != 5 || got.Turns[0].PromptSHA != digest("fix it") {
+		t.Fatalf("turns: %+v", got.Turns)
+	}
+	if c := got.Turns[0].Calls[3]; c.Type != api.EventCommand || c.Seq != 5 || c.ExitCode == nil || *c.ExitCode != 0 {
+		t.Errorf("the agent's command: %+v", c)
+	}
+	if len(got.Connections) != 2 || got.Connections[1].Allowed || got.Connections[1].Reason == "" || got.Connections[0].Method != "POST" {
+		t.Errorf("connections: %+v", got.Connections)
+	}
+	wantSecrets := []SecretUse{{Name: "API_KEY", Host: "api.example.com", Header: "x-api-key", Connections: 1}, {Name: "TOKEN", Host: "*.models.test", Header: "authorization"}}
+	if len(got.Secrets) != 2 || got.Secrets[0] != wantSecrets[0] || got.Secrets[1] != wantSecrets[1] {
+		t.Errorf("secrets: %+v, want %+v", got.Secrets, wantSecrets)
+	}
+	if len(got.Snapshots) != 1 || got.Snapshots[0].ID != "snap1" {
+		t.Errorf("snapshots: %+v", got.Snapshots)
+	}
+	p := got.Patch
+	if p.File != PatchName || p.SHA256 != digest(testPatch) || len(p.Files) != 2 {
+		t.Fatalf("patch: %+v", p)
+	}
+	a, gen := p.Files[0], p.Files[1]
+	if a.Path != "a.go" || len(a.Hunks) != 2 || len(a.EditedBy) != 2 || a.Hunks[1].Producer == nil || *a.Hunks[1].Producer != (CallRef{Turn: 1, Seq: 6}) {
+		t.Errorf("a.go: %+v", a)
+	}
+	if a.Hunks[0].SHA256 == a.Hunks[1].SHA256 || a.Hunks[0].Header != "@@ -1,1 +1,1 @@" {
+		t.Errorf("a.go's hunks: %+v", a.Hunks)
+	}
+	if gen.Path != "gen.txt" || len(gen.Hunks) != 1 || gen.Hunks[0].Producer != nil || len(gen.EditedBy) != 0 {
+		t.Errorf("a file no edit names has no producer: %+v", gen)
+	}
+	if ix.Patch.SHA256 != p.SHA256 {
+		t.Errorf("Write's index and the bundle's differ")
+	}
+}
+
+func untar(t *testing.T, b []byte) map[string]string {
+	t.Helper()
+	gz, err := gzip.NewReader(bytes.NewReader(b))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tr := tar.NewReader(gz)
+	out := map[string]string{}
+	for {
+		h, err := tr.Next()
+		if err == io.EOF {
+			return out
+		}
+		if err != nil {
+			t.Fatal(err)
+		}
+		c, _ := io.ReadAll(tr)
+		out[h.Name] = string(c)
+	}
+}
