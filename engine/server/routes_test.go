@@ -67,6 +67,7 @@ var routeCases = []routeCase{
 	{"GET", "/v1/sessions/s1/turns", "", 200, "application/json"},
 	{"GET", "/v1/sessions/s1/events", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/policy", `{"allow":["example.com"]}`, 200, "application/json"},
+	{"POST", "/v1/sessions/s1/policy/save", ``, 200, "application/json"},
 	{"GET", "/v1/sessions/s1/net", "", 200, "application/json"},
 	{"GET", "/v1/net/pending", "", 200, "application/json"},
 	{"POST", "/v1/net/decide", `{"id":1,"answer":"allow-once"}`, 204, ""},
