@@ -143,6 +143,8 @@ type hostLinks struct {
 	failPlug error
 }
 
+func (*hostLinks) GatewayBound(netip.Addr) bool { return false }
+
 func (l *hostLinks) Prefixes() ([]netip.Prefix, error) {
 	l.mu.Lock()
 	defer l.mu.Unlock()

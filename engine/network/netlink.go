@@ -11,6 +11,7 @@ import (
 
 	"github.com/vishvananda/netlink"
 	"github.com/vishvananda/netns"
+	"golang.org/x/sys/unix"
 )
 
 // Links is what the pool asks of the host's network stack, declared by
@@ -39,6 +40,26 @@ type Links interface {
 	Plug(bridge, hostEnd string, pid int, addr netip.Prefix, gw netip.Addr) error
 	// Delete removes link name; one that is gone already is fine.
 	Delete(name string)
+	// GatewayBound says whether something on the host still listens on
+	// gw's proxy port though no bridge holds gw: an engine killed, or
+	// closed in-process, while serving a network whose bridge was then
+	// removed. A bridge made there again could not be served.
+	GatewayBound(gw netip.Addr) bool
+}
+
+// GatewayBound tries to bind gw's proxy port with IP_FREEBIND (the
+// address need not be the host's yet): only a socket bound there already
+// refuses it.
+func (Netlink) GatewayBound(gw netip.Addr) bool {
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if err := unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_FREEBIND, 1); err != nil {
+		return false
+	}
+	return errors.Is(unix.Bind(fd, &unix.SockaddrInet4{Port: ProxyPort, Addr: gw.As4()}), unix.EADDRINUSE)
 }
 
 // Netlink is Links on Linux, through netlink.

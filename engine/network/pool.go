@@ -328,6 +328,11 @@ func (p *Pool[P, G]) create(key string) (*Net, error) {
 		return nil, errdefs.Unavailablef("list the host's networks: %v", err)
 	}
 	pfx, ok := freePrefix(p.opts.Range, used)
+	for ok && p.links.GatewayBound(pfx.Addr().Next()) {
+		p.log.Warn("a /30 with no bridge still has its gateway bound by some process: skipped", "prefix", pfx)
+		used = append(used, pfx)
+		pfx, ok = freePrefix(p.opts.Range, used)
+	}
 	if !ok {
 		return nil, errdefs.Unavailablef("no free /30 left in %s for another session network: remove sessions you no longer need (`airlock rm`)", p.opts.Range)
 	}

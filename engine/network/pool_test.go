@@ -3,11 +3,14 @@ package network
 import (
 	"errors"
 	"net/netip"
+	"os"
 	"path/filepath"
 	"slices"
 	"sort"
 	"sync"
 	"testing"
+
+	"golang.org/x/sys/unix"
 
 	"github.com/airlock/airlock/errdefs"
 )
@@ -20,6 +23,7 @@ type fakeLinks struct {
 	bridges map[string]fakeBridge
 	plugged map[string]plug // by host end
 	failAdd error
+	bound   map[netip.Addr]bool // gateways some process still listens on
 }
 
 type fakeBridge struct {
@@ -40,6 +44,12 @@ func newFakeLinks(host ...string) *fakeLinks {
 		l.host = append(l.host, netip.MustParsePrefix(h))
 	}
 	return l
+}
+
+func (l *fakeLinks) GatewayBound(gw netip.Addr) bool {
+	l.mu.Lock()
+	defer l.mu.Unlock()
+	return l.bound[gw]
 }
 
 func (l *fakeLinks) Prefixes() ([]netip.Prefix, error) {
@@ -231,6 +241,48 @@ func TestTakeMakesANetwork(t *testing.T) {
 	}
 	if n2.Prefix != netip.MustParsePrefix("10.213.0.16/30") {
 		t.Errorf("second network on %s, want the next free /30 (10.213.0.16/30)", n2.Prefix)
+	}
+}
+
+// A /30 whose gateway some process still listens on (a killed engine's
+// proxy, its bridge gone) is skipped: a gateway made there could not be
+// served.
+func TestTakeSkipsABoundGateway(t *testing.T) {
+	f := newFixture(t, Options{}, "10.213.0.0/30")
+	f.links.bound = map[netip.Addr]bool{netip.MustParseAddr("10.213.0.5"): true}
+	n, err := f.pool.Take("s1", "deny-all")
+	if err != nil {
+		t.Fatal(err)
+	}
+	if n.Prefix != netip.MustParsePrefix("10.213.0.8/30") {
+		t.Errorf("network on %s, want 10.213.0.8/30 (10.213.0.4/30's gateway is bound)", n.Prefix)
+	}
+}
+
+// The real check: a listener bound with IP_FREEBIND on an address no
+// interface holds is found; a free address is not.
+func TestNetlinkGatewayBound(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("binding a foreign address needs root")
+	}
+	gw := netip.MustParseAddr("10.213.255.253")
+	if (Netlink{}).GatewayBound(gw) {
+		t.Skipf("%s:%d is in use on this host already", gw, ProxyPort)
+	}
+	fd, err := unix.Socket(unix.AF_INET, unix.SOCK_STREAM|unix.SOCK_CLOEXEC, 0)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer unix.Close(fd)
+	unix.SetsockoptInt(fd, unix.SOL_IP, unix.IP_FREEBIND, 1)
+	if err := unix.Bind(fd, &unix.SockaddrInet4{Port: ProxyPort, Addr: gw.As4()}); err != nil {
+		t.Fatal(err)
+	}
+	if err := unix.Listen(fd, 1); err != nil {
+		t.Fatal(err)
+	}
+	if !(Netlink{}).GatewayBound(gw) {
+		t.Errorf("a listener on %s:%d was not found", gw, ProxyPort)
 	}
 }
 
