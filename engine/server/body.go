@@ -14,9 +14,12 @@ import (
 
 // What the engine reads of a request body.
 const (
-	// maxJSONBody bounds a JSON request; the largest real one (an
-	// accept's selection of hunks and lines) is a few kilobytes.
+	// maxJSONBody bounds a JSON request; most are a few kilobytes.
 	maxJSONBody = 1 << 20
+	// maxSelectionBody bounds an accept's selection, which pins every
+	// file the user reviewed by its digest (about 100 bytes a file:
+	// 200,000 files take 20 MB) or carries an edited patch.
+	maxSelectionBody = 64 << 20
 	// defaultMaxImport bounds a snapshot import: the image tar with its
 	// base image, workspace and container layers.
 	defaultMaxImport = 32 << 30
@@ -27,7 +30,12 @@ const (
 // decode reads r's JSON body into v: one JSON value of known fields, at
 // most maxJSONBody bytes. No body leaves v as it is.
 func decode(w http.ResponseWriter, r *http.Request, v any) error {
-	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, maxJSONBody))
+	return decodeAtMost(w, r, v, maxJSONBody)
+}
+
+// decodeAtMost is decode with its own limit.
+func decodeAtMost(w http.ResponseWriter, r *http.Request, v any, limit int64) error {
+	dec := json.NewDecoder(http.MaxBytesReader(w, r.Body, limit))
 	dec.DisallowUnknownFields()
 	err := dec.Decode(v)
 	if errors.Is(err, io.EOF) {

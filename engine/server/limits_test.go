@@ -26,6 +26,25 @@ func (reading) Import(_ context.Context, r io.Reader) (api.Snapshot, []string, e
 	return api.Snapshot{ID: "imported"}, nil, nil
 }
 
+func (reading) AcceptEach(_ context.Context, _ string, sel api.Selection, each func(api.Outcome) error) (api.Outcomes, error) {
+	return api.Outcomes{}, each(api.Outcome{Path: fmt.Sprintf("%d pinned", len(sel.Digests))})
+}
+
+// pinned is an accept's selection pinning n files by digest, as the UI
+// sends after a review of n files.
+func pinned(n int) string {
+	var b strings.Builder
+	b.WriteString(`{"digests":{`)
+	for i := range n {
+		if i > 0 {
+			b.WriteByte(',')
+		}
+		fmt.Fprintf(&b, `"dir%03d/file%06d.txt":"sha256:%064d"`, i/1000, i, i)
+	}
+	b.WriteString(`}}`)
+	return b.String()
+}
+
 func TestRequestBodies(t *testing.T) {
 	s, _ := newServer(reading{})
 	s.bounds.importBody = 64 << 10
@@ -45,6 +64,8 @@ func TestRequestBodies(t *testing.T) {
 		{"two JSON values", "PUT", "/v1/secrets/K", `{"value":"v"} {"value":"w"}`, []string{bearer, jsonCT}, 400, "one JSON value"},
 		{"a wrong type", "PUT", "/v1/secrets/K", `{"value":1}`, []string{bearer, jsonCT}, 400, "bad request body"},
 		{"an import within the limit", "POST", "/v1/snapshots/import", strings.Repeat("t", 60<<10), []string{bearer, "Content-Type: application/x-tar"}, 201, ""},
+		{"an accept pinning 200,000 reviewed files", "POST", "/v1/sessions/s1/accept", pinned(200000), []string{bearer, jsonCT}, 200, ""},
+		{"an accept over its limit", "POST", "/v1/sessions/s1/accept", `{"patch":"` + strings.Repeat("x", 65<<20) + `"}`, []string{bearer, jsonCT}, 400, "larger than 64 MiB"},
 		{"an import over the limit", "POST", "/v1/snapshots/import", strings.Repeat("t", 70<<10), []string{bearer, "Content-Type: application/x-tar"}, 400, "larger than 64 KiB"},
 	} {
 		t.Run(tc.name, func(t *testing.T) {

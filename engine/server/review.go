@@ -79,7 +79,7 @@ func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
 // decode. An accept, once started, finishes even if the client goes away.
 func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 	var req api.Selection
-	if err := decode(w, r, &req); err != nil {
+	if err := decodeAtMost(w, r, &req, maxSelectionBody); err != nil {
 		writeError(w, err)
 		return
 	}
