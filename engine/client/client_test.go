@@ -259,7 +259,9 @@ var routes = []route{
 	{"POST /schedules", func(ctx context.Context, c *client.Client, name string) (any, error) {
 		return c.AddSchedule(ctx, scheduleNamed(name))
 	}, func(name string) any { s := scheduleNamed(name); s.Created = servertest.When; return s }, 201,
-		func(name string) servertest.Call { return servertest.Call{Method: "AddSchedule", ID: name, Req: scheduleNamed(name)} }},
+		func(name string) servertest.Call {
+			return servertest.Call{Method: "AddSchedule", ID: name, Req: scheduleNamed(name)}
+		}},
 	{"GET /schedules/{name}", func(ctx context.Context, c *client.Client, name string) (any, error) { return c.Schedule(ctx, name) },
 		func(name string) any { return servertest.Schedule(name) }, 200, named("Schedule", nil)},
 	{"DELETE /schedules/{name}", func(ctx context.Context, c *client.Client, name string) (any, error) {
@@ -268,7 +270,9 @@ var routes = []route{
 	{"POST /schedules/{name}/run", func(ctx context.Context, c *client.Client, name string) (any, error) {
 		return c.RunSchedule(ctx, name, api.ScheduleRunRequest{Wait: true})
 	}, func(name string) any { return servertest.ScheduleRun(name) }, 200, named("RunSchedule", api.ScheduleRunRequest{Wait: true})},
-	{"GET /schedules/{name}/runs", func(ctx context.Context, c *client.Client, name string) (any, error) { return c.ScheduleRuns(ctx, name) },
+	{"GET /schedules/{name}/runs", func(ctx context.Context, c *client.Client, name string) (any, error) {
+		return c.ScheduleRuns(ctx, name)
+	},
 		func(name string) any { return []api.ScheduleRun{servertest.ScheduleRun(name)} }, 200, named("ScheduleRuns", nil)},
 	{"POST /images/build", func(ctx context.Context, c *client.Client, name string) (any, error) {
 		var stages []string
