@@ -4,6 +4,7 @@ import (
 	"context"
 	"fmt"
 	"io"
+	"strings"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/schedule"
@@ -96,7 +97,9 @@ func (c scheduleCore) Changed(ctx context.Context, session string) int {
 }
 
 // CheckPolicy reviews the session's changes under the accept policy in
-// file (instead of the project's), as an accept would check them.
+// file (instead of the project's), as `airlock ci` does: a change the
+// policy holds for a human, or a scanner's finding, breaks it; the error
+// names them.
 func (c scheduleCore) CheckPolicy(ctx context.Context, session, file string) error {
 	pol, err := review.LoadPolicy(file, false)
 	if err != nil {
@@ -111,8 +114,30 @@ func (c scheduleCore) CheckPolicy(ctx context.Context, session, file string) err
 		return err
 	}
 	defer h.done()
+	var breaks []string
 	err = review.ReviewEach(ctx, layers, review.Options{Limits: c.e.reviewLimits(), Workers: c.e.reviewers}, func(batch []review.FileDiff) error {
-		return pol.Check(layers, batch)
+		if err := pol.Check(layers, batch); err != nil {
+			return err
+		}
+		for _, d := range batch {
+			if d.Held != "" {
+				breaks = append(breaks, d.Path+": "+d.Held)
+			}
+			for _, f := range d.Findings {
+				breaks = append(breaks, d.Path+": "+f.Scanner+": "+f.Message)
+			}
+		}
+		return nil
 	})
-	return c.e.reviewErr(sid, err)
+	if err := c.e.reviewErr(sid, err); err != nil {
+		return err
+	}
+	if n := len(breaks); n > 0 {
+		more := ""
+		if n > 5 {
+			breaks, more = breaks[:5], fmt.Sprintf(" and %d more", n-5)
+		}
+		return fmt.Errorf("%d change(s) need a human under %s: %s%s", n, file, strings.Join(breaks, "; "), more)
+	}
+	return nil
 }

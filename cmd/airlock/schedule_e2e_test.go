@@ -79,6 +79,16 @@ func TestScheduleCLI(t *testing.T) {
 		t.Errorf("on-done wrote %q, want %q", got, want)
 	}
 
+	// Under --policy, a change the policy holds is the run's outcome.
+	policy := filepath.Join(t.TempDir(), "policy.yaml")
+	os.WriteFile(policy, []byte("hold: [\"hello.txt\"]\n"), 0o644)
+	c.ok("schedule", "add", "guarded", "--cron", "@daily", "--project", p, "--image", enginetest.Image, "--policy", policy,
+		"--", "sh", "-c", "echo hi > hello.txt")
+	if code, _, errs := c.run("schedule", "run", "guarded"); code != 1 || !strings.Contains(errs, "policy") || !strings.Contains(errs, "hello.txt: held by policy") {
+		t.Errorf("a run whose change the policy holds: exit %d, %q", code, errs)
+	}
+	c.ok("schedule", "rm", "guarded")
+
 	enginetest.StopDaemon(c.socket) // the next command starts another engine
 	if log := c.ok("schedule", "log", "nightly"); !strings.Contains(log, id) || !strings.Contains(log, "done") {
 		t.Errorf("after the engine's restart, schedule log:\n%s", log)
