@@ -59,8 +59,8 @@ var (
 
 // Run runs an occurrence the way `airlock run` does: a command as the
 // session's first process, an agent's turn in a new session of the
-// agents image. The agent's key and endpoint are the engine's (its
-// secrets and config): no CLI environment is there to give them.
+// agents image. The agent's key is the engine's (its secrets): no CLI
+// environment is there to give it.
 func (c scheduleCore) Run(ctx context.Context, s api.Schedule, started func(string)) (int, error) {
 	creq := api.CreateRequest{Project: s.Project, Image: s.Image, CostBudget: s.CostBudget}
 	if len(s.Command) > 0 {
@@ -78,7 +78,7 @@ func (c scheduleCore) Run(ctx context.Context, s api.Schedule, started func(stri
 		return -1, err
 	}
 	started(sess.ID)
-	turn, err := c.e.Agent(ctx, sess.ID, api.AgentRequest{Agent: s.Agent, Prompt: s.Prompt, Model: s.Model}, nil)
+	turn, err := c.e.Agent(ctx, sess.ID, api.AgentRequest{Agent: s.Agent, Prompt: s.Prompt, Model: s.Model, BaseURL: s.BaseURL}, nil)
 	if err != nil {
 		return 1, err
 	}

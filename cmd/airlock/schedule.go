@@ -83,6 +83,12 @@ func scheduleAddCmd(g *globals) *cobra.Command {
 			if s.Prompt != "" && s.Agent == "" {
 				return usageErr("--prompt needs --agent (%s)", strings.Join(harness.Names(), ", "))
 			}
+			if s.Agent != "" && s.BaseURL == "" {
+				// As `airlock run` does: this environment's endpoint, when set.
+				if ag, err := harness.Lookup(s.Agent); err == nil && ag.BaseURLEnv != "" {
+					s.BaseURL = os.Getenv(ag.BaseURLEnv)
+				}
+			}
 			var err error
 			if s.Project, err = filepath.Abs(project); err != nil {
 				return err
@@ -114,6 +120,7 @@ func scheduleAddCmd(g *globals) *cobra.Command {
 	fl.StringVar(&s.Prompt, "prompt", "", "what the agent should do")
 	fl.StringVar(&promptFile, "prompt-file", "", "read the prompt from a file now (- for standard input)")
 	fl.StringVar(&s.Model, "model", "", "model name (default: the agent's, or the config file's)")
+	fl.StringVar(&s.BaseURL, "base-url", "", "provider endpoint, e.g. a gateway or a local model (default: $ANTHROPIC_BASE_URL or $OPENAI_BASE_URL now, then the engine's config file)")
 	fl.StringVar(&s.Image, "image", "", "local image to run (default: the agents image for an agent, airlock/base for a command)")
 	fl.Float64Var(&s.CostBudget, "cost-budget", 0, "pause each run's session once it cost this much, in USD")
 	fl.StringVar(&policy, "policy", "", "accept policy file each run's changes are checked against (a violation is the run's outcome; the session still waits for review)")

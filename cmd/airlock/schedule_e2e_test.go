@@ -3,6 +3,7 @@ package main_test
 import (
 	"encoding/json"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -10,6 +11,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/harness/mockmodel"
 )
 
 // TestScheduleCLI: schedule add, ls, run, log and rm with the real binary,
@@ -99,5 +101,53 @@ func TestScheduleCLI(t *testing.T) {
 	}
 	if code, _, errs := c.run("schedule", "run", "nightly"); code == 0 || !strings.Contains(errs, "airlock schedule ls") {
 		t.Errorf("run of a schedule removed: exit %d, %q", code, errs)
+	}
+}
+
+// TestScheduleAgent: a scheduled agent turn (claude against the mock
+// model, with the engine's stored key) runs in a new session of the
+// agents image, and what the agent wrote is in that session's diff, not
+// in the project.
+func TestScheduleAgent(t *testing.T) {
+	c := newCLI(t)
+	c.env = append(c.env, "AIRLOCK_CONFIG="+enginetest.ModelConfig(t)) // trust the mock model's TLS
+	d := enginetest.Require(t)
+	enginetest.AgentsImage(t, d)
+	model, base := enginetest.Model(t, d,
+		mockmodel.Reply{Tool: "Bash", Input: map[string]any{"command": "echo reviewed > review.txt"}},
+		mockmodel.Reply{Text: "Reviewed."},
+	)
+	p := sampleProject(t)
+	set := exec.Command(c.bin, "secret", "set", "ANTHROPIC_API_KEY")
+	set.Env, set.Stdin = c.env, strings.NewReader("sk-from-the-secret-store\n")
+	if out, err := set.CombinedOutput(); err != nil {
+		t.Fatalf("secret set: %v: %s", err, out)
+	}
+	prompt := filepath.Join(t.TempDir(), "nightly.md")
+	os.WriteFile(prompt, []byte("Review yesterday's commits.\n"), 0o644)
+	c.ok("schedule", "add", "nightly", "--cron", "0 6 * * 1-5", "--project", p, "--agent", "claude",
+		"--prompt-file", prompt, "--base-url", base, "--cost-budget", "0.50")
+
+	code, out, errs := c.run("schedule", "run", "nightly")
+	id := strings.TrimSpace(out)
+	if code != 0 || len(id) != 12 {
+		t.Fatalf("schedule run: exit %d, stdout %q, stderr %q", code, out, errs)
+	}
+	if !strings.Contains(c.ok("diff", id, "--stat"), "review.txt") {
+		t.Errorf("the agent's file is not in the run's diff")
+	}
+	if _, err := os.Stat(filepath.Join(p, "review.txt")); err == nil {
+		t.Errorf("the scheduled agent wrote into the project")
+	}
+	reqs := model.Requests()
+	if len(reqs) == 0 || reqs[len(reqs)-1].APIKey != "sk-from-the-secret-store" {
+		t.Errorf("the stored key did not reach the scheduled agent")
+	}
+	var list []api.Session
+	if err := json.Unmarshal([]byte(c.ok("ls", "--json")), &list); err != nil || len(list) != 1 || list[0].ID != id || list[0].CostBudget != 0.5 {
+		t.Errorf("the run's session (cost budget 0.50): %+v %v", list, err)
+	}
+	if log := c.ok("schedule", "log", "nightly"); !strings.Contains(log, id) || !strings.Contains(log, "done") {
+		t.Errorf("schedule log:\n%s", log)
 	}
 }

@@ -15,10 +15,13 @@ type Schedule struct {
 	Project string `json:"project"`
 	// Image is the session's image (default: the agents image for an
 	// agent, the default image for a command).
-	Image   string   `json:"image,omitempty"`
-	Agent   string   `json:"agent,omitempty"`
-	Prompt  string   `json:"prompt,omitempty"`
-	Model   string   `json:"model,omitempty"`
+	Image  string `json:"image,omitempty"`
+	Agent  string `json:"agent,omitempty"`
+	Prompt string `json:"prompt,omitempty"`
+	Model  string `json:"model,omitempty"`
+	// BaseURL is the agent's provider endpoint (default: the engine's
+	// config).
+	BaseURL string   `json:"base_url,omitempty"`
 	Command []string `json:"command,omitempty"`
 	// CostBudget pauses each run's session once it cost that much, in
 	// USD (0: none).

@@ -1096,6 +1096,8 @@ export interface components {
       agent?: string;
       prompt?: string;
       model?: string;
+      /** @description the agent's provider endpoint (default: the engine's config) */
+      base_url?: string;
       command?: string[];
       cost_budget?: number;
       /** @description an accept policy file each run's changes are checked against */
