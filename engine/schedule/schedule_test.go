@@ -334,3 +334,27 @@ func TestScheduleBadInput(t *testing.T) {
 		t.Errorf("run of an unknown schedule: %v", err)
 	}
 }
+
+// The scheduler's own loop, on the wall clock: an occurrence a second
+// away runs without anyone calling Tick.
+func TestScheduleLoopOnTheWallClock(t *testing.T) {
+	st, err := store.Open(context.Background(), filepath.Join(t.TempDir(), "airlock.db"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer st.Close()
+	fake := &sessions{}
+	s := schedule.New(fake, st, schedule.Options{})
+	s.Start()
+	defer s.Stop(context.Background())
+	if _, err := s.Add(context.Background(), api.Schedule{Name: "often", Cron: "@every 1s", Project: t.TempDir(), Command: []string{"true"}}); err != nil {
+		t.Fatal(err)
+	}
+	deadline := time.Now().Add(10 * time.Second)
+	for fake.count() == 0 && time.Now().Before(deadline) {
+		time.Sleep(10 * time.Millisecond)
+	}
+	if fake.count() == 0 {
+		t.Fatal("no run within 10 s of an occurrence due in 1 s")
+	}
+}
