@@ -9,7 +9,8 @@ import { useBusy } from "../lib/busy";
 const POLL = 15_000;
 
 // notify tells the person a run ended, with the page's notifications when
-// they were allowed (the desktop app's web view has them too).
+// they were allowed. The desktop app notifies by itself (app/notify.go),
+// whatever view is open.
 function notify(s: Schedule, run: ScheduleRun) {
   if (typeof Notification === "undefined" || Notification.permission !== "granted") return;
   new Notification(`Airlock: ${s.name} ${run.outcome}`, {
@@ -23,7 +24,8 @@ export function Schedules({ client, onOpen, onError }: { client: Client; onOpen:
   const [list, setList] = useState<Schedule[]>([]);
   const [open, setOpen] = useState("");
   const [runs, setRuns] = useState<ScheduleRun[]>([]);
-  const [alerts, setAlerts] = useState(typeof Notification !== "undefined" && Notification.permission === "granted");
+  const pageAlerts = client.t.kind === "browser" && typeof Notification !== "undefined";
+  const [alerts, setAlerts] = useState(pageAlerts && Notification.permission === "granted");
   // The last run seen of each schedule: one that ran and has ended since
   // is a run that finished while the view was open.
   const seen = useRef(new Map<string, ScheduleRun | undefined>());
@@ -32,7 +34,8 @@ export function Schedules({ client, onOpen, onError }: { client: Client; onOpen:
       const all = (await client.schedules()) ?? [];
       for (const s of all) {
         const before = seen.current.get(s.name);
-        if (before?.outcome === "running" && s.last && s.last.id === before.id && s.last.outcome !== "running") notify(s, s.last);
+        if (pageAlerts && before?.outcome === "running" && s.last && s.last.id === before.id && s.last.outcome !== "running")
+          notify(s, s.last);
         seen.current.set(s.name, s.last);
       }
       setList(all);
@@ -40,7 +43,7 @@ export function Schedules({ client, onOpen, onError }: { client: Client; onOpen:
     } catch (e) {
       onError(e);
     }
-  }, [client, open, onError]);
+  }, [client, open, onError, pageAlerts]);
   useEffect(() => {
     void load();
     const t = setInterval(() => void load(), POLL);
@@ -57,7 +60,7 @@ export function Schedules({ client, onOpen, onError }: { client: Client; onOpen:
     );
   return (
     <div className="schedules">
-      {typeof Notification !== "undefined" && !alerts && (
+      {pageAlerts && !alerts && (
         <div className="row">
           <button onClick={() => void Notification.requestPermission().then((p) => setAlerts(p === "granted"))}>
             Notify me when runs end
