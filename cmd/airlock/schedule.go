@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"io"
 	"os"
@@ -10,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
 )
@@ -169,9 +171,10 @@ func scheduleLsCmd(g *globals) *cobra.Command {
 
 func scheduleRmCmd(g *globals) *cobra.Command {
 	return &cobra.Command{
-		Use:   "rm NAME",
-		Short: "Remove a schedule and its log (its sessions stay, for review)",
-		Args:  cobra.ExactArgs(1),
+		Use:               "rm NAME",
+		ValidArgsFunction: g.completeSchedules,
+		Short:             "Remove a schedule and its log (its sessions stay, for review)",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.connect(cmd.Context())
 			if err != nil {
@@ -186,8 +189,9 @@ func scheduleRunCmd(g *globals) *cobra.Command {
 	var detach bool
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "run NAME",
-		Short: "Run a schedule now and wait for its run to end",
+		Use:               "run NAME",
+		ValidArgsFunction: g.completeSchedules,
+		Short:             "Run a schedule now and wait for its run to end",
 		Long: "Run a schedule now, besides its times, and wait for the run to end (the run goes on if\n" +
 			"this command is interrupted). Exits 0 when the run is done, with the command's exit code\n" +
 			"when it failed, 1 otherwise.",
@@ -241,9 +245,10 @@ func scheduleRunCmd(g *globals) *cobra.Command {
 func scheduleLogCmd(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
-		Use:   "log NAME",
-		Short: "A schedule's past runs: when, session, outcome",
-		Args:  cobra.ExactArgs(1),
+		Use:               "log NAME",
+		ValidArgsFunction: g.completeSchedules,
+		Short:             "A schedule's past runs: when, session, outcome",
+		Args:              cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
@@ -306,4 +311,22 @@ func orNothing(s string) string {
 		return ""
 	}
 	return ": " + s
+}
+
+// completeSchedules offers the schedules' names, for the first argument.
+func (g *globals) completeSchedules(cmd *cobra.Command, args []string, toComplete string) ([]cobra.Completion, cobra.ShellCompDirective) {
+	if len(args) > 0 {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	ctx, cancel := context.WithTimeout(cmd.Context(), completeTimeout)
+	defer cancel()
+	list, err := client.New(g.engine).Schedules(ctx)
+	if err != nil {
+		return nil, cobra.ShellCompDirectiveNoFileComp
+	}
+	var out []cobra.Completion
+	for _, s := range list {
+		out = append(out, cobra.CompletionWithDesc(s.Name, s.Cron+" "+s.Project))
+	}
+	return matching(out, toComplete, args), cobra.ShellCompDirectiveNoFileComp
 }
