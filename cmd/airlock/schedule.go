@@ -47,7 +47,7 @@ func scheduleAddCmd(g *globals) *cobra.Command {
 		Long: "Add a schedule. --cron takes five fields (minute hour day-of-month month day-of-week) in\n" +
 			"the engine's time zone, or @hourly, @daily, @weekly, @every 2h. A prompt file is read now.\n" +
 			"The agent's API key is the engine's (`airlock secret set`): no terminal is there to give it.\n" +
-			"--on-done runs on this host, as the engine's user, in the project folder, after each run,\n" +
+			"--on-done runs on this host after each run, in the project folder, as the folder's owner,\n" +
 			"with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME (done, failed, policy, error),\n" +
 			"AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED (paths changed) and AIRLOCK_PROJECT in its environment.",
 		Example: "  airlock schedule add nightly --cron \"0 6 * * 1-5\" --project ~/src/app --agent claude --prompt-file nightly.md --cost-budget 0.50\n" +

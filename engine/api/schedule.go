@@ -31,7 +31,7 @@ type Schedule struct {
 	// run's outcome (the session still waits for review).
 	Policy string `json:"policy,omitempty"`
 	// OnDone is a shell command run on the engine's host after each run
-	// ends, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME,
+	// ends, as the project folder's owner, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME,
 	// AIRLOCK_EXIT_CODE and AIRLOCK_CHANGED in its environment.
 	OnDone string `json:"on_done,omitempty"`
 	// AllowOverlap lets a run start while the last one still runs

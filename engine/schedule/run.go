@@ -5,8 +5,10 @@ import (
 	"context"
 	"os"
 	"os/exec"
+	"os/user"
 	"strconv"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -134,16 +136,25 @@ func (s *Scheduler) execute(ctx context.Context, sch api.Schedule, f *flight) {
 
 // onDone runs the schedule's on-done command on the host, in the project
 // folder, with the run in its environment. Its output goes to the log.
+// An engine running as root runs it as the project folder's owner, with
+// that user's desktop session bus, so that `notify-send` reaches them.
 func (s *Scheduler) onDone(ctx context.Context, sch api.Schedule, run api.ScheduleRun) {
 	ctx, cancel := context.WithTimeout(ctx, s.opts.OnDoneTimeout)
 	defer cancel()
 	cmd := exec.CommandContext(ctx, "/bin/sh", "-c", sch.OnDone)
 	cmd.Dir = sch.Project
+	cmd.Env = os.Environ()
+	if fi, err := os.Stat(sch.Project); err == nil && os.Geteuid() == 0 {
+		if st, ok := fi.Sys().(*syscall.Stat_t); ok && st.Uid != 0 {
+			cmd.SysProcAttr = &syscall.SysProcAttr{Credential: &syscall.Credential{Uid: st.Uid, Gid: st.Gid}}
+			cmd.Env = userEnv(st.Uid)
+		}
+	}
 	code := ""
 	if run.ExitCode != nil {
 		code = strconv.Itoa(*run.ExitCode)
 	}
-	cmd.Env = append(os.Environ(),
+	cmd.Env = append(cmd.Env,
 		"AIRLOCK_SCHEDULE="+sch.Name,
 		"AIRLOCK_SESSION="+run.Session,
 		"AIRLOCK_OUTCOME="+run.Outcome,
@@ -163,4 +174,21 @@ func (s *Scheduler) onDone(ctx context.Context, sch api.Schedule, run api.Schedu
 		return
 	}
 	s.log.Info("the schedule's on-done command ran", "schedule", sch.Name, "run", run.ID, "output", text)
+}
+
+// userEnv is the environment of a command run as uid: its home, and its
+// session bus when it has one (a desktop session).
+func userEnv(uid uint32) []string {
+	env := []string{"PATH=/usr/local/sbin:/usr/local/bin:/usr/sbin:/usr/bin:/sbin:/bin"}
+	if u, err := user.LookupId(strconv.Itoa(int(uid))); err == nil {
+		env = append(env, "HOME="+u.HomeDir, "USER="+u.Username, "LOGNAME="+u.Username)
+	}
+	run := "/run/user/" + strconv.Itoa(int(uid))
+	if _, err := os.Stat(run); err == nil {
+		env = append(env, "XDG_RUNTIME_DIR="+run)
+		if _, err := os.Stat(run + "/bus"); err == nil {
+			env = append(env, "DBUS_SESSION_BUS_ADDRESS=unix:path="+run+"/bus")
+		}
+	}
+	return env
 }

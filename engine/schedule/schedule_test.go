@@ -358,3 +358,38 @@ func TestScheduleLoopOnTheWallClock(t *testing.T) {
 		t.Fatal("no run within 10 s of an occurrence due in 1 s")
 	}
 }
+
+// An engine running as root runs on-done as the project folder's owner,
+// not as root.
+func TestScheduleOnDoneRunsAsTheProjectOwner(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root, as the engine runs")
+	}
+	r := newRig(t)
+	shared, err := os.MkdirTemp("", "airlock-on-done") // t.TempDir's parent is root's only
+	if err != nil {
+		t.Fatal(err)
+	}
+	t.Cleanup(func() { os.RemoveAll(shared) })
+	os.Chmod(shared, 0o777)
+	project := filepath.Join(shared, "app")
+	os.Mkdir(project, 0o755)
+	if err := os.Chown(project, 65534, 65534); err != nil {
+		t.Fatal(err)
+	}
+	out := filepath.Join(shared, "who")
+	r.weekdays("job", func(s *api.Schedule) {
+		s.Project, s.OnDone = project, `echo "$(id -u):$(id -g) $AIRLOCK_OUTCOME" > `+out
+	})
+	if _, err := r.s.RunNow(context.Background(), "job", true); err != nil {
+		t.Fatal(err)
+	}
+	var got []byte
+	for i := 0; i < 500 && len(got) == 0; i++ {
+		time.Sleep(5 * time.Millisecond)
+		got, _ = os.ReadFile(out)
+	}
+	if string(got) != "65534:65534 done\n" {
+		t.Errorf("on-done ran as %q, want the project's owner 65534:65534", got)
+	}
+}

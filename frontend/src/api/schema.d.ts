@@ -1102,7 +1102,7 @@ export interface components {
       cost_budget?: number;
       /** @description an accept policy file each run's changes are checked against */
       policy?: string;
-      /** @description a shell command run on the engine's host after each run, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME, AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED and AIRLOCK_PROJECT set */
+      /** @description a shell command run on the engine's host after each run, as the project folder's owner, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME, AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED and AIRLOCK_PROJECT set */
       on_done?: string;
       allow_overlap?: boolean;
       /** Format: date-time */
