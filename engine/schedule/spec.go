@@ -83,20 +83,31 @@ func unwrapPath(err error) error {
 }
 
 // lastDue is the latest occurrence of s after from and at or before now,
-// and how many there were (0: none). Occurrences past a bound are not
-// counted: a machine asleep for years still runs one.
+// and how many there were, counting at most two (0: none; 2: several,
+// missed). It looks for the latest from the nearest window back from now
+// that holds one, so that a machine asleep for months costs no more than
+// one asleep for a night, even for @every 1s.
 func lastDue(s cron.Schedule, from, now time.Time) (time.Time, int) {
-	var last time.Time
-	n := 0
-	for t := s.Next(from); !t.IsZero() && !t.After(now); t = s.Next(t) {
-		last, n = t, n+1
-		if n == 1_000_000 {
-			// Jump: the rest were missed too; only the latest counts.
-			for t := s.Next(now.Add(-time.Minute)); !t.IsZero() && !t.After(now); t = s.Next(t) {
-				last = t
-			}
+	first := s.Next(from)
+	if first.IsZero() || first.After(now) {
+		return time.Time{}, 0
+	}
+	last := first
+	for _, w := range []time.Duration{time.Minute, time.Hour, 24 * time.Hour, 31 * 24 * time.Hour, 366 * 24 * time.Hour} {
+		start := now.Add(-w)
+		if start.Before(from) {
+			break
+		}
+		if t := s.Next(start); !t.IsZero() && !t.After(now) {
+			last = t
 			break
 		}
 	}
-	return last, n
+	for t := s.Next(last); !t.IsZero() && !t.After(now); t = s.Next(t) {
+		last = t
+	}
+	if last.Equal(first) {
+		return last, 1
+	}
+	return last, 2
 }
