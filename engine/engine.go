@@ -29,6 +29,7 @@ import (
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/meter"
 	"github.com/airlock/airlock/engine/ports"
+	"github.com/airlock/airlock/engine/schedule"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/overlay"
@@ -155,6 +156,8 @@ type Engine struct {
 	nets *netPool
 	// ports are the sessions' ports forwarded to the host (engine/ports).
 	ports *ports.Forwarder
+	// schedules run sessions at their times (engine/schedule).
+	schedules *schedule.Scheduler
 }
 
 // live is the in-memory side of a session.
@@ -236,6 +239,8 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	wctx, cancel := context.WithCancel(context.Background())
 	e.stopWatch = cancel
 	go e.watchIdle(wctx, every)
+	e.schedules = newSchedules(e)
+	e.schedules.Start()
 	return e, nil
 }
 
@@ -244,6 +249,9 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 // the mounts, not to this process.
 func (e *Engine) Close(ctx context.Context) {
 	e.stopWatch()
+	if e.schedules != nil {
+		e.schedules.Stop(ctx)
+	}
 	e.ports.Stop()
 	e.nets.Close()
 	// The sessions' networks stay (the next engine adopts them), but what

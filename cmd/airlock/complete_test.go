@@ -55,6 +55,9 @@ func fakeEngine(t *testing.T) string {
 			{ID: "77bc00000003", State: "running", Project: "/src/lib"},
 		})
 	})
+	m.HandleFunc("GET /v1/schedules", func(w http.ResponseWriter, r *http.Request) {
+		json.NewEncoder(w).Encode([]api.Schedule{{Name: "nightly", Cron: "@daily"}, {Name: "hourly", Cron: "@hourly"}})
+	})
 	m.HandleFunc("GET /v1/snapshots", func(w http.ResponseWriter, r *http.Request) {
 		json.NewEncoder(w).Encode([]api.Snapshot{
 			{ID: "aaaa1111bbbb2222", Name: "before-refactor", Session: "3f2a00000001"},
@@ -106,6 +109,7 @@ func TestCompletion(t *testing.T) {
 		{[]string{"restore", ""}, []string{"before-refactor", "cccc3333dddd"}},
 		{[]string{"snapshot", "rm", "b"}, []string{"before-refactor"}},
 		{[]string{"run", "--agent", "co"}, []string{"codex"}},
+		{[]string{"schedule", "run", "n"}, []string{"nightly"}},
 		{[]string{"policy", "3f2a00000001", "--net", ""}, []string{"allow-all", "deny-all", "custom", "ask"}},
 	} {
 		got, directive := complete(t, sock, tc.args...)

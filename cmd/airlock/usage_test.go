@@ -19,6 +19,8 @@ func TestUnknownCommands(t *testing.T) {
 		{"diff", "--color", "sometimes", "x"},
 		{"diff", "--nosuch", "x"},
 		{"net", "--nosuch"},
+		{"schedule", "nosuch"},
+		{"schedule", "add", "x", "--nosuch"},
 	} {
 		if code := run(context.Background(), args); code != 64 {
 			t.Errorf("airlock %v exited %d, want 64", args, code)

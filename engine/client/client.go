@@ -703,3 +703,39 @@ func (c *Client) Ports(ctx context.Context, id string) ([]api.Port, error) {
 func (c *Client) ClosePort(ctx context.Context, id string, port int) error {
 	return c.do(ctx, "DELETE", "/sessions/"+url.PathEscape(id)+"/ports/"+strconv.Itoa(port), nil, nil, nil)
 }
+
+// AddSchedule records a schedule.
+func (c *Client) AddSchedule(ctx context.Context, s api.Schedule) (api.Schedule, error) {
+	var out api.Schedule
+	return out, c.do(ctx, "POST", "/schedules", nil, s, &out)
+}
+
+// Schedules lists the schedules with their next time and last run.
+func (c *Client) Schedules(ctx context.Context) ([]api.Schedule, error) {
+	var out []api.Schedule
+	return out, c.do(ctx, "GET", "/schedules", nil, nil, &out)
+}
+
+// Schedule returns one schedule.
+func (c *Client) Schedule(ctx context.Context, name string) (api.Schedule, error) {
+	var out api.Schedule
+	return out, c.do(ctx, "GET", "/schedules/"+url.PathEscape(name), nil, nil, &out)
+}
+
+// RemoveSchedule forgets a schedule and its log (its sessions stay).
+func (c *Client) RemoveSchedule(ctx context.Context, name string) error {
+	return c.do(ctx, "DELETE", "/schedules/"+url.PathEscape(name), nil, nil, nil)
+}
+
+// RunSchedule runs a schedule now: the answer comes once its session
+// runs, or with req.Wait once the run ended.
+func (c *Client) RunSchedule(ctx context.Context, name string, req api.ScheduleRunRequest) (api.ScheduleRun, error) {
+	var out api.ScheduleRun
+	return out, c.do(ctx, "POST", "/schedules/"+url.PathEscape(name)+"/run", nil, req, &out)
+}
+
+// ScheduleRuns lists a schedule's runs, oldest first.
+func (c *Client) ScheduleRuns(ctx context.Context, name string) ([]api.ScheduleRun, error) {
+	var out []api.ScheduleRun
+	return out, c.do(ctx, "GET", "/schedules/"+url.PathEscape(name)+"/runs", nil, nil, &out)
+}

@@ -260,6 +260,24 @@ var routes = []route{
 		return nil, c.DeleteSecret(ctx, name)
 	},
 		func(string) any { return nil }, 204, named("DeleteSecret", nil)},
+	{"POST /schedules", func(ctx context.Context, c *client.Client, name string) (any, error) {
+		return c.AddSchedule(ctx, scheduleNamed(name))
+	}, func(name string) any { s := scheduleNamed(name); s.Created = servertest.When; return s }, 201,
+		func(name string) servertest.Call {
+			return servertest.Call{Method: "AddSchedule", ID: name, Req: scheduleNamed(name)}
+		}},
+	{"GET /schedules/{name}", func(ctx context.Context, c *client.Client, name string) (any, error) { return c.Schedule(ctx, name) },
+		func(name string) any { return servertest.Schedule(name) }, 200, named("Schedule", nil)},
+	{"DELETE /schedules/{name}", func(ctx context.Context, c *client.Client, name string) (any, error) {
+		return nil, c.RemoveSchedule(ctx, name)
+	}, func(string) any { return nil }, 204, named("RemoveSchedule", nil)},
+	{"POST /schedules/{name}/run", func(ctx context.Context, c *client.Client, name string) (any, error) {
+		return c.RunSchedule(ctx, name, api.ScheduleRunRequest{Wait: true})
+	}, func(name string) any { return servertest.ScheduleRun(name) }, 200, named("RunSchedule", api.ScheduleRunRequest{Wait: true})},
+	{"GET /schedules/{name}/runs", func(ctx context.Context, c *client.Client, name string) (any, error) {
+		return c.ScheduleRuns(ctx, name)
+	},
+		func(name string) any { return []api.ScheduleRun{servertest.ScheduleRun(name)} }, 200, named("ScheduleRuns", nil)},
 	{"POST /images/build", func(ctx context.Context, c *client.Client, name string) (any, error) {
 		var stages []string
 		img, err := c.BuildImage(ctx, api.ImageBuildRequest{Kind: "tiny", Name: name}, func(p api.Progress) { stages = append(stages, p.Stage) })
@@ -280,6 +298,11 @@ var routes = []route{
 
 var cost = 2.5
 
+// scheduleNamed is the schedule the client adds under a name.
+func scheduleNamed(name string) api.Schedule {
+	return api.Schedule{Name: name, Cron: "@daily", Project: "/src/app", Agent: "claude", Prompt: "review yesterday's commits", CostBudget: 0.5, OnDone: "true"}
+}
+
 // image0 is the name TestEveryRoute gives each call.
 const image0 = "s1"
 
@@ -294,6 +317,8 @@ var routesUnnamed = []struct {
 		api.VersionInfo{API: api.Version, Level: api.Level, Engine: "test", PID: 42}, 200},
 	{"GET /sessions", func(ctx context.Context, c *client.Client) (any, error) { return c.Sessions(ctx) },
 		[]api.Session{servertest.Session("s1"), servertest.Session("s2")}, 200},
+	{"GET /schedules", func(ctx context.Context, c *client.Client) (any, error) { return c.Schedules(ctx) },
+		[]api.Schedule{servertest.Schedule("nightly")}, 200},
 	{"GET /snapshots", func(ctx context.Context, c *client.Client) (any, error) { return c.Snapshots(ctx) },
 		[]api.Snapshot{servertest.Snapshot("snap1")}, 200},
 	{"GET /images", func(ctx context.Context, c *client.Client) (any, error) { return c.Images(ctx) },

@@ -69,6 +69,13 @@ type Engine interface {
 	SetSecret(ctx context.Context, name, value string) error
 	DeleteSecret(ctx context.Context, name string) error
 	Images(ctx context.Context) ([]api.Image, error)
+
+	AddSchedule(ctx context.Context, s api.Schedule) (api.Schedule, error)
+	Schedules(ctx context.Context) ([]api.Schedule, error)
+	Schedule(ctx context.Context, name string) (api.Schedule, error)
+	RemoveSchedule(ctx context.Context, name string) error
+	RunSchedule(ctx context.Context, name string, req api.ScheduleRunRequest) (api.ScheduleRun, error)
+	ScheduleRuns(ctx context.Context, name string) ([]api.ScheduleRun, error)
 }
 
 var _ Engine = (*engine.Engine)(nil)

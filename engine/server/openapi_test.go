@@ -41,6 +41,7 @@ var wireTypes = []any{
 	api.ReviewLimits{}, api.SessionEvent{}, api.Event{}, api.Usage{}, api.Diff{},
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
+	api.Schedule{}, api.ScheduleRun{}, api.ScheduleRunRequest{},
 }
 
 // notOnTheWire are engine/api's struct types that no JSON body carries,

@@ -93,6 +93,12 @@ var routeCases = []routeCase{
 	{"PUT", "/v1/secrets/KEY", `{"value":"v"}`, 204, ""},
 	{"DELETE", "/v1/secrets/KEY", "", 204, ""},
 	{"GET", "/v1/images", "", 200, "application/json"},
+	{"GET", "/v1/schedules", "", 200, "application/json"},
+	{"POST", "/v1/schedules", `{"name":"nightly","cron":"@daily","project":"/p","command":["true"]}`, 201, "application/json"},
+	{"GET", "/v1/schedules/KEY", "", 200, "application/json"},
+	{"DELETE", "/v1/schedules/KEY", "", 204, ""},
+	{"POST", "/v1/schedules/KEY/run", `{"wait":true}`, 200, "application/json"},
+	{"GET", "/v1/schedules/KEY/runs", "", 200, "application/json"},
 	{"POST", "/v1/images/build", `{"kind":"tiny","name":"t"}`, 200, "application/x-ndjson"},
 }
 

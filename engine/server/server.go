@@ -3,7 +3,8 @@
 // map their class to an HTTP status and an api.Error body; exec streams
 // upgrade the connection to the framing in engine/api. One file per
 // resource (sessions.go, exec.go, review.go, agent.go, egress.go,
-// meter.go, ports.go, snapshots.go, images.go, settings.go, secrets.go); most
+// meter.go, ports.go, snapshots.go, images.go, settings.go, secrets.go,
+// schedules.go); most
 // handlers are the one shape serve (handle.go) writes.
 package server
 
@@ -118,6 +119,13 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("GET "+p+"/secrets", serve(200, s.listSecrets))
 	m.HandleFunc("PUT "+p+"/secrets/{name}", serve(http.StatusNoContent, s.setSecret))
 	m.HandleFunc("DELETE "+p+"/secrets/{name}", serve(http.StatusNoContent, s.deleteSecret))
+	// schedules.go
+	m.HandleFunc("GET "+p+"/schedules", serve(200, s.listSchedules))
+	m.HandleFunc("POST "+p+"/schedules", serve(http.StatusCreated, s.addSchedule))
+	m.HandleFunc("GET "+p+"/schedules/{name}", serve(200, s.getSchedule))
+	m.HandleFunc("DELETE "+p+"/schedules/{name}", serve(http.StatusNoContent, s.removeSchedule))
+	m.HandleFunc("POST "+p+"/schedules/{name}/run", serve(200, s.runSchedule))
+	m.HandleFunc("GET "+p+"/schedules/{name}/runs", serve(200, s.scheduleRuns))
 	// images.go
 	m.HandleFunc("GET "+p+"/images", serve(200, s.listImages))
 	m.HandleFunc("POST "+p+"/images/build", s.buildImage)

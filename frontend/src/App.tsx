@@ -12,12 +12,14 @@ import { AskPrompt } from "./components/Network";
 import { SessionView, TABS, type Tab } from "./components/SessionView";
 import { Settings } from "./components/Settings";
 import { Snapshots } from "./components/Snapshots";
+import { Schedules } from "./components/Schedules";
 
 type View =
   | { kind: "home" }
   | { kind: "new" }
   | { kind: "settings" }
   | { kind: "snapshots" }
+  | { kind: "schedules" }
   | { kind: "session"; id: string; tab: Tab; path?: string };
 
 function parseHash(h: string): View {
@@ -32,6 +34,7 @@ function parseHash(h: string): View {
   if (h === "#/new") return { kind: "new" };
   if (h === "#/settings") return { kind: "settings" };
   if (h === "#/snapshots") return { kind: "snapshots" };
+  if (h === "#/schedules") return { kind: "schedules" };
   return { kind: "home" };
 }
 
@@ -153,6 +156,9 @@ export function App() {
           <button className={view.kind === "snapshots" ? "active" : ""} onClick={() => go({ kind: "snapshots" })}>
             Snapshots
           </button>
+          <button className={view.kind === "schedules" ? "active" : ""} onClick={() => go({ kind: "schedules" })}>
+            Schedules
+          </button>
           <button className={view.kind === "settings" ? "active" : ""} onClick={() => go({ kind: "settings" })}>
             Settings
           </button>
@@ -223,6 +229,16 @@ export function App() {
           {view.kind === "settings" && <Settings client={client} onError={onError} />}
           {view.kind === "snapshots" && (
             <Snapshots
+              client={client}
+              onOpen={(id) => {
+                void refresh();
+                go({ kind: "session", id, tab: "review" });
+              }}
+              onError={onError}
+            />
+          )}
+          {view.kind === "schedules" && (
+            <Schedules
               client={client}
               onOpen={(id) => {
                 void refresh();

@@ -419,3 +419,42 @@ func (Builder) Build(ctx context.Context, req api.ImageBuildRequest, progress im
 	progress(api.Progress{Stage: "done", Done: true, Image: img})
 	return img, nil
 }
+
+// Schedule is the schedule the fake answers for a name.
+func Schedule(name string) api.Schedule {
+	next := When.Add(time.Hour)
+	return api.Schedule{Name: name, Cron: "0 6 * * 1-5", Project: "/src/app", Command: []string{"make", "test"}, Created: When, Next: &next}
+}
+
+// ScheduleRun is the run the fake answers for a schedule.
+func ScheduleRun(name string) api.ScheduleRun {
+	end, code := When.Add(time.Minute), 0
+	return api.ScheduleRun{ID: 1, Schedule: name, Due: When, Trigger: api.TriggerManual, Started: When, Ended: &end, Session: "s1",
+		Outcome: api.RunDone, ExitCode: &code, Changed: 2}
+}
+
+func (f *Engine) AddSchedule(ctx context.Context, s api.Schedule) (api.Schedule, error) {
+	err := f.call("AddSchedule", s.Name, s)
+	s.Created = When
+	return s, err
+}
+
+func (f *Engine) Schedules(ctx context.Context) ([]api.Schedule, error) {
+	return []api.Schedule{Schedule("nightly")}, f.call("Schedules", "", nil)
+}
+
+func (f *Engine) Schedule(ctx context.Context, name string) (api.Schedule, error) {
+	return Schedule(name), f.call("Schedule", name, nil)
+}
+
+func (f *Engine) RemoveSchedule(ctx context.Context, name string) error {
+	return f.call("RemoveSchedule", name, nil)
+}
+
+func (f *Engine) RunSchedule(ctx context.Context, name string, req api.ScheduleRunRequest) (api.ScheduleRun, error) {
+	return ScheduleRun(name), f.call("RunSchedule", name, req)
+}
+
+func (f *Engine) ScheduleRuns(ctx context.Context, name string) ([]api.ScheduleRun, error) {
+	return []api.ScheduleRun{ScheduleRun(name)}, f.call("ScheduleRuns", name, nil)
+}

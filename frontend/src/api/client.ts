@@ -17,6 +17,8 @@ import type {
   Outcome,
   Progress,
   Restored,
+  Schedule,
+  ScheduleRun,
   Secret,
   Selection,
   Session,
@@ -72,6 +74,11 @@ export class Client {
   snapshots = () => this.t.request<Snapshot[]>("GET", "/snapshots");
   removeSnapshot = (ref: string) => this.t.request<void>("DELETE", `/snapshots/${p(ref)}`);
   restore = (ref: string, n = 1) => this.t.request<Restored>("POST", `/snapshots/${p(ref)}/restore`, { n });
+
+  schedules = () => this.t.request<Schedule[]>("GET", "/schedules");
+  scheduleRuns = (name: string) => this.t.request<ScheduleRun[]>("GET", `/schedules/${p(name)}/runs`);
+  runSchedule = (name: string) => this.t.request<ScheduleRun>("POST", `/schedules/${p(name)}/run`, {});
+  removeSchedule = (name: string) => this.t.request<void>("DELETE", `/schedules/${p(name)}`);
 
   secrets = () => this.t.request<Secret[]>("GET", "/secrets");
   setSecret = (name: string, value: string) => this.t.request<void>("PUT", `/secrets/${p(name)}`, { value });

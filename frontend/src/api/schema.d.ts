@@ -791,6 +791,91 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/schedules": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    /** The schedules, each with its next time and last run. */
+    get: operations["listSchedules"];
+    put?: never;
+    /**
+     * Add a schedule that runs an agent turn or a command in a new session at the times of a cron expression.
+     * @description Refused (invalid) for a bad name or cron expression, or nothing to run; not found for a project folder or policy file that does not exist; conflict for a name taken. next and last are ignored.
+     */
+    post: operations["addSchedule"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/schedules/{name}": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    /** One schedule, with its next time and last run. */
+    get: operations["getSchedule"];
+    put?: never;
+    post?: never;
+    /** Forget a schedule and its log (its sessions stay, for review). */
+    delete: operations["removeSchedule"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/schedules/{name}/run": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Run a schedule now.
+     * @description Answers once the run's session runs, or with wait once the run ended; the run goes on if the client goes away. Conflict while the last run still runs, unless the schedule allows overlap.
+     */
+    post: operations["runSchedule"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/schedules/{name}/runs": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    /** The schedule's runs, oldest first: due time, trigger, session, outcome. */
+    get: operations["scheduleRuns"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/images": {
     parameters: {
       query?: never;
@@ -1027,6 +1112,60 @@ export interface components {
       auth?: string;
       /** @description the bearer token, when auth is bearer */
       token?: string;
+    };
+    Schedule: {
+      name: string;
+      /** @description five fields (minute hour day-of-month month day-of-week) or a descriptor such as @daily, in the engine's time zone */
+      cron: string;
+      project: string;
+      image?: string;
+      /** @description an agent to run with prompt (or command instead) */
+      agent?: string;
+      prompt?: string;
+      model?: string;
+      /** @description the agent's provider endpoint (default: the engine's config) */
+      base_url?: string;
+      command?: string[];
+      cost_budget?: number;
+      /** @description an accept policy file each run's changes are checked against */
+      policy?: string;
+      /** @description a shell command run on the engine's host after each run, as the project folder's owner, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME, AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED and AIRLOCK_PROJECT set */
+      on_done?: string;
+      allow_overlap?: boolean;
+      /** Format: date-time */
+      created: string;
+      /**
+       * Format: date-time
+       * @description when it runs next (answers only)
+       */
+      next?: string;
+      last?: components["schemas"]["ScheduleRun"];
+    };
+    ScheduleRun: {
+      id: number;
+      schedule: string;
+      /**
+       * Format: date-time
+       * @description the occurrence's time (the request's for a manual run)
+       */
+      due: string;
+      /** @description cron, catch-up (late: the engine was not running or the machine slept) or manual */
+      trigger: string;
+      /** Format: date-time */
+      started: string;
+      /** Format: date-time */
+      ended?: string;
+      session?: string;
+      /** @description running, done (waits for review), failed, policy (the changes break the schedule's policy), error (no session ran it) or skipped (the last run still ran) */
+      outcome: string;
+      exit_code?: number;
+      /** @description the session's changed paths once the run ended */
+      changed?: number;
+      error?: string;
+    };
+    ScheduleRunRequest: {
+      /** @description answer once the run ended */
+      wait?: boolean;
     };
     Secret: {
       name: string;
@@ -2471,6 +2610,150 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  listSchedules: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the schedules by name */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Schedule"][];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  addSchedule: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path?: never;
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["Schedule"];
+      };
+    };
+    responses: {
+      /** @description the schedule */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Schedule"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  getSchedule: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the schedule */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Schedule"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  removeSchedule: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description removed */
+      204: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content?: never;
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  runSchedule: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["ScheduleRunRequest"];
+      };
+    };
+    responses: {
+      /** @description the run */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ScheduleRun"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  scheduleRuns: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description the schedule's name */
+        name: string;
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the runs */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ScheduleRun"][];
+        };
       };
       default: components["responses"]["Error"];
     };

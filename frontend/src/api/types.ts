@@ -47,6 +47,12 @@ export type ReviewLimits = Schemas["ReviewLimits"];
 // One event of GET /v1/events.
 export type SessionEvent = Schemas["SessionEvent"];
 export type Snapshot = Schemas["Snapshot"];
+export type Schedule = Schemas["Schedule"];
+// One run of a schedule; its outcome is one of engine/api's Run* values.
+export type ScheduleRun = Narrow<
+  Schemas["ScheduleRun"],
+  { outcome: "running" | "done" | "failed" | "policy" | "error" | "skipped" | (string & {}) }
+>;
 
 // The modes the settings and the network view offer.
 export type EgressPolicy = Narrow<Schemas["EgressPolicy"], { mode: "allow-all" | "deny-all" | "custom" | (string & {}) }>;
