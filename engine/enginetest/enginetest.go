@@ -23,6 +23,7 @@ import (
 	"os"
 	"path/filepath"
 	"sync"
+	"syscall"
 	"testing"
 	"time"
 
@@ -163,6 +164,19 @@ func AgentsImage(t testing.TB, d *client.Client) string {
 	agentsOnce.Lock()
 	defer agentsOnce.Unlock()
 	scratch := filepath.Join(os.TempDir(), "airlock-test-build")
+	// Test binaries of several packages run at once under make test:
+	// one builds, the others wait and find the image it tagged.
+	if err := os.MkdirAll(scratch, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	lock, err := os.OpenFile(filepath.Join(scratch, "agents.lock"), os.O_CREATE|os.O_RDWR, 0o600)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer lock.Close()
+	if err := syscall.Flock(int(lock.Fd()), syscall.LOCK_EX); err != nil {
+		t.Fatal(err)
+	}
 	b := &images.Builder{Docker: d, Scratch: scratch}
 	start := time.Now()
 	img, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "agents", Agents: []string{"claude", "codex", "opencode"}}, nil)
