@@ -51,6 +51,12 @@ type Defaults struct {
 	// IdleTimeout pauses sessions idle that long (default
 	// DefaultIdleTimeout; negative: never).
 	IdleTimeout time.Duration
+	// HibernateAfter hibernates sessions idle that long (default
+	// DefaultHibernateAfter; negative: never). See hibernate.go.
+	HibernateAfter time.Duration
+	// Workspace is where new sessions' workspaces live (api.WorkspaceTmpfs,
+	// the default, or api.WorkspaceDisk).
+	Workspace string
 	// CostPerCoreHour prices active CPU (default 0.10).
 	CostPerCoreHour float64
 	// Review bounds what a review reads and renders of a session (zero
@@ -72,6 +78,12 @@ func (d Defaults) withBuiltins() Defaults {
 	}
 	if d.IdleTimeout == 0 {
 		d.IdleTimeout = DefaultIdleTimeout
+	}
+	if d.HibernateAfter == 0 {
+		d.HibernateAfter = DefaultHibernateAfter
+	}
+	if d.Workspace == "" {
+		d.Workspace = api.WorkspaceTmpfs
 	}
 	if d.CostPerCoreHour == 0 {
 		d.CostPerCoreHour = 0.10
@@ -155,6 +167,9 @@ type Engine struct {
 	nets *netPool
 	// ports are the sessions' ports forwarded to the host (engine/ports).
 	ports *ports.Forwarder
+	// peeks are hibernated sessions' workspaces restored for reading
+	// (hibernate.go).
+	peeks peeks
 }
 
 // live is the in-memory side of a session.

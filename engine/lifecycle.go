@@ -32,8 +32,10 @@ type activity struct {
 	lastBusy time.Time // last time it was busy or touched
 	// gate orders new work against the watcher's pauses: work marks
 	// itself busy under it, and the watcher decides and pauses under it,
-	// so work never starts in a session being paused.
+	// so work never starts in a session being paused (or hibernated).
 	gate sync.Mutex
+	// wake is held while the session wakes from hibernation.
+	wake sync.Mutex
 }
 
 func (e *Engine) activityOf(id string) *activity {
@@ -59,8 +61,8 @@ func (e *Engine) touch(id string) {
 }
 
 // working marks work running in the session until the returned func is
-// called; a paused session is resumed first. It returns the session's
-// record as it is then.
+// called; a paused session is resumed first, a hibernated one woken. It
+// returns the session's record as it is then.
 func (e *Engine) working(ctx context.Context, id string) (store.Session, func(), error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
@@ -85,14 +87,20 @@ func (e *Engine) working(ctx context.Context, id string) (store.Session, func(),
 	if cur, err := e.store.Session(ctx, rec.ID); err == nil {
 		rec.State = cur.State
 	}
-	if rec.State == api.StatePaused {
-		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
-			e.actMu.Lock()
-			a.busy--
-			e.actMu.Unlock()
-			return rec, nil, err
+	var err2 error
+	switch rec.State {
+	case api.StatePaused:
+		if err2 = e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err2 == nil {
+			rec.State = api.StateRunning
 		}
-		rec.State = api.StateRunning
+	case api.StateHibernated:
+		rec, err2 = e.wake(ctx, rec.ID, "new work")
+	}
+	if err2 != nil {
+		e.actMu.Lock()
+		a.busy--
+		e.actMu.Unlock()
+		return rec, nil, err2
 	}
 	var once sync.Once
 	return rec, func() {
@@ -206,6 +214,10 @@ func (e *Engine) checkIdle(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, r := range recs {
+		if r.State == api.StatePaused {
+			e.checkHibernate(ctx, r, now)
+			continue
+		}
 		if r.State != api.StateRunning {
 			continue
 		}
@@ -230,6 +242,11 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 			continue
 		}
+		if hib := e.defs().HibernateAfter; hib > 0 && idleFor >= hib && (timeout < 0 || hib <= timeout) {
+			// Idle long enough to hibernate before (or without) a pause.
+			e.checkHibernate(ctx, r, now)
+			continue
+		}
 		if timeout >= 0 && idleFor >= timeout {
 			a.gate.Lock()
 			e.actMu.Lock()
@@ -242,6 +259,31 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 			a.gate.Unlock()
 		}
+	}
+}
+
+// checkHibernate hibernates session r, running or paused, once it has
+// been idle for the engine's HibernateAfter.
+func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.Time) {
+	hib := e.defs().HibernateAfter
+	if hib <= 0 {
+		return
+	}
+	a := e.activityOf(r.ID)
+	a.gate.Lock()
+	defer a.gate.Unlock()
+	e.actMu.Lock()
+	idleFor := now.Sub(a.lastBusy)
+	still := a.busy == 0 && idleFor >= hib
+	e.actMu.Unlock()
+	if !still {
+		return
+	}
+	if cur, err := e.store.Session(ctx, r.ID); err != nil || cur.State != r.State {
+		return
+	}
+	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+		e.log.Warn("hibernate an idle session", "session", r.ID, "err", err)
 	}
 }
 

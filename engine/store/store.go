@@ -118,6 +118,9 @@ type Session struct {
 	// Budgets: CPU time and cost at which the session pauses (0: none).
 	CPUBudget  time.Duration
 	CostBudget float64
+	// Workspace is where the workspace layer lives: "" (a tmpfs) or
+	// "disk".
+	Workspace string
 }
 
 // PutSession inserts or replaces a session.
@@ -127,13 +130,13 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 	if x.Env == nil {
 		env = []byte("[]")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget, workspace)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET project=excluded.project, image=excluded.image, state=excluded.state,
 		container_id=excluded.container_id, dir=excluded.dir, user=excluded.user, limits=excluded.limits,
 		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout,
-		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget`,
-		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget)
+		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget, workspace=excluded.workspace`,
+		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget, x.Workspace)
 	return s.changed(x.ID, err)
 }
 
@@ -155,14 +158,14 @@ func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) 
 	return s.changed(id, err)
 }
 
-const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget`
+const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget, workspace`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var x Session
 	var created int64
 	var limits, env string
 	var idle, cpuBudget int64
-	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle, &cpuBudget, &x.CostBudget); err != nil {
+	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle, &cpuBudget, &x.CostBudget, &x.Workspace); err != nil {
 		return x, err
 	}
 	x.Created = time.Unix(0, created)
