@@ -164,21 +164,26 @@ func mount(lower, dir string, size int64, disk bool, fill func(upper string) err
 			return nil, err
 		}
 	}
-	lowerArg := escapeOpt(lower)
-	// redirect_dir and metacopy stay off so that the upper layer always holds
-	// whole files and renamed directories are plain copies plus whiteouts:
-	// the review reads the upper layer and relies on that.
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off,index=off",
-		lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
-	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, opts); err != nil {
-		// Older kernels reject some of the explicit feature switches.
-		plain := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
-		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, plain); err2 != nil {
-			return nil, mountError("overlay", err)
-		}
+	if err := w.mountOverlay(); err != nil {
+		return nil, err
 	}
 	ok = true
 	return w, nil
+}
+
+// mountOverlay mounts the overlay over the upper directory.
+func (w *Workspace) mountOverlay() error {
+	dirs := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
+	// redirect_dir and metacopy stay off so that the upper layer always holds
+	// whole files and renamed directories are plain copies plus whiteouts:
+	// the review reads the upper layer and relies on that.
+	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, dirs+",redirect_dir=off,metacopy=off,index=off"); err != nil {
+		// Older kernels reject some of the explicit feature switches.
+		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, dirs); err2 != nil {
+			return mountError("overlay", err)
+		}
+	}
+	return nil
 }
 
 // escapeOpt escapes the characters overlay's option parser splits on
@@ -220,16 +225,11 @@ func Find(lower, dir string) (*Workspace, error) {
 	}
 	if mounts[w.Merged()] != "overlay" {
 		// The writes survive in the tmpfs: mount the overlay over them again.
-		if err := w.remount(); err != nil {
+		if err := w.mountOverlay(); err != nil {
 			return nil, err
 		}
 	}
 	return w, nil
-}
-
-func (w *Workspace) remount() error {
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
-	return mountError("overlay", unix.Mount("airlock", w.Merged(), "overlay", 0, opts))
 }
 
 // mountPoints maps each mount point to its filesystem type.
