@@ -32,6 +32,7 @@ type createFlags struct {
 	keepAlive     bool
 	cpuBudget     time.Duration
 	costBudget    float64
+	workspace     string
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -39,6 +40,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	fl.StringVarP(&f.project, "project", "p", ".", "the project folder the session works on (never written until you accept)")
 	fl.StringVar(&f.image, "image", "", "local image to run (default airlock/base; `airlock image build` makes it)")
 	fl.StringVarP(&f.user, "user", "u", "", "uid:gid or name to run as (default: the project owner)")
+	fl.StringVar(&f.workspace, "workspace", "", "where the session's writes live: tmpfs (in memory, the default) or disk (the state directory's disk: no memory, survives a reboot)")
 	fl.StringVar(&f.workspaceSize, "workspace-size", "", "cap on what the session can write, e.g. 2g (default 2g)")
 	fl.StringVar(&f.memory, "memory", "", "memory cap including workspace writes, e.g. 4g (default 4g)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU cap in cores (default min(2, cores))")
@@ -58,7 +60,12 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 		return api.CreateRequest{}, err
 	}
 	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy(), IdleTimeout: f.idleTimeout,
-		CPUBudget: f.cpuBudget, CostBudget: f.costBudget}
+		CPUBudget: f.cpuBudget, CostBudget: f.costBudget, Workspace: f.workspace}
+	switch f.workspace {
+	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
+	default:
+		return req, usageErr("--workspace %s: give tmpfs or disk", f.workspace)
+	}
 	if f.keepAlive {
 		req.IdleTimeout = -1
 	}
