@@ -226,3 +226,57 @@ func TestIdleHibernate(t *testing.T) {
 		t.Errorf("after the wake: %q", out)
 	}
 }
+
+// What a session's record holds survives hibernation, an engine restart
+// and a wake: its budget, its network policy (changed while it slept
+// too), its snapshots; rm of a hibernated session leaves nothing.
+func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), CPUBudget: time.Hour})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo a > a.txt")
+	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"before.example.org"}})
+	must(t, err)
+	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
+	must(t, err)
+	_, err = e.Hibernate(ctx, s.ID)
+	must(t, err)
+	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"asleep.example.org"}})
+	must(t, err)
+	if st := state(t, e, s.ID); st != api.StateHibernated {
+		t.Fatalf("a policy change woke the session: %s", st)
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	if st := state(t, e2, s.ID); st != api.StateHibernated {
+		t.Fatalf("after an engine restart: %s", st)
+	}
+	w, err := e2.Wake(ctx, s.ID)
+	must(t, err)
+	if w.State != api.StateRunning || w.CPUBudget != time.Hour || w.Egress == nil ||
+		!slices.Contains(w.Egress.Allow, "before.example.org") || !slices.Contains(w.Egress.Allow, "asleep.example.org") {
+		t.Fatalf("woken: %s budget %v policy %+v", w.State, w.CPUBudget, w.Egress)
+	}
+	if _, out := run(t, e2, s.ID, "cat", "a.txt"); out != "a\n" {
+		t.Errorf("after the wake: %q", out)
+	}
+	if _, err := e2.Snapshot(ctx, s.ID, api.SnapshotRequest{}); err != nil {
+		t.Errorf("snapshot after a wake: %v", err)
+	}
+	if _, err := e2.Store.Snapshot(ctx, snap.ID); err != nil {
+		t.Errorf("the snapshot taken before hibernation: %v", err)
+	}
+
+	_, err = e2.Hibernate(ctx, s.ID)
+	must(t, err)
+	if _, err := e2.Diff(ctx, s.ID, nil); err != nil { // a peek to remove too
+		t.Fatal(err)
+	}
+	must(t, e2.Remove(ctx, s.ID))
+	for _, p := range []string{filepath.Join(e.StateDir, "checkpoints", s.ID), filepath.Join(e.StateDir, "sessions", s.ID)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("rm of a hibernated session left %s: %v", p, err)
+		}
+	}
+}
