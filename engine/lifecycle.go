@@ -18,7 +18,8 @@ import (
 // work thaws them. A session is idle only when no command or agent turn
 // runs in it, no API call touched it, and its processes used less than
 // idleCPU of a core, all for its whole idle timeout: a process busy in
-// the background keeps it awake.
+// the background keeps it awake. Idle for the engine's HibernateAfter
+// (default 2h), a session hibernates (hibernate.go), paused or not.
 
 // DefaultIdleTimeout is how long a session may be idle before it pauses.
 const DefaultIdleTimeout = 30 * time.Minute
@@ -215,7 +216,9 @@ func (e *Engine) checkIdle(ctx context.Context) {
 	now := time.Now()
 	for _, r := range recs {
 		if r.State == api.StatePaused {
-			e.checkHibernate(ctx, r, now)
+			if r.IdleTimeout >= 0 { // not kept alive
+				e.checkHibernate(ctx, r, now)
+			}
 			continue
 		}
 		if r.State != api.StateRunning {
@@ -242,8 +245,10 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 			continue
 		}
-		if hib := e.defs().HibernateAfter; hib > 0 && idleFor >= hib && (timeout < 0 || hib <= timeout) {
-			// Idle long enough to hibernate before (or without) a pause.
+		if hib := e.defs().HibernateAfter; timeout >= 0 && hib > 0 && idleFor >= hib && hib <= timeout {
+			// Idle long enough to hibernate before it pauses. A session
+			// kept alive (negative timeout) keeps its processes: it
+			// neither pauses nor hibernates.
 			e.checkHibernate(ctx, r, now)
 			continue
 		}
@@ -263,7 +268,9 @@ func (e *Engine) checkIdle(ctx context.Context) {
 }
 
 // checkHibernate hibernates session r, running or paused, once it has
-// been idle for the engine's HibernateAfter.
+// been idle for the engine's HibernateAfter. Its processes are not kept:
+// a background process using CPU keeps the session from counting as
+// idle in the first place.
 func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.Time) {
 	hib := e.defs().HibernateAfter
 	if hib <= 0 {
