@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/harness/mockmodel"
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
 )
@@ -278,5 +279,44 @@ func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
 		if _, err := os.Stat(p); !os.IsNotExist(err) {
 			t.Errorf("rm of a hibernated session left %s: %v", p, err)
 		}
+	}
+}
+
+// The next agent turn after a hibernation wakes the session and
+// continues the same conversation (the CLI's state is in the home,
+// which a hibernation keeps).
+func TestHibernateAgentConversation(t *testing.T) {
+	e := enginetest.Start(t)
+	image := enginetest.AgentsImage(t, e.Docker)
+	ctx := context.Background()
+	model, base := enginetest.Model(t, e.Docker, mockmodel.Reply{Text: "Turn one is done."})
+	s, err := e.Create(ctx, api.CreateRequest{Project: ownedProject(t), Image: image, Limits: agentLimits})
+	must(t, err)
+	t1, _ := turn(t, e, s.ID, api.AgentRequest{Agent: "claude", Prompt: "first prompt", BaseURL: base, APIKey: testKey})
+	if t1.State != "done" {
+		t.Fatalf("turn 1: %+v", t1)
+	}
+	_, err = e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if turns, err := e.Turns(ctx, s.ID); err != nil || len(turns) != 1 {
+		t.Fatalf("turns of a hibernated session: %v, %v", turns, err)
+	}
+	if st := state(t, e, s.ID); st != api.StateHibernated {
+		t.Fatalf("reading the turns woke the session: %s", st)
+	}
+	model.Push(mockmodel.Reply{Text: "Turn two is done."})
+	before := len(model.Requests())
+	t2, _ := turn(t, e, s.ID, api.AgentRequest{Prompt: "second prompt", BaseURL: base, APIKey: testKey})
+	if t2.State != "done" || t2.N != 2 || t2.AgentSession != t1.AgentSession {
+		t.Fatalf("turn 2 after a wake: %+v (turn 1 in conversation %q)", t2, t1.AgentSession)
+	}
+	continued := false
+	for _, r := range model.Requests()[before:] {
+		if r.Scripted && strings.Contains(r.Body, "first prompt") && strings.Contains(r.Body, "second prompt") {
+			continued = true
+		}
+	}
+	if !continued {
+		t.Errorf("turn 2's model request does not carry turn 1's conversation")
 	}
 }
