@@ -187,6 +187,9 @@ type live struct {
 	// net is the session's egress (nil for a session without a network
 	// of its own).
 	net *sessionNet
+	// gone is set, under mu, once the session hibernated: whoever took
+	// this live before then finds its workspace unmounted.
+	gone bool
 }
 
 // New starts an engine over the given Docker client and store and re-adopts

@@ -103,10 +103,13 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 	}
 	ctx = context.WithoutCancel(ctx) // half a hibernation helps nobody
 	t0 := time.Now()
-	l.freeze.Lock() // no snapshot meanwhile
-	defer l.freeze.Unlock()
-	l.mu.Lock() // nor review, accept or discard
+	l.mu.Lock() // no review, accept, discard or snapshot meanwhile
 	defer l.mu.Unlock()
+	if l.gone {
+		return nil
+	}
+	l.freeze.Lock() // nor a snapshot's freeze
+	defer l.freeze.Unlock()
 	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
 	}
@@ -159,6 +162,7 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 		e.nets.Release(network.KeyOf(rec.Network))
 	}
 	l.base.Close()
+	l.gone = true
 	if err := l.ws.Close(); err != nil {
 		// The container is gone; the workspace stays readable and the
 		// next wake mounts it afresh.
@@ -177,6 +181,12 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 	}
 	e.log.Info("session hibernated", "session", rec.ID, "reason", reason, "kept", what, "took", time.Since(t0))
 	return e.store.AddLifecycle(ctx, rec.ID, "hibernated", reason, time.Now())
+}
+
+// errGone is what work that took a session's live before it hibernated
+// answers once it holds its lock.
+func errGone(id string) error {
+	return errdefs.Conflictf("session %s hibernated meanwhile: ask again (it is read from its checkpoint, or woken by new work)", id)
 }
 
 // thaw unfreezes a session whose hibernation failed: it goes on as it was.

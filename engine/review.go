@@ -220,6 +220,9 @@ func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, 
 	defer e.store.Changed(sid) // its count of changes
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gone {
+		return api.Outcomes{}, errGone(sid)
+	}
 	var res api.Outcomes
 	if sel.Commits {
 		res.Branch = sel.Branch
@@ -375,6 +378,10 @@ func reviewSlots() int { return max(1, runtime.NumCPU()/2) }
 func (e *Engine) heavy(ctx context.Context, sid string, l *live) (*hold, error) {
 	if err := lockCtx(ctx, &l.mu); err != nil {
 		return nil, errdefs.Unavailablef("another review of session %s is running and the request ended first: %v", sid, err)
+	}
+	if l.gone {
+		l.mu.Unlock()
+		return nil, errGone(sid)
 	}
 	if err := e.reviewers.Acquire(ctx); err != nil {
 		l.mu.Unlock()
