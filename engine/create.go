@@ -128,6 +128,9 @@ func (e *Engine) check(ctx context.Context, req api.CreateRequest) (createPlan, 
 		sys := st.Sys().(*syscall.Stat_t)
 		p.user = fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
 	}
+	if req.HibernateAfter > 0 && req.HibernateAfter < time.Minute {
+		return p, errdefs.Invalidf("--hibernate-after %v is too short: give a minute or more (or off)", req.HibernateAfter)
+	}
 	if req.CPUBudget < 0 || req.CostBudget < 0 {
 		return p, errdefs.Invalidf("budgets must be positive")
 	}
@@ -215,7 +218,7 @@ func (c *creation) record(ctx context.Context, p createPlan) error {
 		ID: id, Project: p.project, Image: p.image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: p.user, Limits: p.limits, Env: p.req.Env, CABundle: p.caBundle,
 		Egress: specJSON(p.policy), IdleTimeout: p.req.IdleTimeout, CPUBudget: p.req.CPUBudget, CostBudget: p.req.CostBudget,
-		Workspace: p.workspace,
+		Workspace: p.workspace, HibernateAfter: p.req.HibernateAfter,
 	}
 	if err := e.store.PutSession(ctx, c.rec); err != nil {
 		return err

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness/mockmodel"
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
@@ -204,7 +205,8 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 	must(t, e2.Remove(ctx, s.ID))
 }
 
-// An idle session hibernates after HibernateAfter.
+// An idle session hibernates after HibernateAfter; one that opted out
+// (--hibernate-after off) does not.
 func TestIdleHibernate(t *testing.T) {
 	e := enginetest.Start(t, func(o *engine.Options) {
 		o.IdleCheck = 200 * time.Millisecond
@@ -213,6 +215,11 @@ func TestIdleHibernate(t *testing.T) {
 	ctx := context.Background()
 	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
 	must(t, err)
+	never, err := e.Create(ctx, api.CreateRequest{Project: project(t), HibernateAfter: -1})
+	must(t, err)
+	if _, err := e.Create(ctx, api.CreateRequest{Project: project(t), HibernateAfter: time.Second}); !errdefs.IsInvalid(err) {
+		t.Errorf("a hibernate-after of a second: %v", err)
+	}
 	run(t, e, s.ID, "sh", "-c", "echo idle > idle.txt")
 	deadline := time.Now().Add(10 * time.Second)
 	for state(t, e, s.ID) != api.StateHibernated && time.Now().Before(deadline) {
@@ -222,6 +229,9 @@ func TestIdleHibernate(t *testing.T) {
 	must(t, err)
 	if got.State != api.StateHibernated || got.Hibernation == nil || !strings.HasPrefix(got.Hibernation.Reason, "idle for") {
 		t.Fatalf("an idle session: %s %+v", got.State, got.Hibernation)
+	}
+	if st := state(t, e, never.ID); st != api.StateRunning {
+		t.Errorf("a session that opted out is %s", st)
 	}
 	if _, out := run(t, e, s.ID, "cat", "idle.txt"); out != "idle\n" {
 		t.Errorf("after the wake: %q", out)

@@ -245,7 +245,7 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 			continue
 		}
-		if hib := e.defs().HibernateAfter; timeout >= 0 && hib > 0 && idleFor >= hib && hib <= timeout {
+		if hib := e.hibernateAfter(r); timeout >= 0 && hib > 0 && idleFor >= hib && hib <= timeout {
 			// Idle long enough to hibernate before it pauses. A session
 			// kept alive (negative timeout) keeps its processes: it
 			// neither pauses nor hibernates.
@@ -272,7 +272,7 @@ func (e *Engine) checkIdle(ctx context.Context) {
 // a background process using CPU keeps the session from counting as
 // idle in the first place.
 func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.Time) {
-	hib := e.defs().HibernateAfter
+	hib := e.hibernateAfter(r)
 	if hib <= 0 {
 		return
 	}
@@ -292,6 +292,15 @@ func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.T
 	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String()); err != nil {
 		e.log.Warn("hibernate an idle session", "session", r.ID, "err", err)
 	}
+}
+
+// hibernateAfter is how long session r may be idle before it hibernates
+// (not positive: never).
+func (e *Engine) hibernateAfter(r store.Session) time.Duration {
+	if r.HibernateAfter != 0 {
+		return r.HibernateAfter
+	}
+	return e.defs().HibernateAfter
 }
 
 // Meter reports what a session used.

@@ -180,6 +180,10 @@ func (e *Engine) view(ctx context.Context, r store.Session, count bool) api.Sess
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = e.defs().IdleTimeout
 	}
+	s.HibernateAfter = r.HibernateAfter
+	if s.HibernateAfter == 0 {
+		s.HibernateAfter = e.defs().HibernateAfter
+	}
 	s.WorkspaceKind = api.WorkspaceTmpfs
 	if r.Workspace == api.WorkspaceDisk {
 		s.WorkspaceKind = api.WorkspaceDisk

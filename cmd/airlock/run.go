@@ -33,6 +33,7 @@ type createFlags struct {
 	cpuBudget     time.Duration
 	costBudget    float64
 	workspace     string
+	hibernate     string
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -50,6 +51,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	f.net.add(cmd)
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "pause the session after this long idle, e.g. 10m (default 30m)")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "never pause the session for being idle")
+	fl.StringVar(&f.hibernate, "hibernate-after", "", "hibernate the session (on disk only, no memory; processes stop) after this long idle, e.g. 4h, or off (default 2h)")
 	fl.DurationVar(&f.cpuBudget, "cpu-budget", 0, "pause the session once it used this much active CPU, e.g. 2h")
 	fl.Float64Var(&f.costBudget, "cost-budget", 0, "pause the session once it cost this much, in USD")
 }
@@ -65,6 +67,17 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
 	default:
 		return req, usageErr("--workspace %s: give tmpfs or disk", f.workspace)
+	}
+	switch f.hibernate {
+	case "":
+	case "off", "never", "0":
+		req.HibernateAfter = -1
+	default:
+		d, err := time.ParseDuration(f.hibernate)
+		if err != nil || d <= 0 {
+			return req, usageErr("--hibernate-after %s: give a duration like 4h, or off", f.hibernate)
+		}
+		req.HibernateAfter = d
 	}
 	if f.keepAlive {
 		req.IdleTimeout = -1

@@ -82,6 +82,9 @@ type Session struct {
 	IdleFor time.Duration `json:"idle_for,omitempty"`
 	// WorkspaceKind is where the workspace layer lives: tmpfs or disk.
 	WorkspaceKind string `json:"workspace_kind,omitempty"`
+	// HibernateAfter is how long idle before it hibernates (negative:
+	// never).
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
 	// Hibernation describes a hibernated session (nil otherwise).
 	Hibernation *Hibernation `json:"hibernation,omitempty"`
 }
@@ -128,6 +131,9 @@ type CreateRequest struct {
 	// Workspace is where the workspace layer lives: "tmpfs" or "disk"
 	// ("": the engine's default).
 	Workspace string `json:"workspace,omitempty"`
+	// HibernateAfter hibernates the session after that long idle (0: the
+	// engine's default, 2h; negative: never).
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
 }
 
 // Budgets changes a session's budgets; raising one that paused it

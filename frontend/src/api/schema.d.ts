@@ -878,6 +878,8 @@ export interface components {
       idle_for?: number;
       /** @description tmpfs or disk */
       workspace_kind?: string;
+      /** @description nanoseconds */
+      hibernate_after?: number;
       hibernation?: components["schemas"]["Hibernation"];
     };
     Hibernation: {
@@ -909,6 +911,8 @@ export interface components {
       cost_budget?: number;
       /** @description tmpfs (default) or disk */
       workspace?: string;
+      /** @description nanoseconds (0: the engine's default; negative: never) */
+      hibernate_after?: number;
     };
     Budgets: {
       /** @description nanoseconds */
