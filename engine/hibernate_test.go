@@ -171,7 +171,8 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	}
 }
 
-// A disk workspace survives a reboot as it is: no checkpoint needed.
+// A disk workspace hibernates and survives a reboot as it is: no
+// checkpoint needed.
 func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 	e := enginetest.Start(t)
 	ctx := context.Background()
@@ -187,6 +188,20 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 		}
 	}
 	run(t, e, s.ID, "sh", "-c", "echo disk > disk.txt")
+	h, err := e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if h.Hibernation == nil || h.Hibernation.Checkpoint != 0 || h.Hibernation.DiskBytes <= 0 {
+		t.Errorf("a hibernated disk session: %+v", h.Hibernation)
+	}
+	if m := mountsUnder(t, dir); len(m) > 0 {
+		t.Errorf("a hibernated disk session still has mounts: %v", m)
+	}
+	if d, err := e.Diff(ctx, s.ID, nil); err != nil || len(d.Files) != 1 || d.Files[0].Path != "disk.txt" {
+		t.Errorf("diff of a hibernated disk session: %+v, %v", d.Files, err)
+	}
+	if _, out := run(t, e, s.ID, "cat", "disk.txt"); out != "disk\n" {
+		t.Errorf("after a wake: %q", out)
+	}
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	e.Close(cctx)
 	cancel()
