@@ -237,7 +237,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	if _, err := m.Layout(ctx); err != nil { // asked again at the next create
 		e.log.Warn("Docker did not say how it uses cgroups: sessions are metered once it does", "err", err)
 	}
-	e.meter = m
+	e.meter = carriedMeter{Meter: m, store: st}
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	e.agents = newAgents(e)
 	if err := e.adopt(ctx); err != nil {

@@ -154,6 +154,12 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 			return derr
 		}
 	}
+	// The cgroups go, and with them what they counted: kept in the store.
+	if used, err := e.meter.CPU(rec.ID); err == nil {
+		if err := e.store.SetCPUCarried(ctx, rec.ID, used); err != nil {
+			e.log.Warn("keep a hibernated session's CPU time", "session", rec.ID, "err", err)
+		}
+	}
 	if err := e.meter.Remove(ctx, rec.ID); err != nil {
 		e.log.Warn("remove a hibernated session's cgroups", "session", rec.ID, "err", err)
 	}
@@ -619,6 +625,23 @@ func (e *Engine) adoptDisk(ctx context.Context, r store.Session, ws *overlay.Wor
 		return
 	}
 	e.store.AddLifecycle(ctx, r.ID, "hibernated", "host restarted: the disk workspace is as it was; processes were not kept", time.Now())
+}
+
+// carriedMeter is the meter with, added to a session's CPU time, what
+// its cgroups counted before it hibernated (they go with its container):
+// its cost and budget go on from where they were.
+type carriedMeter struct {
+	Meter
+	store *store.Store
+}
+
+func (m carriedMeter) CPU(id string) (time.Duration, error) {
+	now, err := m.Meter.CPU(id)
+	before := m.store.CPUCarried(context.Background(), id)
+	if err != nil && before == 0 {
+		return 0, err
+	}
+	return before + now, nil
 }
 
 // release removes what a session no longer running may have left of its

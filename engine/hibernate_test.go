@@ -255,19 +255,25 @@ func TestIdleHibernate(t *testing.T) {
 
 // What a session's record holds survives hibernation, an engine restart
 // and a wake: its budget, its network policy (changed while it slept
-// too), its snapshots; rm of a hibernated session leaves nothing.
+// too), its snapshots, the CPU time it used (its cost and budget go on);
+// rm of a hibernated session leaves nothing.
 func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
 	e := enginetest.Start(t)
 	ctx := context.Background()
 	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), CPUBudget: time.Hour})
 	must(t, err)
-	run(t, e, s.ID, "sh", "-c", "echo a > a.txt")
+	run(t, e, s.ID, "sh", "-c", "echo a > a.txt; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	busy, err := e.Get(ctx, s.ID)
+	must(t, err)
 	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"before.example.org"}})
 	must(t, err)
 	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
 	must(t, err)
-	_, err = e.Hibernate(ctx, s.ID)
+	h, err := e.Hibernate(ctx, s.ID)
 	must(t, err)
+	if busy.CPUSeconds <= 0 || h.CPUSeconds < busy.CPUSeconds {
+		t.Errorf("CPU seconds %v before hibernating, %v hibernated", busy.CPUSeconds, h.CPUSeconds)
+	}
 	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"asleep.example.org"}})
 	must(t, err)
 	if st := state(t, e, s.ID); st != api.StateHibernated {
@@ -283,6 +289,9 @@ func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
 	if w.State != api.StateRunning || w.CPUBudget != time.Hour || w.Egress == nil ||
 		!slices.Contains(w.Egress.Allow, "before.example.org") || !slices.Contains(w.Egress.Allow, "asleep.example.org") {
 		t.Fatalf("woken: %s budget %v policy %+v", w.State, w.CPUBudget, w.Egress)
+	}
+	if w.CPUSeconds < busy.CPUSeconds {
+		t.Errorf("CPU seconds %v before hibernating, %v woken", busy.CPUSeconds, w.CPUSeconds)
 	}
 	if _, out := run(t, e2, s.ID, "cat", "a.txt"); out != "a\n" {
 		t.Errorf("after the wake: %q", out)

@@ -149,6 +149,21 @@ func (s *Store) SetBudgets(ctx context.Context, id string, cpu time.Duration, co
 	return s.changed(id, err)
 }
 
+// SetCPUCarried records the CPU time a session used in cgroups that are
+// gone (see the engine's hibernation).
+func (s *Store) SetCPUCarried(ctx context.Context, id string, cpu time.Duration) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET cpu_carried = ? WHERE id = ?`, int64(cpu), id)
+	return s.changed(id, err)
+}
+
+// CPUCarried is what SetCPUCarried recorded (0 when nothing, or no
+// such session).
+func (s *Store) CPUCarried(ctx context.Context, id string) time.Duration {
+	var ns int64
+	s.db.QueryRowContext(ctx, `SELECT cpu_carried FROM sessions WHERE id = ?`, id).Scan(&ns)
+	return time.Duration(ns)
+}
+
 // SetEgress records a session's egress policy.
 func (s *Store) SetEgress(ctx context.Context, id, egress string) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET egress = ? WHERE id = ?`, egress, id)
