@@ -602,8 +602,12 @@ func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 		return
 	}
 	e.release(ctx, r)
-	reason := fmt.Sprintf("host restarted: restored from checkpoint %d of %s; changes after it are lost, processes were not kept",
-		last.ID, last.Time.UTC().Format(time.RFC3339))
+	what := ""
+	if last.Label != "" {
+		what = " (" + last.Label + ")"
+	}
+	reason := fmt.Sprintf("host restarted: restored from checkpoint %d of %s%s; changes after it are lost, processes were not kept",
+		last.ID, last.Time.UTC().Format(time.RFC3339), what)
 	r.State, r.Error, r.ContainerID, r.Network = api.StateHibernated, "", "", ""
 	if err := e.store.PutSession(ctx, r); err != nil {
 		e.log.Error("record a session restored after a restart", "session", r.ID, "err", err)
