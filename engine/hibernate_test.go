@@ -83,8 +83,19 @@ func TestHibernateWake(t *testing.T) {
 	if want := []string{"README.md", "d/e/link", "new.txt", "src/main.c"}; !slices.Equal(paths, want) {
 		t.Errorf("diff of a hibernated session: %v, want %v", paths, want)
 	}
+	var patch strings.Builder
+	must(t, e.Patch(ctx, s.ID, nil, &patch))
+	if !strings.Contains(patch.String(), "+changed") {
+		t.Errorf("patch of a hibernated session:\n%s", patch.String())
+	}
+	if cmds, err := e.Commands(ctx, s.ID, true); err != nil || len(cmds) != 2 {
+		t.Errorf("commands (the log) of a hibernated session: %d, %v", len(cmds), err)
+	}
+	if _, err := e.EgressLog(ctx, s.ID, false, 10); err != nil {
+		t.Errorf("egress log of a hibernated session: %v", err)
+	}
 	if st := state(t, e, s.ID); st != api.StateHibernated {
-		t.Fatalf("reading the diff woke the session: %s", st)
+		t.Fatalf("reading the diff, patch and logs woke the session: %s", st)
 	}
 
 	t0 := time.Now()
