@@ -237,7 +237,8 @@ func (e *Engine) recordContainer(ctx context.Context, rec store.Session, info co
 	return nil
 }
 
-// Wake brings a hibernated session back (nothing to do for others).
+// Wake brings a hibernated session back, as new work would (a paused
+// one resumes; a running one is left as it is).
 func (e *Engine) Wake(ctx context.Context, id string) (api.Session, error) {
 	_, done, err := e.working(ctx, id)
 	if err != nil {

@@ -500,7 +500,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Wake a hibernated session (a fresh workspace from its newest checkpoint, a container from its record); others are left as they are. */
+    /** Wake a hibernated session (a fresh workspace from its newest checkpoint, a container from its record); a paused one resumes, a running one is left as it is. */
     post: operations["wake"];
     delete?: never;
     options?: never;
