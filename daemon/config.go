@@ -32,6 +32,11 @@ type config struct {
 	Egress *egressConfig `yaml:"egress"`
 	// IdleTimeout pauses sessions idle that long ("off": never).
 	IdleTimeout string `yaml:"idle_timeout"`
+	// HibernateAfter hibernates sessions idle that long (default 2h;
+	// "off" or 0: never).
+	HibernateAfter string `yaml:"hibernate_after"`
+	// Workspace is where sessions' writes live: tmpfs (default) or disk.
+	Workspace string `yaml:"workspace"`
 	// CostPerCoreHour prices active CPU.
 	CostPerCoreHour float64 `yaml:"cost_per_core_hour"`
 }
@@ -92,6 +97,26 @@ func (c config) defaults() (engine.Defaults, error) {
 			return d, errdefs.Invalidf("config idle_timeout %q: write a duration like 30m, or off", c.IdleTimeout)
 		}
 		d.IdleTimeout = t
+	}
+	switch c.HibernateAfter {
+	case "":
+	case "off", "never", "0":
+		d.HibernateAfter = -1
+	default:
+		t, err := time.ParseDuration(c.HibernateAfter)
+		if err != nil || t < 0 {
+			return d, errdefs.Invalidf("config hibernate_after %q: write a duration like 2h, or off", c.HibernateAfter)
+		}
+		d.HibernateAfter = t
+		if t == 0 {
+			d.HibernateAfter = -1
+		}
+	}
+	switch c.Workspace {
+	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
+		d.Workspace = c.Workspace
+	default:
+		return d, errdefs.Invalidf("config workspace %q: write tmpfs (in memory) or disk", c.Workspace)
 	}
 	if c.CostPerCoreHour < 0 {
 		return d, errdefs.Invalidf("config cost_per_core_hour must be positive")

@@ -12,7 +12,7 @@ import (
 
 func TestConfigFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
-	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\n"+
+	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\nhibernate_after: 4h\nworkspace: disk\n"+
 		"egress:\n  allow: [example.org, \"*.example.com:443\"]\n  private: true\n  ask_timeout: 2m\nagents:\n  claude: {model: m1, base_url: \"http://10.0.0.5:8080\"}\n"), 0o644)
 	d, err := LoadConfig(p, true)
 	if err != nil {
@@ -21,12 +21,15 @@ func TestConfigFile(t *testing.T) {
 	if d.IdleTimeout != -1 || d.CostPerCoreHour != 0.25 || d.Limits.Memory != 8<<30 || d.Limits.WorkspaceSize != 512<<20 ||
 		d.Limits.CPUs != 1.5 || d.Limits.Pids != 200 || d.Image != "my/image" || d.CABundle != "/etc/ca.pem" ||
 		d.Egress.Mode != "custom" || len(d.Egress.Allow) != 2 || !d.Egress.Private || d.Egress.AskTimeout != 2*time.Minute ||
-		d.Agents["claude"].Model != "m1" || d.Agents["claude"].BaseURL != "http://10.0.0.5:8080" {
+		d.Agents["claude"].Model != "m1" || d.Agents["claude"].BaseURL != "http://10.0.0.5:8080" ||
+		d.HibernateAfter != 4*time.Hour || d.Workspace != "disk" {
 		t.Fatalf("defaults %+v", d)
 	}
 	for bad, says := range map[string]string{
 		"idle_timeout: soon\n":                 "idle_timeout",
 		"idle_timeout: -5m\n":                  "idle_timeout",
+		"hibernate_after: later\n":             "hibernate_after",
+		"workspace: ram\n":                     "tmpfs (in memory) or disk",
 		"egress: {mode: open}\n":               "allow-all, deny-all or custom",
 		"egress: {allow: [\"10.0.0.1/8\"]}\n":  "host bits",
 		"egress: {ask_timeout: soon}\n":        "ask_timeout",

@@ -75,13 +75,24 @@ func (e *Engine) adoptOne(ctx context.Context, r store.Session, c container.Summ
 		e.store.DeleteSession(ctx, r.ID)
 		return
 	}
+	if r.State == api.StateHibernated {
+		// What an interrupted wake may have left: the next wake makes
+		// it again.
+		if found {
+			e.release(ctx, r)
+		}
+		if r.Workspace != api.WorkspaceDisk {
+			(&overlay.Workspace{Dir: r.Dir, Lower: r.Project}).Close()
+		}
+		return
+	}
 	ws, err := overlay.Find(r.Project, r.Dir)
 	if err != nil {
-		if r.State != api.StateFailed {
-			msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot): its changes are lost; remove it with `airlock rm " + r.ID + "`"
-			e.log.Warn("session workspace lost", "session", r.ID, "err", err)
-			e.store.SetSessionState(ctx, r.ID, api.StateFailed, msg)
-		}
+		e.adoptLost(ctx, r, err)
+		return
+	}
+	if ws.Disk && !found {
+		e.adoptDisk(ctx, r, ws)
 		return
 	}
 	if err := review.Recover(e.journalPath(r.ID)); err != nil {

@@ -28,8 +28,12 @@ type AgentDefaults = agent.Defaults
 
 // Agent runs one agent turn in a session (see agent.Runner.Run): its
 // events are stored and passed to sink as they come. If ctx ends the turn
-// goes on and is recorded; sink is no longer called.
+// goes on and is recorded; sink is no longer called. A hibernated
+// session wakes for it.
 func (e *Engine) Agent(ctx context.Context, id string, req api.AgentRequest, sink func(api.Event)) (api.Turn, error) {
+	if err := e.awake(ctx, id); err != nil {
+		return api.Turn{}, err
+	}
 	return e.agents.Run(ctx, id, req, sink)
 }
 

@@ -84,6 +84,9 @@ type createPlan struct {
 	caBundle string
 	user     string
 	policy   *egress.Policy
+	// workspace is where the workspace layer lives ("" for a tmpfs,
+	// "disk"), as stored.
+	workspace string
 }
 
 // check is the first step: the request is valid, the host can run it,
@@ -110,10 +113,23 @@ func (e *Engine) check(ctx context.Context, req api.CreateRequest) (createPlan, 
 	if p.caBundle == "" {
 		p.caBundle = e.defs().CABundle
 	}
+	kind := req.Workspace
+	if kind == "" {
+		kind = e.defs().Workspace
+	}
+	if err := checkWorkspaceKind(kind); err != nil {
+		return p, err
+	}
+	if kind == api.WorkspaceDisk {
+		p.workspace = api.WorkspaceDisk
+	}
 	if p.user == "" {
 		st, _ := os.Stat(p.project)
 		sys := st.Sys().(*syscall.Stat_t)
 		p.user = fmt.Sprintf("%d:%d", sys.Uid, sys.Gid)
+	}
+	if req.HibernateAfter > 0 && req.HibernateAfter < time.Minute {
+		return p, errdefs.Invalidf("--hibernate-after %v is too short: give a minute or more (or off)", req.HibernateAfter)
 	}
 	if req.CPUBudget < 0 || req.CostBudget < 0 {
 		return p, errdefs.Invalidf("budgets must be positive")
@@ -128,6 +144,16 @@ func (e *Engine) check(ctx context.Context, req api.CreateRequest) (createPlan, 
 		return p, errdefs.Unavailablef("sessions need the host firewall for their network policy: %v", err)
 	}
 	return p, nil
+}
+
+// checkWorkspaceKind refuses a workspace kind that is neither "" nor one
+// of api.WorkspaceTmpfs and api.WorkspaceDisk.
+func checkWorkspaceKind(kind string) error {
+	switch kind {
+	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
+		return nil
+	}
+	return errdefs.Invalidf("workspace %q: give --workspace tmpfs (in memory, the default) or --workspace disk (on the state directory's disk)", kind)
 }
 
 // checkImage says, with what to do, when image is not available locally.
@@ -192,6 +218,7 @@ func (c *creation) record(ctx context.Context, p createPlan) error {
 		ID: id, Project: p.project, Image: p.image, State: api.StateCreating, Created: time.Now(),
 		Dir: e.sessionDir(id), User: p.user, Limits: p.limits, Env: p.req.Env, CABundle: p.caBundle,
 		Egress: specJSON(p.policy), IdleTimeout: p.req.IdleTimeout, CPUBudget: p.req.CPUBudget, CostBudget: p.req.CostBudget,
+		Workspace: p.workspace, HibernateAfter: p.req.HibernateAfter,
 	}
 	if err := e.store.PutSession(ctx, c.rec); err != nil {
 		return err
@@ -228,12 +255,18 @@ func (c *creation) mount() error {
 		if c.containerKept {
 			return
 		}
-		ws := &overlay.Workspace{Dir: c.rec.Dir, Lower: c.rec.Project}
+		ws := &overlay.Workspace{Dir: c.rec.Dir, Lower: c.rec.Project, Disk: c.rec.Workspace == api.WorkspaceDisk}
 		if err := ws.Unmount(); err != nil {
 			c.e.log.Warn("unmount a session that failed to start", "session", c.rec.ID, "err", err)
 		}
 	})
-	ws, err := overlay.MountFilled(c.rec.Project, c.rec.Dir, c.rec.Limits.WorkspaceSize, c.mode.fillWorkspace)
+	var ws *overlay.Workspace
+	var err error
+	if c.rec.Workspace == api.WorkspaceDisk {
+		ws, err = overlay.MountDisk(c.rec.Project, c.rec.Dir, c.mode.fillWorkspace)
+	} else {
+		ws, err = overlay.MountFilled(c.rec.Project, c.rec.Dir, c.rec.Limits.WorkspaceSize, c.mode.fillWorkspace)
+	}
 	if err != nil {
 		return err
 	}

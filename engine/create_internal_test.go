@@ -13,6 +13,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/network"
@@ -437,7 +438,8 @@ func TestRemoveRemovesContainerBeforeUnmount(t *testing.T) {
 
 // After a restart, a session whose container is gone is stopped with its
 // workspace kept for review; one whose workspace tmpfs is gone (a host
-// reboot) is failed with what to do. Neither is removed.
+// reboot) is hibernated from its checkpoint when it has one, and failed
+// with what to do when not. None is removed.
 func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -458,6 +460,20 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 				}
 			}
 		}, api.StateFailed, "airlock rm", false},
+		{"workspace gone after a checkpoint", func(t *testing.T, c *core, s api.Session) {
+			cs, err := checkpoint.Open(c.e.checkpointDir(s.ID))
+			if err != nil {
+				t.Fatal(err)
+			}
+			if _, err := cs.RecordDir(context.Background(), filepath.Join(c.e.sessionDir(s.ID), "ws", "upper"), checkpoint.RecordOptions{}); err != nil {
+				t.Fatal(err)
+			}
+			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
+				if err := unix.Unmount(m, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, api.StateHibernated, "", false},
 	} {
 		t.Run(tc.name, func(t *testing.T) {
 			c := newCore(t)
@@ -486,6 +502,9 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 				t.Fatalf("rm of the adopted session: %v", err)
 			}
 			c.nothingLeft(t)
+			if _, err := os.Stat(c.e.checkpointDir(s.ID)); !os.IsNotExist(err) {
+				t.Errorf("rm left the session's checkpoints: %v", err)
+			}
 		})
 	}
 }

@@ -52,6 +52,12 @@ type Defaults struct {
 	// IdleTimeout pauses sessions idle that long (default
 	// DefaultIdleTimeout; negative: never).
 	IdleTimeout time.Duration
+	// HibernateAfter hibernates sessions idle that long (default
+	// DefaultHibernateAfter; negative: never). See hibernate.go.
+	HibernateAfter time.Duration
+	// Workspace is where new sessions' workspaces live (api.WorkspaceTmpfs,
+	// the default, or api.WorkspaceDisk).
+	Workspace string
 	// CostPerCoreHour prices active CPU (default 0.10).
 	CostPerCoreHour float64
 	// Review bounds what a review reads and renders of a session (zero
@@ -73,6 +79,12 @@ func (d Defaults) withBuiltins() Defaults {
 	}
 	if d.IdleTimeout == 0 {
 		d.IdleTimeout = DefaultIdleTimeout
+	}
+	if d.HibernateAfter == 0 {
+		d.HibernateAfter = DefaultHibernateAfter
+	}
+	if d.Workspace == "" {
+		d.Workspace = api.WorkspaceTmpfs
 	}
 	if d.CostPerCoreHour == 0 {
 		d.CostPerCoreHour = 0.10
@@ -158,6 +170,9 @@ type Engine struct {
 	ports *ports.Forwarder
 	// schedules run sessions at their times (engine/schedule).
 	schedules *schedule.Scheduler
+	// peeks are hibernated sessions' workspaces restored for reading
+	// (hibernate.go).
+	peeks peeks
 }
 
 // live is the in-memory side of a session.
@@ -177,6 +192,9 @@ type live struct {
 	net *sessionNet
 	// sums is the watch on the workspace and its last summary.
 	sums *summaries
+	// gone is set, under mu, once the session hibernated: whoever took
+	// this live before then finds its workspace unmounted.
+	gone bool
 }
 
 // New starts an engine over the given Docker client and store and re-adopts
@@ -224,7 +242,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	if _, err := m.Layout(ctx); err != nil { // asked again at the next create
 		e.log.Warn("Docker did not say how it uses cgroups: sessions are metered once it does", "err", err)
 	}
-	e.meter = m
+	e.meter = carriedMeter{Meter: m, store: st}
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	e.agents = newAgents(e)
 	if err := e.adopt(ctx); err != nil {

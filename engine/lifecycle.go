@@ -18,7 +18,8 @@ import (
 // work thaws them. A session is idle only when no command or agent turn
 // runs in it, no API call touched it, and its processes used less than
 // idleCPU of a core, all for its whole idle timeout: a process busy in
-// the background keeps it awake.
+// the background keeps it awake. Idle for the engine's HibernateAfter
+// (default 2h), a session hibernates (hibernate.go), paused or not.
 
 // DefaultIdleTimeout is how long a session may be idle before it pauses.
 const DefaultIdleTimeout = 30 * time.Minute
@@ -32,8 +33,10 @@ type activity struct {
 	lastBusy time.Time // last time it was busy or touched
 	// gate orders new work against the watcher's pauses: work marks
 	// itself busy under it, and the watcher decides and pauses under it,
-	// so work never starts in a session being paused.
+	// so work never starts in a session being paused (or hibernated).
 	gate sync.Mutex
+	// wake is held while the session wakes from hibernation.
+	wake sync.Mutex
 }
 
 func (e *Engine) activityOf(id string) *activity {
@@ -59,8 +62,8 @@ func (e *Engine) touch(id string) {
 }
 
 // working marks work running in the session until the returned func is
-// called; a paused session is resumed first. It returns the session's
-// record as it is then.
+// called; a paused session is resumed first, a hibernated one woken. It
+// returns the session's record as it is then.
 func (e *Engine) working(ctx context.Context, id string) (store.Session, func(), error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
@@ -85,14 +88,20 @@ func (e *Engine) working(ctx context.Context, id string) (store.Session, func(),
 	if cur, err := e.store.Session(ctx, rec.ID); err == nil {
 		rec.State = cur.State
 	}
-	if rec.State == api.StatePaused {
-		if err := e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err != nil {
-			e.actMu.Lock()
-			a.busy--
-			e.actMu.Unlock()
-			return rec, nil, err
+	var err2 error
+	switch rec.State {
+	case api.StatePaused:
+		if err2 = e.resume(ctx, rec.ID, rec.ContainerID, "new work"); err2 == nil {
+			rec.State = api.StateRunning
 		}
-		rec.State = api.StateRunning
+	case api.StateHibernated:
+		rec, err2 = e.wake(ctx, rec.ID, "new work")
+	}
+	if err2 != nil {
+		e.actMu.Lock()
+		a.busy--
+		e.actMu.Unlock()
+		return rec, nil, err2
 	}
 	var once sync.Once
 	return rec, func() {
@@ -206,6 +215,12 @@ func (e *Engine) checkIdle(ctx context.Context) {
 	}
 	now := time.Now()
 	for _, r := range recs {
+		if r.State == api.StatePaused {
+			if r.IdleTimeout >= 0 { // not kept alive
+				e.checkHibernate(ctx, r, now)
+			}
+			continue
+		}
 		if r.State != api.StateRunning {
 			continue
 		}
@@ -230,6 +245,13 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			}
 			continue
 		}
+		if hib := e.hibernateAfter(r); timeout >= 0 && hib > 0 && idleFor >= hib && hib <= timeout {
+			// Idle long enough to hibernate before it pauses. A session
+			// kept alive (negative timeout) keeps its processes: it
+			// neither pauses nor hibernates.
+			e.checkHibernate(ctx, r, now)
+			continue
+		}
 		if timeout >= 0 && idleFor >= timeout {
 			a.gate.Lock()
 			e.actMu.Lock()
@@ -243,6 +265,42 @@ func (e *Engine) checkIdle(ctx context.Context) {
 			a.gate.Unlock()
 		}
 	}
+}
+
+// checkHibernate hibernates session r, running or paused, once it has
+// been idle for the engine's HibernateAfter. Its processes are not kept:
+// a background process using CPU keeps the session from counting as
+// idle in the first place.
+func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.Time) {
+	hib := e.hibernateAfter(r)
+	if hib <= 0 {
+		return
+	}
+	a := e.activityOf(r.ID)
+	a.gate.Lock()
+	defer a.gate.Unlock()
+	e.actMu.Lock()
+	idleFor := now.Sub(a.lastBusy)
+	still := a.busy == 0 && idleFor >= hib
+	e.actMu.Unlock()
+	if !still {
+		return
+	}
+	if cur, err := e.store.Session(ctx, r.ID); err != nil || cur.State != r.State {
+		return
+	}
+	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+		e.log.Warn("hibernate an idle session", "session", r.ID, "err", err)
+	}
+}
+
+// hibernateAfter is how long session r may be idle before it hibernates
+// (not positive: never).
+func (e *Engine) hibernateAfter(r store.Session) time.Duration {
+	if r.HibernateAfter != 0 {
+		return r.HibernateAfter
+	}
+	return e.defs().HibernateAfter
 }
 
 // Meter reports what a session used.

@@ -271,17 +271,26 @@ func writeNetConfig(dir string, gw netip.Addr) (string, error) {
 }
 
 // Policy changes a running session's egress policy; new connections
-// follow it at once.
+// follow it at once. A hibernated session's stored policy changes, and
+// it wakes under it.
 func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (api.EgressPolicy, error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return api.EgressPolicy{}, err
 	}
 	l := e.liveSession(rec.ID)
-	if l == nil || l.net == nil {
+	var was *egress.Policy
+	switch {
+	case l != nil && l.net != nil:
+		was = l.net.Gateway.proxy.Policy()
+	case rec.State == api.StateHibernated:
+		if was, err = e.policyOf(storedPolicy(rec)); err != nil {
+			return api.EgressPolicy{}, err
+		}
+	default:
 		return api.EgressPolicy{}, errdefs.Conflictf("session %s has no network of its own (it predates egress policies, or it is not running)", rec.ID)
 	}
-	cur := l.net.Gateway.proxy.Policy().Spec()
+	cur := was.Spec()
 	next := wirePolicy(cur)
 	if ch.Set != nil {
 		next = *ch.Set
@@ -339,10 +348,12 @@ func (e *Engine) Policy(ctx context.Context, id string, ch api.PolicyChange) (ap
 		return api.EgressPolicy{}, err
 	}
 	out := wirePolicy(p.Spec())
-	if specJSON(p) == specJSON(l.net.Gateway.proxy.Policy()) {
+	if specJSON(p) == specJSON(was) {
 		return out, nil // nothing changes (an agent turn re-binding its endpoint)
 	}
-	l.net.Gateway.proxy.SetPolicy(p)
+	if l != nil && l.net != nil {
+		l.net.Gateway.proxy.SetPolicy(p)
+	}
 	if err := e.store.SetEgress(ctx, rec.ID, specJSON(p)); err != nil {
 		return api.EgressPolicy{}, err
 	}

@@ -44,7 +44,14 @@ func (e *Engine) ClosePort(ctx context.Context, id string, port int) error {
 // the forwards of the sessions adopted.
 func newPorts(e *Engine) *ports.Forwarder {
 	f := ports.New(portsCore{e: e, pids: &sync.Map{}}, filepath.Join(e.stateDir, "ports.json"), e.log)
-	f.Restore(func(id string) bool { return e.liveSession(id) != nil })
+	f.Restore(func(id string) bool {
+		if e.liveSession(id) != nil {
+			return true
+		}
+		// A hibernated session's forwards wake it on their first connection.
+		rec, err := e.store.Session(context.Background(), id)
+		return err == nil && rec.State == api.StateHibernated
+	})
 	return f
 }
 

@@ -23,6 +23,12 @@ func (e *Engine) reviewable(ctx context.Context, id string) (string, *live, revi
 		return "", nil, review.Layers{}, err
 	}
 	l := e.liveSession(rec.ID)
+	if l == nil && rec.State == api.StateHibernated {
+		// Read from its checkpoint: looking does not wake it.
+		if l, err = e.peek(ctx, rec); err != nil {
+			return "", nil, review.Layers{}, err
+		}
+	}
 	if l == nil {
 		return "", nil, review.Layers{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
 	}
@@ -204,6 +210,9 @@ func (e *Engine) Accept(ctx context.Context, id string, sel api.Selection) (api.
 // means nothing was written.
 func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, each func(api.Outcome) error) (api.Outcomes, error) {
 	sel := reviewSelection(wsel)
+	if err := e.awake(ctx, id); err != nil { // accepting changes the workspace
+		return api.Outcomes{}, err
+	}
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Outcomes{}, err
@@ -212,6 +221,9 @@ func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, 
 	defer e.store.Changed(sid) // its count of changes
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gone {
+		return api.Outcomes{}, errGone(sid)
+	}
 	var res api.Outcomes
 	if sel.Commits {
 		res.Branch = sel.Branch
@@ -269,6 +281,9 @@ func (e *Engine) Discard(ctx context.Context, id string, sel api.Selection) (api
 }
 
 func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
+	if err := e.awake(ctx, id); err != nil {
+		return nil, err
+	}
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return nil, err
@@ -365,6 +380,10 @@ func reviewSlots() int { return max(1, runtime.NumCPU()/2) }
 func (e *Engine) heavy(ctx context.Context, sid string, l *live) (*hold, error) {
 	if err := lockCtx(ctx, &l.mu); err != nil {
 		return nil, errdefs.Unavailablef("another review of session %s is running and the request ended first: %v", sid, err)
+	}
+	if l.gone {
+		l.mu.Unlock()
+		return nil, errGone(sid)
 	}
 	if err := e.reviewers.Acquire(ctx); err != nil {
 		l.mu.Unlock()

@@ -94,7 +94,7 @@ func (e *Engine) teardown(ctx context.Context, rec store.Session) error {
 		}
 	}
 	if len(errs) == 0 { // never unmount under a live container
-		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project}
+		ws := &overlay.Workspace{Dir: rec.Dir, Lower: rec.Project, Disk: rec.Workspace == api.WorkspaceDisk}
 		if err := ws.Unmount(); err != nil {
 			errs = append(errs, err)
 		}
@@ -130,12 +130,14 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 		l.sums.close()
 		e.nets.Stop(l.net)
 	}
+	e.dropPeek(rec.ID)
 	if err := e.teardown(ctx, rec); err != nil {
 		return err
 	}
 	e.mu.Lock()
 	delete(e.sessions, rec.ID)
 	e.mu.Unlock()
+	e.removeCheckpoints(rec.ID)
 	e.secrets.Forget(rec.ID)
 	e.ports.Forget(rec.ID)
 	e.log.Info("session removed", "session", rec.ID)
@@ -178,6 +180,17 @@ func (e *Engine) view(ctx context.Context, r store.Session, count bool) api.Sess
 	}
 	if s.IdleTimeout == 0 {
 		s.IdleTimeout = e.defs().IdleTimeout
+	}
+	s.HibernateAfter = r.HibernateAfter
+	if s.HibernateAfter == 0 {
+		s.HibernateAfter = e.defs().HibernateAfter
+	}
+	s.WorkspaceKind = api.WorkspaceTmpfs
+	if r.Workspace == api.WorkspaceDisk {
+		s.WorkspaceKind = api.WorkspaceDisk
+	}
+	if r.State == api.StateHibernated {
+		s.Hibernation = e.hibernation(ctx, r)
 	}
 	if used, err := e.meter.CPU(r.ID); err == nil {
 		s.CPUSeconds, s.CostUSD = used.Seconds(), meter.Cost(used, e.defs().CostPerCoreHour)

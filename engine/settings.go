@@ -22,7 +22,8 @@ const settingsFile = "settings.json"
 func (e *Engine) Settings(ctx context.Context) api.Settings {
 	d := e.defs()
 	return api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
-		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review}
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review,
+		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace}
 }
 
 // SetSettings changes the defaults of new sessions (running ones keep
@@ -38,6 +39,9 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 		return api.Settings{}, errdefs.Invalidf("cost per core-hour must be 0 or more")
 	}
 	if err := checkReviewLimits(s.Review); err != nil {
+		return api.Settings{}, err
+	}
+	if err := checkWorkspaceKind(s.Workspace); err != nil {
 		return api.Settings{}, err
 	}
 	if s.CABundle != "" {
@@ -73,6 +77,12 @@ func apply(d *Defaults, s api.Settings) {
 	}
 	if s.IdleTimeout != 0 {
 		d.IdleTimeout = s.IdleTimeout
+	}
+	if s.HibernateAfter != 0 {
+		d.HibernateAfter = s.HibernateAfter
+	}
+	if s.Workspace != "" {
+		d.Workspace = s.Workspace
 	}
 	if s.CostPerCoreHour > 0 {
 		d.CostPerCoreHour = s.CostPerCoreHour
@@ -126,10 +136,12 @@ func checkReviewLimits(r api.ReviewLimits) error {
 // merge is apply for the saved settings.
 func merge(saved *api.Settings, s api.Settings) {
 	d := Defaults{Image: saved.Image, IdleTimeout: saved.IdleTimeout, CostPerCoreHour: saved.CostPerCoreHour,
-		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress, Review: saved.Review}
+		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress, Review: saved.Review,
+		HibernateAfter: saved.HibernateAfter, Workspace: saved.Workspace}
 	apply(&d, s)
 	*saved = api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
-		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review}
+		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review,
+		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace}
 }
 
 // loadSettings applies the saved settings over d.

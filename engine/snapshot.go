@@ -112,6 +112,9 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	// No accept or discard while the layers are read.
 	l.mu.Lock()
 	defer l.mu.Unlock()
+	if l.gone {
+		return api.Snapshot{}, errGone(rec.ID)
+	}
 	end := e.snaps.Begin()
 	defer end()
 	blobs := make([]*snapshot.BlobWriter, 2)

@@ -1,10 +1,13 @@
 // Package overlay mounts a session's workspace: a size-capped tmpfs holding
 // the upper and work directories of an overlayfs whose lower layer is the
-// user's project. The lower layer is never written by this package.
+// user's project, or (a disk workspace) the same directories on the file
+// system of the workspace directory itself. The lower layer is never
+// written by this package.
 //
 // Layout under a workspace directory D:
 //
-//	D/ws          tmpfs (size-capped), mode 0700
+//	D/ws          tmpfs (size-capped), mode 0700; a plain directory for a
+//	              disk workspace
 //	D/ws/upper    overlay upper dir: everything the session wrote
 //	D/ws/work     overlay work dir
 //	D/merged      the overlay mount, bound into the container at /workspace
@@ -32,6 +35,10 @@ import (
 type Workspace struct {
 	Dir   string // the workspace directory D
 	Lower string // the project
+	// Disk is set for a workspace whose upper and work directories are
+	// on D's own file system instead of a tmpfs: it uses no memory,
+	// survives a reboot, and its size is not capped.
+	Disk bool
 }
 
 // Upper is the overlay upper directory: the session's writes.
@@ -90,7 +97,17 @@ func Mount(lower, dir string, size int64) (*Workspace, error) {
 // a snapshot) before the overlay is mounted over it: overlayfs does not
 // allow changing the upper directory under a mounted overlay.
 func MountFilled(lower, dir string, size int64, fill func(upper string) error) (*Workspace, error) {
-	if size < 1<<20 {
+	return mount(lower, dir, size, false, fill)
+}
+
+// MountDisk is MountFilled for a disk workspace: the upper and work
+// directories are made in D/ws on D's file system, not in a tmpfs.
+func MountDisk(lower, dir string, fill func(upper string) error) (*Workspace, error) {
+	return mount(lower, dir, 0, true, fill)
+}
+
+func mount(lower, dir string, size int64, disk bool, fill func(upper string) error) (*Workspace, error) {
+	if !disk && size < 1<<20 {
 		return nil, errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
 	}
 	st, err := os.Stat(lower)
@@ -100,13 +117,21 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 	if !st.IsDir() {
 		return nil, errdefs.Invalidf("project %s is not a directory: point --project at the folder to work on", lower)
 	}
-	w := &Workspace{Dir: dir, Lower: lower}
+	w := &Workspace{Dir: dir, Lower: lower, Disk: disk}
 	for _, d := range []string{w.Tmpfs(), w.Merged()} {
 		if err := os.MkdirAll(d, 0o700); err != nil {
 			return nil, err
 		}
 	}
-	if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+	if disk {
+		// What an earlier, failed mount left.
+		if err := os.RemoveAll(w.Upper()); err != nil {
+			return nil, err
+		}
+		if err := os.RemoveAll(w.work()); err != nil {
+			return nil, err
+		}
+	} else if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
 		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
 		return nil, mountError("tmpfs", err)
 	}
@@ -114,7 +139,12 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 	defer func() {
 		if !ok {
 			_ = unix.Unmount(w.Merged(), 0)
-			_ = unix.Unmount(w.Tmpfs(), 0)
+			if disk {
+				_ = os.RemoveAll(w.Upper())
+				_ = os.RemoveAll(w.work())
+			} else {
+				_ = unix.Unmount(w.Tmpfs(), 0)
+			}
 		}
 	}()
 	if err := os.Mkdir(w.Upper(), st.Mode().Perm()); err != nil {
@@ -136,21 +166,26 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 			return nil, err
 		}
 	}
-	lowerArg := escapeOpt(lower)
-	// redirect_dir and metacopy stay off so that the upper layer always holds
-	// whole files and renamed directories are plain copies plus whiteouts:
-	// the review reads the upper layer and relies on that.
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s,redirect_dir=off,metacopy=off,index=off",
-		lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
-	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, opts); err != nil {
-		// Older kernels reject some of the explicit feature switches.
-		plain := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", lowerArg, escapeOpt(w.Upper()), escapeOpt(w.work()))
-		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, plain); err2 != nil {
-			return nil, mountError("overlay", err)
-		}
+	if err := w.mountOverlay(); err != nil {
+		return nil, err
 	}
 	ok = true
 	return w, nil
+}
+
+// mountOverlay mounts the overlay over the upper directory.
+func (w *Workspace) mountOverlay() error {
+	dirs := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
+	// redirect_dir and metacopy stay off so that the upper layer always holds
+	// whole files and renamed directories are plain copies plus whiteouts:
+	// the review reads the upper layer and relies on that.
+	if err := unix.Mount("airlock", w.Merged(), "overlay", 0, dirs+",redirect_dir=off,metacopy=off,index=off"); err != nil {
+		// Older kernels reject some of the explicit feature switches.
+		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, dirs); err2 != nil {
+			return mountError("overlay", err)
+		}
+	}
+	return nil
 }
 
 // escapeOpt escapes the characters overlay's option parser splits on
@@ -171,9 +206,10 @@ func mountError(what string, err error) error {
 }
 
 // Find returns the workspace mounted at dir over lower, mounting its
-// overlay again if only the tmpfs survived, or a NotFound error when the
-// tmpfs is gone (for example after a host reboot, which loses the
-// tmpfs and with it the session's changes).
+// overlay again if only the tmpfs survived (or, for a disk workspace,
+// over its upper directory on disk), or a NotFound error when the tmpfs
+// is gone (for example after a host reboot, which loses the tmpfs and
+// with it the session's changes since its last checkpoint).
 func Find(lower, dir string) (*Workspace, error) {
 	w := &Workspace{Dir: dir, Lower: lower}
 	mounts, err := mountPoints()
@@ -181,20 +217,21 @@ func Find(lower, dir string) (*Workspace, error) {
 		return nil, err
 	}
 	if mounts[w.Tmpfs()] != "tmpfs" {
-		return nil, errdefs.NotFoundf("workspace %s is not mounted (its tmpfs is gone, e.g. after a reboot)", dir)
+		// An unmounted tmpfs leaves its mount point empty; a disk
+		// workspace's upper directory is there.
+		st, err := os.Lstat(w.Upper())
+		if err != nil || !st.IsDir() {
+			return nil, errdefs.NotFoundf("workspace %s is not mounted (its tmpfs is gone, e.g. after a reboot)", dir)
+		}
+		w.Disk = true
 	}
 	if mounts[w.Merged()] != "overlay" {
 		// The writes survive in the tmpfs: mount the overlay over them again.
-		if err := w.remount(); err != nil {
+		if err := w.mountOverlay(); err != nil {
 			return nil, err
 		}
 	}
 	return w, nil
-}
-
-func (w *Workspace) remount() error {
-	opts := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
-	return mountError("overlay", unix.Mount("airlock", w.Merged(), "overlay", 0, opts))
 }
 
 // mountPoints maps each mount point to its filesystem type.
@@ -260,6 +297,24 @@ func (w *Workspace) Unmount() error {
 	return os.RemoveAll(w.Dir)
 }
 
+// Close unmounts the overlay and, for a tmpfs workspace, the tmpfs with
+// everything the session wrote (hibernation: a checkpoint holds it). A
+// disk workspace's directories stay for Find to mount again, and so does
+// everything else in D (the base, the container's configuration). Like
+// Unmount, only once no container uses the workspace.
+func (w *Workspace) Close() error {
+	if err := unix.Unmount(w.Merged(), 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", w.Merged(), err)
+	}
+	if w.Disk {
+		return nil
+	}
+	if err := unix.Unmount(w.Tmpfs(), 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
+		return fmt.Errorf("unmount %s: %w", w.Tmpfs(), err)
+	}
+	return nil
+}
+
 // Usage is the tmpfs's fill level.
 type Usage struct {
 	Used  int64 `json:"used"`
@@ -268,7 +323,8 @@ type Usage struct {
 	Files int64 `json:"files"` // inodes in use
 }
 
-// Usage reports how full the workspace's tmpfs is.
+// Usage reports how full the workspace's tmpfs is (for a disk workspace:
+// the file system it is on).
 func (w *Workspace) Usage() (Usage, error) {
 	var s unix.Statfs_t
 	if err := unix.Statfs(w.Tmpfs(), &s); err != nil {
@@ -286,6 +342,9 @@ func (w *Workspace) Usage() (Usage, error) {
 func (w *Workspace) Resize(size int64) error {
 	if size < 1<<20 {
 		return errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB", size)
+	}
+	if w.Disk {
+		return errdefs.Invalidf("a disk workspace has no size cap to change: it takes what its file system has")
 	}
 	u, err := w.Usage()
 	if err != nil {

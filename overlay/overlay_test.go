@@ -4,6 +4,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"syscall"
 	"testing"
 
 	"github.com/airlock/airlock/errdefs"
@@ -82,5 +83,50 @@ func TestMountRefusesBadInput(t *testing.T) {
 		if err == nil || !strings.Contains(err.Error(), tc.says) {
 			t.Errorf("Mount(%s, %d): %v, want %q", tc.lower, tc.size, err, tc.says)
 		}
+	}
+}
+
+// Find mounts the overlay again over what survived: a tmpfs whose
+// overlay was unmounted, or a disk workspace after a reboot. Close
+// leaves a disk workspace's writes, and drops a tmpfs's.
+func TestFindMountsOverlayAgain(t *testing.T) {
+	needRoot(t)
+	for _, disk := range []bool{false, true} {
+		t.Run(map[bool]string{false: "tmpfs", true: "disk"}[disk], func(t *testing.T) {
+			lower := t.TempDir()
+			dir := filepath.Join(t.TempDir(), "ws")
+			var ws *overlay.Workspace
+			var err error
+			if disk {
+				ws, err = overlay.MountDisk(lower, dir, nil)
+			} else {
+				ws, err = overlay.Mount(lower, dir, 8<<20)
+			}
+			if err != nil {
+				t.Fatal(err)
+			}
+			defer ws.Unmount()
+			os.WriteFile(filepath.Join(ws.Merged(), "a.txt"), []byte("kept\n"), 0o644)
+			if disk {
+				if err := ws.Close(); err != nil {
+					t.Fatal(err)
+				}
+			} else if err := syscall.Unmount(ws.Merged(), 0); err != nil {
+				t.Fatal(err)
+			}
+			found, err := overlay.Find(lower, dir)
+			if err != nil || found.Disk != disk {
+				t.Fatalf("Find: %+v, %v", found, err)
+			}
+			if b, _ := os.ReadFile(filepath.Join(found.Merged(), "a.txt")); string(b) != "kept\n" {
+				t.Errorf("after Find: %q", b)
+			}
+			if err := found.Close(); err != nil {
+				t.Fatal(err)
+			}
+			if _, err := overlay.Find(lower, dir); (err == nil) != disk {
+				t.Errorf("Find after Close: %v", err)
+			}
+		})
 	}
 }

@@ -779,3 +779,41 @@ func TestAcceptTakesWhatWasReviewed(t *testing.T) {
 	// both whole (review/changes.go's sameContent).
 	c.ok("rm", id)
 }
+
+// TestHibernateWalkthrough: a hibernated session shows in ls with its
+// size on disk, its diff reads without waking it, it stays hibernated
+// across an engine kill -9, and exec wakes it with its files.
+func TestHibernateWalkthrough(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	c.ok("image", "build", "--tiny")
+	if code, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--workspace", "ram", "--", "true"); code == 0 || !strings.Contains(errs, "tmpfs or disk") {
+		t.Errorf("--workspace ram: exit %d, %q", code, errs)
+	}
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c", "echo slept > s.txt")
+	id := sessionLine.FindStringSubmatch(errs)[1]
+	if _, _, errs := c.run("hibernate", id); !strings.Contains(errs, "hibernated (") || !strings.Contains(errs, "on disk, no processes)") {
+		t.Errorf("airlock hibernate said %q", errs)
+	}
+	if ls := c.ok("ls"); !strings.Contains(ls, "hibernated (") {
+		t.Errorf("ls:\n%s", ls)
+	}
+	if !strings.Contains(c.ok("diff", id, "--stat"), "s.txt") {
+		t.Errorf("no diff of the hibernated session")
+	}
+	v, err := client.New(c.socket).Ping(context.Background())
+	must(t, err)
+	syscall.Kill(v.PID, syscall.SIGKILL)
+	for i := 0; i < 100 && syscall.Kill(v.PID, 0) == nil; i++ {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if ls := c.ok("ls"); !strings.Contains(ls, "hibernated (") {
+		t.Errorf("ls after an engine restart:\n%s", ls)
+	}
+	if out := c.ok("exec", id, "--", "cat", "s.txt"); out != "slept\n" {
+		t.Errorf("exec after the wake: %q", out)
+	}
+	if ls := c.ok("ls"); !strings.Contains(ls, "running") {
+		t.Errorf("ls after the wake:\n%s", ls)
+	}
+}

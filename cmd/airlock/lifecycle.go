@@ -51,6 +51,55 @@ func resumeCmd(g *globals) *cobra.Command {
 	}
 }
 
+func hibernateCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "hibernate ID",
+		Short: "Keep a session on disk only: its workspace, container layer and home in a checkpoint, no container, no memory (running processes are not kept; new work wakes it)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Hibernate(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s is %s\n", s.ID, stateText(s))
+			return nil
+		},
+	}
+}
+
+func wakeCmd(g *globals) *cobra.Command {
+	return &cobra.Command{
+		Use:   "wake ID",
+		Short: "Bring a hibernated session back from its checkpoint (exec, shell and agent do it by themselves)",
+		Args:  cobra.ExactArgs(1),
+		RunE: func(cmd *cobra.Command, args []string) error {
+			c, err := g.connect(cmd.Context())
+			if err != nil {
+				return err
+			}
+			s, err := c.Wake(cmd.Context(), args[0])
+			if err != nil {
+				return err
+			}
+			fmt.Fprintf(os.Stderr, "airlock: session %s is %s\n", s.ID, s.State)
+			return nil
+		},
+	}
+}
+
+// stateText is a session's state, and for a hibernated one what it
+// keeps on disk and that its processes were not kept.
+func stateText(s api.Session) string {
+	if s.State != api.StateHibernated || s.Hibernation == nil {
+		return s.State
+	}
+	return fmt.Sprintf("hibernated (%s on disk, no processes)", bytesText(s.Hibernation.DiskBytes))
+}
+
 func meterCmd(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{

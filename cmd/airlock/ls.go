@@ -44,7 +44,7 @@ func lsCmd(g *globals) *cobra.Command {
 					if s.Workspace != nil && s.Workspace.Full {
 						changes += " (workspace full)"
 					}
-					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Project, s.Image, s.State, ago(s.Created), changes)
+					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Project, s.Image, stateText(s), ago(s.Created), changes)
 				}
 				return tw.Flush()
 			})

@@ -59,7 +59,7 @@ func newRoot(g *globals) *cobra.Command {
 	}
 	root.PersistentFlags().StringVar(&g.engine, "engine", envOr("AIRLOCK_ENGINE", daemon.DefaultSocket), "engine socket (env AIRLOCK_ENGINE)")
 	root.AddCommand(
-		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), auditCmd(g), pauseCmd(g), resumeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
+		agentCmd(g), eventsCmd(g), secretCmd(g), policyCmd(g), netCmd(g), auditCmd(g), pauseCmd(g), resumeCmd(g), hibernateCmd(g), wakeCmd(g), meterCmd(g), budgetCmd(g), limitsCmd(g),
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g), portCmd(g),

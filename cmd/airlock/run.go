@@ -32,6 +32,8 @@ type createFlags struct {
 	keepAlive     bool
 	cpuBudget     time.Duration
 	costBudget    float64
+	workspace     string
+	hibernate     string
 }
 
 func (f *createFlags) add(cmd *cobra.Command) {
@@ -39,6 +41,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	fl.StringVarP(&f.project, "project", "p", ".", "the project folder the session works on (never written until you accept)")
 	fl.StringVar(&f.image, "image", "", "local image to run (default airlock/base; `airlock image build` makes it)")
 	fl.StringVarP(&f.user, "user", "u", "", "uid:gid or name to run as (default: the project owner)")
+	fl.StringVar(&f.workspace, "workspace", "", "where the session's writes live: tmpfs (in memory, the default) or disk (the state directory's disk: no memory, survives a reboot)")
 	fl.StringVar(&f.workspaceSize, "workspace-size", "", "cap on what the session can write, e.g. 2g (default 2g)")
 	fl.StringVar(&f.memory, "memory", "", "memory cap including workspace writes, e.g. 4g (default 4g)")
 	fl.Float64Var(&f.cpus, "cpus", 0, "CPU cap in cores (default min(2, cores))")
@@ -48,6 +51,7 @@ func (f *createFlags) add(cmd *cobra.Command) {
 	f.net.add(cmd)
 	fl.DurationVar(&f.idleTimeout, "idle-timeout", 0, "pause the session after this long idle, e.g. 10m (default 30m)")
 	fl.BoolVar(&f.keepAlive, "keep-alive", false, "never pause the session for being idle")
+	fl.StringVar(&f.hibernate, "hibernate-after", "", "hibernate the session (on disk only, no memory; processes stop) after this long idle, e.g. 4h, or off (default 2h)")
 	fl.DurationVar(&f.cpuBudget, "cpu-budget", 0, "pause the session once it used this much active CPU, e.g. 2h")
 	fl.Float64Var(&f.costBudget, "cost-budget", 0, "pause the session once it cost this much, in USD")
 }
@@ -58,7 +62,23 @@ func (f *createFlags) request() (api.CreateRequest, error) {
 		return api.CreateRequest{}, err
 	}
 	req := api.CreateRequest{Project: project, Image: f.image, User: f.user, Env: f.env, Egress: f.net.policy(), IdleTimeout: f.idleTimeout,
-		CPUBudget: f.cpuBudget, CostBudget: f.costBudget}
+		CPUBudget: f.cpuBudget, CostBudget: f.costBudget, Workspace: f.workspace}
+	switch f.workspace {
+	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
+	default:
+		return req, usageErr("--workspace %s: give tmpfs or disk", f.workspace)
+	}
+	switch f.hibernate {
+	case "":
+	case "off", "never", "0":
+		req.HibernateAfter = -1
+	default:
+		d, err := time.ParseDuration(f.hibernate)
+		if err != nil || d <= 0 {
+			return req, usageErr("--hibernate-after %s: give a duration like 4h, or off", f.hibernate)
+		}
+		req.HibernateAfter = d
+	}
 	if f.keepAlive {
 		req.IdleTimeout = -1
 	}

@@ -24,7 +24,10 @@ const Version = "v1"
 // Level 2: /sessions/{id}/ports (preview ports).
 // Level 3: the ask mode (/net/pending, /net/decide, ask_timeout),
 // /sessions/{id}/policy/save.
-const Level = 3
+// Level 4: POST /sessions/{id}/hibernate and /wake; the hibernated state;
+// CreateRequest.Workspace; /schedules; a diff's stats as text lines
+// (StatLines) for a client that accepts them.
+const Level = 4
 
 // Session states.
 const (
@@ -32,6 +35,15 @@ const (
 	StateRunning  = "running"
 	StateStopped  = "stopped" // the container exited; the workspace is intact
 	StateFailed   = "failed"  // the workspace is gone (e.g. a host reboot)
+	// StateHibernated: no container and no tmpfs (no memory used); the
+	// workspace is in its last checkpoint on disk and new work wakes it.
+	StateHibernated = "hibernated"
+)
+
+// Workspace kinds (CreateRequest.Workspace, Settings.Workspace).
+const (
+	WorkspaceTmpfs = "tmpfs" // the default: in memory, size-capped
+	WorkspaceDisk  = "disk"  // on the state directory's file system
 )
 
 // Limits are a session's resource caps. Memory includes the workspace,
@@ -71,6 +83,22 @@ type Session struct {
 	// IdleFor is how long a running session has been idle (no work, no
 	// API call, its processes quiet).
 	IdleFor time.Duration `json:"idle_for,omitempty"`
+	// WorkspaceKind is where the workspace layer lives: tmpfs or disk.
+	WorkspaceKind string `json:"workspace_kind,omitempty"`
+	// HibernateAfter is how long idle before it hibernates (negative:
+	// never).
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
+	// Hibernation describes a hibernated session (nil otherwise).
+	Hibernation *Hibernation `json:"hibernation,omitempty"`
+}
+
+// Hibernation is what a hibernated session kept: the checkpoint it
+// wakes from and what it holds on disk. Processes are never kept.
+type Hibernation struct {
+	Checkpoint uint64    `json:"checkpoint,omitempty"` // 0: a disk workspace kept as it is
+	Time       time.Time `json:"time"`                 // of that checkpoint, or of the hibernation
+	DiskBytes  int64     `json:"disk_bytes"`           // its checkpoints (and disk workspace) on disk
+	Reason     string    `json:"reason,omitempty"`     // asked, idle for 2h0m0s, host restarted
 }
 
 // Workspace is the fill level of a session's tmpfs.
@@ -103,6 +131,12 @@ type CreateRequest struct {
 	// cost that much (0: none).
 	CPUBudget  time.Duration `json:"cpu_budget,omitempty"`
 	CostBudget float64       `json:"cost_budget,omitempty"`
+	// Workspace is where the workspace layer lives: "tmpfs" or "disk"
+	// ("": the engine's default).
+	Workspace string `json:"workspace,omitempty"`
+	// HibernateAfter hibernates the session after that long idle (0: the
+	// engine's default, 2h; negative: never).
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
 }
 
 // Budgets changes a session's budgets; raising one that paused it
@@ -372,7 +406,7 @@ const StatePaused = "paused"
 // LifecycleEvent is a pause or resume of a session.
 type LifecycleEvent struct {
 	Time   time.Time `json:"time"`
-	Kind   string    `json:"kind"` // paused, resumed
+	Kind   string    `json:"kind"` // paused, resumed, hibernated, woken
 	Reason string    `json:"reason"`
 }
 
@@ -473,13 +507,18 @@ type Imported struct {
 // Settings are the engine's defaults for new sessions. In a change, zero
 // fields stay as they are.
 type Settings struct {
-	Image           string        `json:"image,omitempty"`
-	IdleTimeout     time.Duration `json:"idle_timeout,omitempty"`
-	CostPerCoreHour float64       `json:"cost_per_core_hour,omitempty"`
-	CABundle        string        `json:"ca_bundle,omitempty"`
-	Limits          Limits        `json:"limits"`
-	Egress          EgressPolicy  `json:"egress"`
-	Review          ReviewLimits  `json:"review"`
+	Image       string        `json:"image,omitempty"`
+	IdleTimeout time.Duration `json:"idle_timeout,omitempty"`
+	// HibernateAfter hibernates sessions idle that long (0: the
+	// default, 2h; negative: never).
+	HibernateAfter time.Duration `json:"hibernate_after,omitempty"`
+	// Workspace is where new sessions' workspaces live: tmpfs or disk.
+	Workspace       string       `json:"workspace,omitempty"`
+	CostPerCoreHour float64      `json:"cost_per_core_hour,omitempty"`
+	CABundle        string       `json:"ca_bundle,omitempty"`
+	Limits          Limits       `json:"limits"`
+	Egress          EgressPolicy `json:"egress"`
+	Review          ReviewLimits `json:"review"`
 }
 
 // ReviewLimits bound what a review reads and renders of one session's

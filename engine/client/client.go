@@ -571,6 +571,19 @@ func (c *Client) Resume(ctx context.Context, id string) (api.Session, error) {
 	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/resume", nil, nil, &out)
 }
 
+// Hibernate records a session's checkpoint and releases its memory: no
+// container, no tmpfs. New work wakes it.
+func (c *Client) Hibernate(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/hibernate", nil, nil, &out)
+}
+
+// Wake brings a hibernated session back from its checkpoint.
+func (c *Client) Wake(ctx context.Context, id string) (api.Session, error) {
+	var out api.Session
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/wake", nil, nil, &out)
+}
+
 // Meter reports what a session used.
 func (c *Client) Meter(ctx context.Context, id string) (api.Meter, error) {
 	var out api.Meter

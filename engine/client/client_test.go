@@ -209,6 +209,15 @@ var routes = []route{
 		func(id string) any { return servertest.Session(id) }, 200, named("Get", nil)},
 	{"POST /sessions/{id}/resume", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Resume(ctx, id) },
 		func(id string) any { return servertest.Session(id) }, 200, named("Get", nil)},
+	{"POST /sessions/{id}/hibernate", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Hibernate(ctx, id) },
+		func(id string) any {
+			s := servertest.Session(id)
+			s.State, s.ContainerID = api.StateHibernated, ""
+			s.Hibernation = &api.Hibernation{Checkpoint: 1, Time: servertest.When, DiskBytes: 4096, Reason: "asked"}
+			return s
+		}, 200, named("Hibernate", nil)},
+	{"POST /sessions/{id}/wake", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Wake(ctx, id) },
+		func(id string) any { return servertest.Session(id) }, 200, named("Wake", nil)},
 	{"GET /sessions/{id}/meter", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Meter(ctx, id) },
 		func(id string) any {
 			return api.Meter{Session: id, CPUSeconds: 1.5, MemoryPeak: 1 << 20, CostUSD: 0.01, Rate: 0.1,

@@ -45,6 +45,8 @@ type Engine interface {
 
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
+	Hibernate(ctx context.Context, id string) (api.Session, error)
+	Wake(ctx context.Context, id string) (api.Session, error)
 	Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error)
 	Meter(ctx context.Context, id string) (api.Meter, error)
 	Usage(ctx context.Context) ([]engine.SessionUse, error)

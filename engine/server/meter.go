@@ -22,6 +22,17 @@ func (s *Server) resume(r *http.Request, _ none) (api.Session, error) {
 	return s.eng.Get(r.Context(), r.PathValue("id"))
 }
 
+// hibernate records a session's checkpoint and releases its container,
+// tmpfs and network (hibernate.go in the engine).
+func (s *Server) hibernate(r *http.Request, _ none) (api.Session, error) {
+	return s.eng.Hibernate(r.Context(), r.PathValue("id"))
+}
+
+// wake brings a hibernated session back.
+func (s *Server) wake(r *http.Request, _ none) (api.Session, error) {
+	return s.eng.Wake(r.Context(), r.PathValue("id"))
+}
+
 func (s *Server) limits(r *http.Request, req api.Limits) (api.Session, error) {
 	return s.eng.SetLimits(r.Context(), r.PathValue("id"), req)
 }

@@ -89,7 +89,7 @@ func (s *Server) timed(op string, h http.HandlerFunc) http.HandlerFunc {
 
 // sessionStates are listed even when no session is in them, so that a
 // dashboard sees a zero rather than no data.
-var sessionStates = []string{api.StateCreating, api.StateRunning, api.StatePaused, api.StateStopped, api.StateFailed}
+var sessionStates = []string{api.StateCreating, api.StateRunning, api.StatePaused, api.StateHibernated, api.StateStopped, api.StateFailed}
 
 func (s *Server) metrics(w http.ResponseWriter, r *http.Request) {
 	use, err := s.eng.Usage(r.Context())

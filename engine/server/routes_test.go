@@ -73,6 +73,8 @@ var routeCases = []routeCase{
 	{"POST", "/v1/net/decide", `{"id":1,"answer":"allow-once"}`, 204, ""},
 	{"POST", "/v1/sessions/s1/pause", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/resume", "", 200, "application/json"},
+	{"POST", "/v1/sessions/s1/hibernate", "", 200, "application/json"},
+	{"POST", "/v1/sessions/s1/wake", "", 200, "application/json"},
 	{"GET", "/v1/sessions/s1/meter", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/budget", `{"cost":1}`, 200, "application/json"},
 	{"POST", "/v1/sessions/s1/limits", `{"cpus":2}`, 200, "application/json"},

@@ -97,6 +97,8 @@ func (s *Server) routes() http.Handler {
 	// meter.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/pause", serve(200, s.pause))
 	m.HandleFunc("POST "+p+"/sessions/{id}/resume", serve(200, s.resume))
+	m.HandleFunc("POST "+p+"/sessions/{id}/hibernate", serve(200, s.hibernate))
+	m.HandleFunc("POST "+p+"/sessions/{id}/wake", serve(200, s.wake))
 	m.HandleFunc("GET "+p+"/sessions/{id}/meter", serve(200, s.meter))
 	m.HandleFunc("POST "+p+"/sessions/{id}/budget", serve(200, s.budget))
 	m.HandleFunc("POST "+p+"/sessions/{id}/limits", serve(200, s.limits))

@@ -118,6 +118,12 @@ type Session struct {
 	// Budgets: CPU time and cost at which the session pauses (0: none).
 	CPUBudget  time.Duration
 	CostBudget float64
+	// Workspace is where the workspace layer lives: "" (a tmpfs) or
+	// "disk".
+	Workspace string
+	// HibernateAfter hibernates the session after that long idle (0:
+	// the engine's default; negative: never).
+	HibernateAfter time.Duration
 }
 
 // PutSession inserts or replaces a session.
@@ -127,13 +133,13 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 	if x.Env == nil {
 		env = []byte("[]")
 	}
-	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget)
-		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
+	_, err := s.db.ExecContext(ctx, `INSERT INTO sessions (id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget, workspace, hibernate_after)
+		VALUES (?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?, ?)
 		ON CONFLICT(id) DO UPDATE SET project=excluded.project, image=excluded.image, state=excluded.state,
 		container_id=excluded.container_id, dir=excluded.dir, user=excluded.user, limits=excluded.limits,
 		env=excluded.env, ca_bundle=excluded.ca_bundle, error=excluded.error, network=excluded.network, egress=excluded.egress, idle_timeout=excluded.idle_timeout,
-		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget`,
-		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget)
+		cpu_budget=excluded.cpu_budget, cost_budget=excluded.cost_budget, workspace=excluded.workspace, hibernate_after=excluded.hibernate_after`,
+		x.ID, x.Project, x.Image, x.State, x.Created.UnixNano(), x.ContainerID, x.Dir, x.User, string(limits), string(env), x.CABundle, x.Error, x.Network, x.Egress, int64(x.IdleTimeout), int64(x.CPUBudget), x.CostBudget, x.Workspace, int64(x.HibernateAfter))
 	return s.changed(x.ID, err)
 }
 
@@ -141,6 +147,21 @@ func (s *Store) PutSession(ctx context.Context, x Session) error {
 func (s *Store) SetBudgets(ctx context.Context, id string, cpu time.Duration, cost float64) error {
 	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET cpu_budget = ?, cost_budget = ? WHERE id = ?`, int64(cpu), cost, id)
 	return s.changed(id, err)
+}
+
+// SetCPUCarried records the CPU time a session used in cgroups that are
+// gone (see the engine's hibernation).
+func (s *Store) SetCPUCarried(ctx context.Context, id string, cpu time.Duration) error {
+	_, err := s.db.ExecContext(ctx, `UPDATE sessions SET cpu_carried = ? WHERE id = ?`, int64(cpu), id)
+	return s.changed(id, err)
+}
+
+// CPUCarried is what SetCPUCarried recorded (0 when nothing, or no
+// such session).
+func (s *Store) CPUCarried(ctx context.Context, id string) time.Duration {
+	var ns int64
+	s.db.QueryRowContext(ctx, `SELECT cpu_carried FROM sessions WHERE id = ?`, id).Scan(&ns)
+	return time.Duration(ns)
 }
 
 // SetEgress records a session's egress policy.
@@ -155,16 +176,17 @@ func (s *Store) SetSessionState(ctx context.Context, id, state, errText string) 
 	return s.changed(id, err)
 }
 
-const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget`
+const sessionCols = `id, project, image, state, created_at, container_id, dir, user, limits, env, ca_bundle, error, network, egress, idle_timeout, cpu_budget, cost_budget, workspace, hibernate_after`
 
 func scanSession(row interface{ Scan(...any) error }) (Session, error) {
 	var x Session
 	var created int64
 	var limits, env string
-	var idle, cpuBudget int64
-	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle, &cpuBudget, &x.CostBudget); err != nil {
+	var idle, cpuBudget, hibernateAfter int64
+	if err := row.Scan(&x.ID, &x.Project, &x.Image, &x.State, &created, &x.ContainerID, &x.Dir, &x.User, &limits, &env, &x.CABundle, &x.Error, &x.Network, &x.Egress, &idle, &cpuBudget, &x.CostBudget, &x.Workspace, &hibernateAfter); err != nil {
 		return x, err
 	}
+	x.HibernateAfter = time.Duration(hibernateAfter)
 	x.Created = time.Unix(0, created)
 	x.IdleTimeout = time.Duration(idle)
 	x.CPUBudget = time.Duration(cpuBudget)

@@ -206,6 +206,7 @@ export function App() {
               onOpen={(id) => go({ kind: "session", id, tab: "review" })}
               onPause={(id) => act(() => client.pause(id))}
               onResume={(id) => act(() => client.resume(id))}
+              onWake={(id) => act(() => client.wake(id))}
               onSnapshot={(id) => act(() => client.snapshot(id))}
               onDelete={(s) =>
                 confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) &&

@@ -45,6 +45,8 @@ export class Client {
   remove = (id: string) => this.t.request<void>("DELETE", `/sessions/${p(id)}`);
   pause = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/pause`);
   resume = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/resume`);
+  hibernate = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/hibernate`);
+  wake = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/wake`);
 
   diff = (id: string) => this.t.request<Diff>("GET", `/sessions/${p(id)}/diff`);
   accept = (id: string, sel: Selection) => this.t.request<{ outcomes: Outcome[] }>("POST", `/sessions/${p(id)}/accept`, sel);

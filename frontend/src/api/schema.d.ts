@@ -492,6 +492,49 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/hibernate": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /**
+     * Hibernate the session.
+     * @description Records a checkpoint of the workspace (and of the container layer and home), then removes the container, unmounts the tmpfs and releases the network (its policy is kept): the session uses no memory. Running processes are not kept. New work (exec, terminal, agent turn, accept, discard, ports) wakes it; reading its diff, turns and logs does not. 409 while a command or turn runs.
+     */
+    post: operations["hibernate"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/wake": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Wake a hibernated session (a fresh workspace from its newest checkpoint, a container from its record); a paused one resumes, a running one is left as it is. */
+    post: operations["wake"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/ports": {
     parameters: {
       query?: never;
@@ -924,7 +967,7 @@ export interface components {
       id: string;
       project: string;
       image: string;
-      /** @description creating, running, paused, stopped or failed */
+      /** @description creating, running, paused, hibernated, stopped or failed */
       state: string;
       /** Format: date-time */
       created: string;
@@ -945,6 +988,19 @@ export interface components {
       cost_usd: number;
       /** @description nanoseconds */
       idle_for?: number;
+      /** @description tmpfs or disk */
+      workspace_kind?: string;
+      /** @description nanoseconds */
+      hibernate_after?: number;
+      hibernation?: components["schemas"]["Hibernation"];
+    };
+    Hibernation: {
+      /** @description the checkpoint it wakes from (absent: a disk workspace kept as it is) */
+      checkpoint?: number;
+      /** Format: date-time */
+      time: string;
+      disk_bytes: number;
+      reason?: string;
     };
     Workspace: {
       used: number;
@@ -965,6 +1021,10 @@ export interface components {
       /** @description nanoseconds */
       cpu_budget?: number;
       cost_budget?: number;
+      /** @description tmpfs (default) or disk */
+      workspace?: string;
+      /** @description nanoseconds (0: the engine's default; negative: never) */
+      hibernate_after?: number;
     };
     Budgets: {
       /** @description nanoseconds */
@@ -1305,6 +1365,9 @@ export interface components {
       image?: string;
       /** @description nanoseconds */
       idle_timeout?: number;
+      /** @description nanoseconds */
+      hibernate_after?: number;
+      workspace?: string;
       cost_per_core_hour?: number;
       ca_bundle?: string;
       limits: components["schemas"]["Limits"];
@@ -2122,6 +2185,54 @@ export interface operations {
     };
   };
   resume: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the session, running */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Session"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  hibernate: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the session, hibernated */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Session"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  wake: {
     parameters: {
       query?: never;
       header?: never;

@@ -58,7 +58,10 @@ export type ScheduleRun = Narrow<
 export type EgressPolicy = Narrow<Schemas["EgressPolicy"], { mode: "allow-all" | "deny-all" | "custom" | (string & {}) }>;
 
 // The states the session list shows and filters by.
-export type Session = Narrow<Schemas["Session"], { state: "creating" | "running" | "paused" | "stopped" | "failed" | (string & {}) }>;
+export type Session = Narrow<
+  Schemas["Session"],
+  { state: "creating" | "running" | "paused" | "hibernated" | "stopped" | "failed" | (string & {}) }
+>;
 
 // A request leaves out what it does not set; the engine fills in the
 // defaults (the spec's required fields are what the engine writes).

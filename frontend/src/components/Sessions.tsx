@@ -1,5 +1,5 @@
 import type { Session } from "../api/types";
-import { age, seconds, stateOf, usd } from "../lib/format";
+import { age, bytes, seconds, stateOf, usd } from "../lib/format";
 
 const base = (p: string) => p.split("/").filter(Boolean).pop() || p;
 
@@ -9,6 +9,7 @@ export function Sessions({
   onOpen,
   onPause,
   onResume,
+  onWake,
   onSnapshot,
   onDelete,
   onNew,
@@ -17,6 +18,7 @@ export function Sessions({
   onOpen: (id: string) => void;
   onPause: (id: string) => void;
   onResume: (id: string) => void;
+  onWake: (id: string) => void;
   onSnapshot: (id: string) => void;
   onDelete: (s: Session) => void;
   onNew: () => void;
@@ -67,9 +69,10 @@ export function Sessions({
               </td>
               <td>{s.agent || <span className="muted">—</span>}</td>
               <td>
-                <span className={"pill " + st} title={s.error || ""}>
+                <span className={"pill " + st} title={s.error || s.hibernation?.reason || ""}>
                   {st}
                 </span>
+                {s.hibernation && <div className="muted small">{bytes(s.hibernation.disk_bytes)} on disk · processes not kept</div>}
               </td>
               <td>{s.changed < 0 ? "?" : s.changed}</td>
               <td>{seconds(s.cpu_seconds)}</td>
@@ -77,14 +80,16 @@ export function Sessions({
               <td>{age(s.created)}</td>
               <td className="actions">
                 <button onClick={() => onOpen(s.id)}>Open</button>
-                {s.state === "paused" ? (
+                {s.state === "hibernated" ? (
+                  <button onClick={() => onWake(s.id)}>Wake</button>
+                ) : s.state === "paused" ? (
                   <button onClick={() => onResume(s.id)}>Resume</button>
                 ) : (
                   <button disabled={s.state !== "running"} onClick={() => onPause(s.id)}>
                     Pause
                   </button>
                 )}
-                <button disabled={s.state === "failed"} onClick={() => onSnapshot(s.id)}>
+                <button disabled={s.state === "failed" || s.state === "hibernated"} onClick={() => onSnapshot(s.id)}>
                   Snapshot
                 </button>
                 <button className="danger" onClick={() => onDelete(s)}>

@@ -1,0 +1,367 @@
+package engine_test
+
+import (
+	"context"
+	"os"
+	"path/filepath"
+	"slices"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/checkpoint"
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/harness/mockmodel"
+	"github.com/docker/docker/api/types/container"
+	"golang.org/x/sys/unix"
+)
+
+// mountsUnder lists the mount points beneath dir, outermost first.
+func mountsUnder(t *testing.T, dir string) []string {
+	t.Helper()
+	b, err := os.ReadFile("/proc/self/mountinfo")
+	must(t, err)
+	var out []string
+	for _, line := range strings.Split(string(b), "\n") {
+		f := strings.Fields(line)
+		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
+			out = append(out, f[4])
+		}
+	}
+	return out
+}
+
+func containerExists(t *testing.T, e *enginetest.Engine, id string) bool {
+	t.Helper()
+	_, err := e.Docker.ContainerInspect(context.Background(), "airlock-"+id)
+	return err == nil
+}
+
+func acceptAll(t *testing.T, e *enginetest.Engine, id string) {
+	t.Helper()
+	if _, err := e.Accept(context.Background(), id, api.Selection{IncludeFlagged: true}); err != nil {
+		t.Fatalf("accept: %v", err)
+	}
+}
+
+// A hibernated session has no container and no mounts, shows what it
+// keeps on disk, reads its diff without waking, and wakes on new work
+// with its workspace, container layer and home as they were.
+func TestHibernateWake(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo new > new.txt && echo changed > src/main.c && rm README.md && mkdir -p d/e && ln -s ../new.txt d/e/link && "+
+		"echo layer > /etc/hib-layer && echo home > /home/airlock/hib-home")
+	// A background process is not kept.
+	run(t, e, s.ID, "sh", "-c", "(sleep 600 >/dev/null 2>&1 &) ; true")
+
+	h, err := e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if h.State != api.StateHibernated || h.Hibernation == nil || h.Hibernation.Checkpoint == 0 || h.Hibernation.DiskBytes <= 0 || h.Hibernation.Reason != "asked" {
+		t.Fatalf("hibernated session: %+v %+v", h, h.Hibernation)
+	}
+	if containerExists(t, e, s.ID) {
+		t.Error("a hibernated session still has its container")
+	}
+	if m := mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID)); len(m) > 0 {
+		t.Errorf("a hibernated session still has mounts: %v", m)
+	}
+
+	d, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	var paths []string
+	for _, f := range d.Files {
+		paths = append(paths, f.Path)
+	}
+	slices.Sort(paths)
+	if want := []string{"README.md", "d/e/link", "new.txt", "src/main.c"}; !slices.Equal(paths, want) {
+		t.Errorf("diff of a hibernated session: %v, want %v", paths, want)
+	}
+	var patch strings.Builder
+	must(t, e.Patch(ctx, s.ID, nil, &patch))
+	if !strings.Contains(patch.String(), "+changed") {
+		t.Errorf("patch of a hibernated session:\n%s", patch.String())
+	}
+	if cmds, err := e.Commands(ctx, s.ID, true); err != nil || len(cmds) != 2 {
+		t.Errorf("commands (the log) of a hibernated session: %d, %v", len(cmds), err)
+	}
+	if _, err := e.EgressLog(ctx, s.ID, false, 10); err != nil {
+		t.Errorf("egress log of a hibernated session: %v", err)
+	}
+	if st := state(t, e, s.ID); st != api.StateHibernated {
+		t.Fatalf("reading the diff, patch and logs woke the session: %s", st)
+	}
+
+	t0 := time.Now()
+	_, out := run(t, e, s.ID, "sh", "-c", "cat new.txt src/main.c /etc/hib-layer /home/airlock/hib-home; ls README.md 2>&1; readlink d/e/link; ps -o args | grep '^sleep 600' || echo none")
+	t.Logf("wake and first command: %v", time.Since(t0))
+	if want := "new\nchanged\nlayer\nhome\nls: README.md: No such file or directory\n../new.txt\nnone\n"; out != want {
+		t.Errorf("after a wake:\n%s\nwant:\n%s", out, want)
+	}
+	if st := state(t, e, s.ID); st != api.StateRunning {
+		t.Fatalf("state %s after new work", st)
+	}
+	life, err := e.Lifecycle(ctx, s.ID)
+	must(t, err)
+	if n := len(life); n < 2 || life[n-2].Kind != "hibernated" || life[n-1].Kind != "woken" {
+		t.Errorf("lifecycle %+v", life)
+	}
+	acceptAll(t, e, s.ID)
+	if b, err := os.ReadFile(filepath.Join(p, "new.txt")); err != nil || string(b) != "new\n" {
+		t.Errorf("accepted new.txt: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(p, "README.md")); !os.IsNotExist(err) {
+		t.Errorf("the deletion was not accepted: %v", err)
+	}
+
+	// Hibernated again, and accepting wakes it.
+	run(t, e, s.ID, "sh", "-c", "echo again > again.txt")
+	_, err = e.Hibernate(ctx, s.ID)
+	must(t, err)
+	acceptAll(t, e, s.ID)
+	if b, err := os.ReadFile(filepath.Join(p, "again.txt")); err != nil || string(b) != "again\n" {
+		t.Errorf("accepted again.txt: %q, %v", b, err)
+	}
+}
+
+// After a host reboot (engine gone, container removed, tmpfs and
+// overlay unmounted) a session with a checkpoint is back, hibernated,
+// saying what it was restored from; exec wakes it with the checkpoint's
+// files and accept works.
+func TestRebootRestoresFromCheckpoint(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt && rm README.md")
+	cs, err := checkpoint.Open(filepath.Join(e.StateDir, "checkpoints", s.ID))
+	must(t, err)
+	c, err := cs.RecordDir(ctx, filepath.Join(e.StateDir, "sessions", s.ID, "ws", "upper"), checkpoint.RecordOptions{Label: "test"})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo lost > lost.txt")
+
+	// The reboot.
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+		must(t, unix.Unmount(m, 0))
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	got, err := e2.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateHibernated || got.Hibernation == nil || got.Hibernation.Checkpoint != uint64(c.ID) {
+		t.Fatalf("after a reboot: %s %+v", got.State, got.Hibernation)
+	}
+	if r := got.Hibernation.Reason; !strings.Contains(r, "restored from checkpoint 1 of "+c.Time.UTC().Format(time.RFC3339)) {
+		t.Errorf("reason %q does not say what it was restored from", r)
+	}
+	_, out := run(t, e2, s.ID, "sh", "-c", "cat kept.txt; ls lost.txt README.md 2>&1 | sort")
+	if want := "kept\nls: README.md: No such file or directory\nls: lost.txt: No such file or directory\n"; out != want {
+		t.Errorf("after the wake:\n%s\nwant:\n%s", out, want)
+	}
+	acceptAll(t, e2, s.ID)
+	if b, err := os.ReadFile(filepath.Join(p, "kept.txt")); err != nil || string(b) != "kept\n" {
+		t.Errorf("accepted kept.txt: %q, %v", b, err)
+	}
+	if _, err := os.Stat(filepath.Join(p, "README.md")); !os.IsNotExist(err) {
+		t.Errorf("the deletion was not accepted: %v", err)
+	}
+	must(t, e2.Remove(ctx, s.ID))
+	if _, err := os.Stat(filepath.Join(e.StateDir, "checkpoints", s.ID)); !os.IsNotExist(err) {
+		t.Errorf("rm left the session's checkpoints: %v", err)
+	}
+}
+
+// A disk workspace hibernates and survives a reboot as it is: no
+// checkpoint needed.
+func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), Workspace: api.WorkspaceDisk})
+	must(t, err)
+	if s.WorkspaceKind != api.WorkspaceDisk {
+		t.Fatalf("workspace kind %q", s.WorkspaceKind)
+	}
+	dir := filepath.Join(e.StateDir, "sessions", s.ID)
+	for _, m := range mountsUnder(t, dir) {
+		if strings.HasSuffix(m, "/ws") {
+			t.Fatalf("a disk workspace has a tmpfs at %s", m)
+		}
+	}
+	run(t, e, s.ID, "sh", "-c", "echo disk > disk.txt")
+	h, err := e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if h.Hibernation == nil || h.Hibernation.Checkpoint != 0 || h.Hibernation.DiskBytes <= 0 {
+		t.Errorf("a hibernated disk session: %+v", h.Hibernation)
+	}
+	if m := mountsUnder(t, dir); len(m) > 0 {
+		t.Errorf("a hibernated disk session still has mounts: %v", m)
+	}
+	if d, err := e.Diff(ctx, s.ID, nil); err != nil || len(d.Files) != 1 || d.Files[0].Path != "disk.txt" {
+		t.Errorf("diff of a hibernated disk session: %+v, %v", d.Files, err)
+	}
+	if _, out := run(t, e, s.ID, "cat", "disk.txt"); out != "disk\n" {
+		t.Errorf("after a wake: %q", out)
+	}
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(mountsUnder(t, dir)) {
+		must(t, unix.Unmount(m, 0))
+	}
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	if st := state(t, e2, s.ID); st != api.StateHibernated {
+		g, _ := e2.Get(ctx, s.ID)
+		t.Fatalf("a disk session after a reboot: %s %s", st, g.Error)
+	}
+	if _, out := run(t, e2, s.ID, "cat", "disk.txt"); out != "disk\n" {
+		t.Errorf("after the wake: %q", out)
+	}
+	must(t, e2.Remove(ctx, s.ID))
+}
+
+// An idle session hibernates after HibernateAfter; one that opted out
+// (--hibernate-after off) does not.
+func TestIdleHibernate(t *testing.T) {
+	e := enginetest.Start(t, func(o *engine.Options) {
+		o.IdleCheck = 200 * time.Millisecond
+		o.Defaults.HibernateAfter = time.Second
+	})
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	never, err := e.Create(ctx, api.CreateRequest{Project: project(t), HibernateAfter: -1})
+	must(t, err)
+	if _, err := e.Create(ctx, api.CreateRequest{Project: project(t), HibernateAfter: time.Second}); !errdefs.IsInvalid(err) {
+		t.Errorf("a hibernate-after of a second: %v", err)
+	}
+	run(t, e, s.ID, "sh", "-c", "echo idle > idle.txt")
+	deadline := time.Now().Add(10 * time.Second)
+	for state(t, e, s.ID) != api.StateHibernated && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := e.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateHibernated || got.Hibernation == nil || !strings.HasPrefix(got.Hibernation.Reason, "idle for") {
+		t.Fatalf("an idle session: %s %+v", got.State, got.Hibernation)
+	}
+	if st := state(t, e, never.ID); st != api.StateRunning {
+		t.Errorf("a session that opted out is %s", st)
+	}
+	if _, out := run(t, e, s.ID, "cat", "idle.txt"); out != "idle\n" {
+		t.Errorf("after the wake: %q", out)
+	}
+}
+
+// What a session's record holds survives hibernation, an engine restart
+// and a wake: its budget, its network policy (changed while it slept
+// too), its snapshots, the CPU time it used (its cost and budget go on);
+// rm of a hibernated session leaves nothing.
+func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t), CPUBudget: time.Hour})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo a > a.txt; i=0; while [ $i -lt 300000 ]; do i=$((i+1)); done")
+	busy, err := e.Get(ctx, s.ID)
+	must(t, err)
+	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"before.example.org"}})
+	must(t, err)
+	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
+	must(t, err)
+	h, err := e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if busy.CPUSeconds <= 0 || h.CPUSeconds < busy.CPUSeconds {
+		t.Errorf("CPU seconds %v before hibernating, %v hibernated", busy.CPUSeconds, h.CPUSeconds)
+	}
+	_, err = e.Policy(ctx, s.ID, api.PolicyChange{Allow: []string{"asleep.example.org"}})
+	must(t, err)
+	if st := state(t, e, s.ID); st != api.StateHibernated {
+		t.Fatalf("a policy change woke the session: %s", st)
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	if st := state(t, e2, s.ID); st != api.StateHibernated {
+		t.Fatalf("after an engine restart: %s", st)
+	}
+	w, err := e2.Wake(ctx, s.ID)
+	must(t, err)
+	if w.State != api.StateRunning || w.CPUBudget != time.Hour || w.Egress == nil ||
+		!slices.Contains(w.Egress.Allow, "before.example.org") || !slices.Contains(w.Egress.Allow, "asleep.example.org") {
+		t.Fatalf("woken: %s budget %v policy %+v", w.State, w.CPUBudget, w.Egress)
+	}
+	if w.CPUSeconds < busy.CPUSeconds {
+		t.Errorf("CPU seconds %v before hibernating, %v woken", busy.CPUSeconds, w.CPUSeconds)
+	}
+	if _, out := run(t, e2, s.ID, "cat", "a.txt"); out != "a\n" {
+		t.Errorf("after the wake: %q", out)
+	}
+	if _, err := e2.Snapshot(ctx, s.ID, api.SnapshotRequest{}); err != nil {
+		t.Errorf("snapshot after a wake: %v", err)
+	}
+	if _, err := e2.Store.Snapshot(ctx, snap.ID); err != nil {
+		t.Errorf("the snapshot taken before hibernation: %v", err)
+	}
+
+	_, err = e2.Hibernate(ctx, s.ID)
+	must(t, err)
+	if _, err := e2.Diff(ctx, s.ID, nil); err != nil { // a peek to remove too
+		t.Fatal(err)
+	}
+	must(t, e2.Remove(ctx, s.ID))
+	for _, p := range []string{filepath.Join(e.StateDir, "checkpoints", s.ID), filepath.Join(e.StateDir, "sessions", s.ID)} {
+		if _, err := os.Stat(p); !os.IsNotExist(err) {
+			t.Errorf("rm of a hibernated session left %s: %v", p, err)
+		}
+	}
+}
+
+// The next agent turn after a hibernation wakes the session and
+// continues the same conversation (the CLI's state is in the home,
+// which a hibernation keeps).
+func TestHibernateAgentConversation(t *testing.T) {
+	e := enginetest.Start(t)
+	image := enginetest.AgentsImage(t, e.Docker)
+	ctx := context.Background()
+	model, base := enginetest.Model(t, e.Docker, mockmodel.Reply{Text: "Turn one is done."})
+	s, err := e.Create(ctx, api.CreateRequest{Project: ownedProject(t), Image: image, Limits: agentLimits})
+	must(t, err)
+	t1, _ := turn(t, e, s.ID, api.AgentRequest{Agent: "claude", Prompt: "first prompt", BaseURL: base, APIKey: testKey})
+	if t1.State != "done" {
+		t.Fatalf("turn 1: %+v", t1)
+	}
+	_, err = e.Hibernate(ctx, s.ID)
+	must(t, err)
+	if turns, err := e.Turns(ctx, s.ID); err != nil || len(turns) != 1 {
+		t.Fatalf("turns of a hibernated session: %v, %v", turns, err)
+	}
+	if st := state(t, e, s.ID); st != api.StateHibernated {
+		t.Fatalf("reading the turns woke the session: %s", st)
+	}
+	model.Push(mockmodel.Reply{Text: "Turn two is done."})
+	before := len(model.Requests())
+	t2, _ := turn(t, e, s.ID, api.AgentRequest{Prompt: "second prompt", BaseURL: base, APIKey: testKey})
+	if t2.State != "done" || t2.N != 2 || t2.AgentSession != t1.AgentSession {
+		t.Fatalf("turn 2 after a wake: %+v (turn 1 in conversation %q)", t2, t1.AgentSession)
+	}
+	continued := false
+	for _, r := range model.Requests()[before:] {
+		if r.Scripted && strings.Contains(r.Body, "first prompt") && strings.Contains(r.Body, "second prompt") {
+			continued = true
+		}
+	}
+	if !continued {
+		t.Errorf("turn 2's model request does not carry turn 1's conversation")
+	}
+}
