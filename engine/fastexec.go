@@ -75,7 +75,7 @@ func (e *Engine) fastMounts(rec store.Session) []mount.Mount {
 		e.log.Warn("no fast exec for the session", "session", rec.ID, "err", err)
 		return nil
 	}
-	if err := os.Chmod(dir, 0o1777); err != nil {
+	if err := os.Chmod(dir, os.ModeSticky|0o777); err != nil {
 		e.log.Warn("no fast exec for the session", "session", rec.ID, "err", err)
 		return nil
 	}

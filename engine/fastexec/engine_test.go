@@ -3,9 +3,11 @@ package fastexec_test
 import (
 	"bytes"
 	"context"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"sync"
@@ -305,5 +307,49 @@ func TestFastExecAfterRun(t *testing.T) {
 	r := execIn(t, e, id, api.ExecRequest{Argv: []string{"echo", "second"}}, engine.ExecIO{})
 	if r.code != 0 || r.stdout != "second\n" || lastExecID(t, e, id) != "fastexec" {
 		t.Errorf("exit %d, stdout %q, run as %q", r.code, r.stdout, lastExecID(t, e, id))
+	}
+}
+
+// BenchmarkExec is `true` run in a session by the engine: through the
+// session's init, and as a Docker exec (another user forces it), with
+// p50 and p95 as metrics.
+//
+//	go test -run '^$' -bench Exec -benchtime 50x ./engine/fastexec/
+func BenchmarkExec(b *testing.B) {
+	enginetest.Require(b)
+	bin, err := buildInit()
+	if err != nil {
+		b.Fatal(err)
+	}
+	e := enginetest.Start(b, func(o *engine.Options) { o.InitPath = bin })
+	s, err := e.Create(context.Background(), api.CreateRequest{Project: b.TempDir()})
+	if err != nil {
+		b.Fatal(err)
+	}
+	other := "root"
+	if s.User == "root" {
+		other = "0"
+	}
+	for _, bc := range []struct {
+		name string
+		req  api.ExecRequest
+	}{
+		{"init", api.ExecRequest{Argv: []string{"true"}}},
+		{"docker-exec", api.ExecRequest{Argv: []string{"true"}, User: other}},
+	} {
+		b.Run(bc.name, func(b *testing.B) {
+			var took []time.Duration
+			for i := 0; i < b.N; i++ {
+				t := time.Now()
+				code, err := e.Exec(context.Background(), s.ID, bc.req, engine.ExecIO{Stdout: io.Discard, Stderr: io.Discard})
+				if err != nil || code != 0 {
+					b.Fatalf("exit %d, %v", code, err)
+				}
+				took = append(took, time.Since(t))
+			}
+			slices.Sort(took)
+			b.ReportMetric(float64(took[len(took)/2].Microseconds())/1000, "p50-ms")
+			b.ReportMetric(float64(took[(len(took)*95)/100].Microseconds())/1000, "p95-ms")
+		})
 	}
 }
