@@ -1,11 +1,14 @@
 package engine
 
 import (
+	"errors"
 	"io"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/fastexec"
@@ -108,13 +111,31 @@ func (e *Engine) startFast(rec store.Session, req api.ExecRequest) (*fastCommand
 		closeFiles(stdinR, stdinW, outR, outW)
 		return nil, err
 	}
-	p, err := fastexec.Start(fastDir(rec.Dir), fastexec.Request{Argv: req.Argv, Env: req.Env, Dir: workspacePath}, stdinR, outW, errW)
+	dir := fastDir(rec.Dir)
+	freq := fastexec.Request{Argv: req.Argv, Env: req.Env, Dir: workspacePath}
+	p, err := fastexec.Start(dir, freq, stdinR, outW, errW)
+	// A container made with the init (its directory is there) that has
+	// just started may not listen yet: a few milliseconds.
+	for i := 0; i < 50 && errors.Is(err, fastexec.ErrNoInit) && initStarting(dir); i++ {
+		time.Sleep(2 * time.Millisecond)
+		p, err = fastexec.Start(dir, freq, stdinR, outW, errW)
+	}
 	closeFiles(stdinR, outW, errW) // the command's ends, now the init's
 	if err != nil {
 		closeFiles(stdinW, outR, errR)
 		return nil, err
 	}
 	return &fastCommand{p: p, stdin: stdinW, stdout: outR, stderr: errR}, nil
+}
+
+// initStarting says whether the socket directory dir is there without its
+// socket yet.
+func initStarting(dir string) bool {
+	if _, err := os.Lstat(dir); err != nil {
+		return false
+	}
+	_, err := os.Lstat(filepath.Join(dir, fastexec.SocketName))
+	return errors.Is(err, fs.ErrNotExist)
 }
 
 // fastCommand is a command run by the session's init.

@@ -110,8 +110,7 @@ func execIn(t *testing.T, e *enginetest.Engine, id string, req api.ExecRequest, 
 
 func TestFastExec(t *testing.T) {
 	e := initEngine(t)
-	s := newSession(t, e, api.CreateRequest{})
-	waitServing(t, e, s.ID)
+	s := newSession(t, e, api.CreateRequest{}) // the first command comes at once, as the init starts
 	kill := make(chan syscall.Signal, 1)
 	scenarios := []struct {
 		name  string
