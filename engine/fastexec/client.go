@@ -10,6 +10,7 @@ import (
 	"strconv"
 	"sync"
 	"syscall"
+	"time"
 
 	"golang.org/x/sys/unix"
 )
@@ -18,6 +19,9 @@ import (
 // before the fast path existed, or by an engine without the init binary,
 // or not started yet. Run the command another way.
 var ErrNoInit = errors.New("fastexec: no init serves this session")
+
+// sendTimeout bounds the sending of a request.
+const sendTimeout = 10 * time.Second
 
 // Process is a command the init runs for the caller.
 type Process struct {
@@ -43,10 +47,14 @@ func Start(dir string, req Request, stdin, stdout, stderr *os.File) (*Process, e
 		return nil, err
 	}
 	rights := unix.UnixRights(int(stdin.Fd()), int(stdout.Fd()), int(stderr.Fd()))
+	// A peer that does not read (the session serving the socket itself)
+	// must not hold the caller.
+	conn.SetWriteDeadline(time.Now().Add(sendTimeout))
 	n, _, err := conn.WriteMsgUnix(frame, rights, nil)
 	if err == nil && n < len(frame) {
 		_, err = conn.Write(frame[n:])
 	}
+	conn.SetWriteDeadline(time.Time{})
 	if err != nil {
 		conn.Close()
 		return nil, fmt.Errorf("fastexec: send the command to the session's init: %w", err)
