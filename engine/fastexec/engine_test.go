@@ -352,3 +352,32 @@ func BenchmarkExec(b *testing.B) {
 		})
 	}
 }
+
+// TestFastExecSocketIsConfined: on the host only root reaches the socket
+// (the tmpfs it lives in is root's, 0700); in the session, a link put in
+// its place (to the host's Docker socket) is never followed: commands go
+// through docker exec and still run.
+func TestFastExecSocketIsConfined(t *testing.T) {
+	e := initEngine(t)
+	s := newSession(t, e, api.CreateRequest{})
+	waitServing(t, e, s.ID)
+	ws := filepath.Join(e.StateDir, "sessions", s.ID, "ws")
+	st, err := os.Stat(ws)
+	if err != nil {
+		t.Fatal(err)
+	}
+	if sys := st.Sys().(*syscall.Stat_t); st.Mode().Perm() != 0o700 || sys.Uid != 0 {
+		t.Errorf("%s: mode %v, owner %d: want 0700 and root", ws, st.Mode().Perm(), sys.Uid)
+	}
+	r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "rm /.airlock/run/exec.sock && ln -s /var/run/docker.sock /.airlock/run/exec.sock"}}, engine.ExecIO{})
+	if r.code != 0 {
+		t.Fatalf("replace the socket: %d %q", r.code, r.stderr)
+	}
+	r = execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"echo", "still"}}, engine.ExecIO{})
+	if r.code != 0 || r.stdout != "still\n" {
+		t.Errorf("after the socket was replaced: exit %d, %q %q", r.code, r.stdout, r.stderr)
+	}
+	if id := lastExecID(t, e, s.ID); id == "fastexec" {
+		t.Errorf("a link in the socket's place was followed")
+	}
+}
