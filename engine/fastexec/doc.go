@@ -9,6 +9,9 @@
 // executes it in the container (its namespaces, cgroup, capabilities,
 // seccomp profile and no-new-privileges, as the container's user), and
 // answers with its exit status; the caller may send signals meanwhile.
+// One difference from `docker exec -u USER`: the user and its groups are
+// the init's, resolved by Docker when the container started, not again
+// at each command (a group the session adds itself to later is not seen).
 //
 // The session can reach the socket from inside its container. That gives
 // it nothing it does not have: what the init runs it could run itself, in
