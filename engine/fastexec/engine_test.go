@@ -170,6 +170,12 @@ func TestFastExec(t *testing.T) {
 	if c := cmds[0]; c.ExitCode == nil || *c.ExitCode != 3 || !strings.Contains(c.Output, "out\n") || !strings.Contains(c.Output, "err\n") {
 		t.Errorf("first record: exit %v, output %q", c.ExitCode, c.Output)
 	}
+	// Orphans of commands are reaped: none is left a zombie.
+	execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "for i in 1 2 3; do (sleep 0.1 >/dev/null &); done"}}, engine.ExecIO{})
+	time.Sleep(500 * time.Millisecond)
+	if r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "grep -l '^State:.Z' /proc/[0-9]*/status || true"}}, engine.ExecIO{}); r.stdout != "" {
+		t.Errorf("zombies left: %s", r.stdout)
+	}
 	// A TTY still goes through docker exec.
 	r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"true"}, TTY: true}, engine.ExecIO{})
 	if id := lastExecID(t, e, s.ID); r.code != 0 || id == "fastexec" {
