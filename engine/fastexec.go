@@ -173,9 +173,16 @@ func (f *fastCommand) pump(stdout, stderr io.Writer) error {
 	x, err := f.p.Wait()
 	wg.Wait() // output ends once every process holding it has
 	f.closeStdin()
-	f.state = "interrupted"
-	if err == nil {
+	switch {
+	case err == nil:
 		f.code, f.state = &x.Code, "exited"
+	case errors.Is(err, fastexec.ErrInitGone):
+		// The container stopped, and SIGKILL ended its processes, as
+		// Docker reports for an exec it had.
+		code := 128 + int(syscall.SIGKILL)
+		f.code, f.state, err = &code, "exited", nil
+	default:
+		f.state = "interrupted"
 	}
 	return err
 }

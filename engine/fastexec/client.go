@@ -23,6 +23,11 @@ var ErrNoInit = errors.New("fastexec: no init serves this session")
 // sendTimeout bounds the sending of a request.
 const sendTimeout = 10 * time.Second
 
+// ErrInitGone is an init that went away before the command ended: its
+// container stopped (the init is what keeps it up), which killed the
+// command too.
+var ErrInitGone = errors.New("fastexec: the session's init went away")
+
 // Process is a command the init runs for the caller.
 type Process struct {
 	conn *net.UnixConn
@@ -101,18 +106,18 @@ func (p *Process) Signal(sig syscall.Signal) error {
 }
 
 // Wait waits for the command to end and closes the connection. An error
-// means the init went away first (the container stopped) or answered
-// what the protocol does not allow; the exit is then unknown.
+// means the init went away first (ErrInitGone) or answered what the
+// protocol does not allow; the exit is then unknown.
 func (p *Process) Wait() (Exit, error) {
 	defer p.conn.Close()
 	// Read, never ReadMsgUnix: descriptors the peer might send are
 	// dropped by the kernel.
 	kind, body, err := readFrame(p.conn, maxReply)
 	if err != nil {
-		if err == io.EOF {
-			err = io.ErrUnexpectedEOF
+		if errors.Is(err, io.EOF) || errors.Is(err, io.ErrUnexpectedEOF) || errors.Is(err, syscall.ECONNRESET) {
+			return Exit{}, fmt.Errorf("%w: %v", ErrInitGone, err)
 		}
-		return Exit{}, fmt.Errorf("fastexec: the session's init went away: %w", err)
+		return Exit{}, fmt.Errorf("fastexec: read the command's exit: %w", err)
 	}
 	var x Exit
 	if kind != kindExit {

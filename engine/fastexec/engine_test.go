@@ -387,3 +387,20 @@ func TestFastExecSocketIsConfined(t *testing.T) {
 		t.Errorf("a link in the socket's place was followed")
 	}
 }
+
+// TestFastExecContainerStops: a command whose container stops under it
+// ends killed (137), as a Docker exec's does, not with an unknown code.
+func TestFastExecContainerStops(t *testing.T) {
+	e := initEngine(t)
+	s := newSession(t, e, api.CreateRequest{})
+	waitServing(t, e, s.ID)
+	go func() {
+		time.Sleep(300 * time.Millisecond)
+		timeout := 0
+		e.Docker.ContainerStop(context.Background(), s.ContainerID, container.StopOptions{Timeout: &timeout})
+	}()
+	r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sleep", "30"}}, engine.ExecIO{})
+	if r.code != 137 {
+		t.Errorf("exit %d, want 137", r.code)
+	}
+}
