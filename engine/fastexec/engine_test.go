@@ -133,6 +133,8 @@ func TestFastExec(t *testing.T) {
 			func(r result) bool { return r.code == 0 && r.stdout == "" }},
 		{"large output", api.ExecRequest{Argv: []string{"sh", "-c", "head -c 50000000 /dev/zero; echo done >&2"}}, "", nil,
 			func(r result) bool { return r.code == 0 && len(r.stdout) == 50000000 && r.stderr == "done\n" }},
+		{"kill 0 ends only the command", api.ExecRequest{Argv: []string{"sh", "-c", "kill 0; sleep 5"}}, "", nil,
+			func(r result) bool { return r.code == 143 }},
 		{"not found", api.ExecRequest{Argv: []string{"no-such-command"}}, "", nil,
 			func(r result) bool { return r.code == 127 && strings.Contains(r.stderr, "not found") }},
 		{"killed", api.ExecRequest{Argv: []string{"sleep", "30"}}, "", kill,
@@ -196,7 +198,8 @@ func trim(s string) string {
 const probe = `grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp)' /proc/self/status; ` +
 	`cat /proc/self/cgroup; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max 2>/dev/null; ` +
 	`cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null; ` +
-	`env | grep -v '^_=' | sort; pwd; ulimit -a; ls -l /proc/self/ns | sed 's/.*-> //' | grep -v pid_for`
+	`env | grep -v '^_=' | sort; pwd; ulimit -a; ls -l /proc/self/ns | sed 's/.*-> //' | grep -v pid_for; ` +
+	`read -r pid comm state ppid pgrp sid rest < /proc/$$/stat; [ $pid = $pgrp ] && [ $pid = $sid ] && echo "leads its session"`
 
 // TestFastExecAsDockerExec: a command run by the init sees what the
 // same command run by `docker exec` sees: user, groups, capabilities,
@@ -214,7 +217,7 @@ func TestFastExecAsDockerExec(t *testing.T) {
 		if fast != docker {
 			t.Errorf("user %q: the init's command sees\n%s\n%s\ndocker exec's sees\n%s\n%s", user, fast.stdout, fast.stderr, docker.stdout, docker.stderr)
 		}
-		if !strings.Contains(fast.stdout, "\n64\n") {
+		if !strings.Contains(fast.stdout, "\n64\n") || !strings.Contains(fast.stdout, "leads its session") {
 			t.Errorf("pids limit not seen: %s", fast.stdout)
 		}
 	}

@@ -2,6 +2,7 @@ package fastexec
 
 import (
 	"bytes"
+	"encoding/binary"
 	"errors"
 	"fmt"
 	"io"
@@ -111,7 +112,10 @@ func (s *Server) run(c io.Reader, req Request, files [3]*os.File) Exit {
 		return Exit{Code: 127}
 	}
 	done := make(chan syscall.WaitStatus, 1)
-	attr := &syscall.ProcAttr{Dir: req.Dir, Env: env, Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()}}
+	attr := &syscall.ProcAttr{Dir: req.Dir, Env: env, Files: []uintptr{files[0].Fd(), files[1].Fd(), files[2].Fd()},
+		// A session of its own, as runc gives an exec: `kill 0` in a
+		// command ends its own group, not the init's.
+		Sys: &syscall.SysProcAttr{Setsid: true}}
 	// The reaper waits for the lock before it hands an exit on, so the
 	// pid is known before its exit can be.
 	s.mu.Lock()
@@ -174,7 +178,7 @@ func readRequest(c *net.UnixConn) (Request, [3]*os.File, []byte, error) {
 		}
 		data = append(data, buf[:n]...)
 		if want < 0 && len(data) >= headerLen {
-			size := int(uint32(data[0])<<24 | uint32(data[1])<<16 | uint32(data[2])<<8 | uint32(data[3]))
+			size := int(binary.BigEndian.Uint32(data))
 			if data[4] != kindRequest || size > maxRequest {
 				err = ErrFrame
 			}
