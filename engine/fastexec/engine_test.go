@@ -195,7 +195,8 @@ func trim(s string) string {
 // probe is what a command can see of how it runs: identity,
 // capabilities, seccomp, no-new-privileges, cgroup and its limits,
 // environment, directory, rlimits.
-const probe = `grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp)' /proc/self/status; ` +
+const probe = `grep -E '^(Uid|Gid|Groups|CapInh|CapPrm|CapEff|CapBnd|CapAmb|NoNewPrivs|Seccomp|SigBlk|SigIgn)' /proc/self/status; ` +
+	`umask; cat /proc/self/oom_score_adj; readlink /proc/self/fd/0; ` +
 	`cat /proc/self/cgroup; cat /sys/fs/cgroup/pids.max /sys/fs/cgroup/pids/pids.max 2>/dev/null; ` +
 	`cat /sys/fs/cgroup/memory.max /sys/fs/cgroup/memory/memory.limit_in_bytes 2>/dev/null; ` +
 	`env | grep -v '^_=' | sort; pwd; ulimit -a; ls -l /proc/self/ns | sed 's/.*-> //' | grep -v pid_for; ` +

@@ -35,8 +35,11 @@ func main() {
 
 	sock := filepath.Join(fastexec.SocketDir, fastexec.SocketName)
 	os.Remove(sock) // a previous run's
-	syscall.Umask(0o077)
+	// The socket is the container user's alone; the commands get the
+	// umask the init started with, as an exec does.
+	umask := syscall.Umask(0o077)
 	l, err := net.ListenUnix("unix", &net.UnixAddr{Net: "unix", Name: sock})
+	syscall.Umask(umask)
 	if err == nil {
 		l.SetUnlinkOnClose(false)
 		err = srv.Serve(l)
