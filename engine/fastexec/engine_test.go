@@ -398,12 +398,14 @@ func TestFastExecContainerStops(t *testing.T) {
 	e := initEngine(t)
 	s := newSession(t, e, api.CreateRequest{})
 	waitServing(t, e, s.ID)
-	go func() {
-		time.Sleep(300 * time.Millisecond)
-		timeout := 0
-		e.Docker.ContainerStop(context.Background(), s.ContainerID, container.StopOptions{Timeout: &timeout})
-	}()
-	r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sleep", "30"}}, engine.ExecIO{})
+	stop := func(int64) {
+		go func() {
+			time.Sleep(300 * time.Millisecond)
+			timeout := 0
+			e.Docker.ContainerStop(context.Background(), s.ContainerID, container.StopOptions{Timeout: &timeout})
+		}()
+	}
+	r := execIn(t, e, s.ID, api.ExecRequest{Argv: []string{"sleep", "30"}}, engine.ExecIO{Started: stop})
 	if r.code != 137 {
 		t.Errorf("exit %d, want 137", r.code)
 	}
