@@ -18,14 +18,17 @@ import (
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/engine/fastexec"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
 )
 
+// buildInit builds the init once per test binary, into the directory
+// TestMain removes at the end.
 var buildInit = sync.OnceValues(func() (string, error) {
-	dir, err := os.MkdirTemp("", "airlock-init-")
-	if err != nil {
+	dir := fastexec.InitTestDir()
+	if err := os.MkdirAll(dir, 0o700); err != nil {
 		return "", err
 	}
 	bin := filepath.Join(dir, "airlock-init")

@@ -10,6 +10,7 @@ import (
 	"os/exec"
 	"path/filepath"
 	"slices"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -30,7 +31,14 @@ func TestMain(m *testing.M) {
 		srv.Serve(l)
 		return
 	}
-	os.Exit(m.Run())
+	code := m.Run()
+	os.RemoveAll(InitTestDir())
+	os.Exit(code)
+}
+
+// InitTestDir is where the integration tests build the init.
+func InitTestDir() string {
+	return filepath.Join(os.TempDir(), "airlock-init-test-"+strconv.Itoa(os.Getpid()))
 }
 
 // serve starts a server in a child process and returns its socket's
