@@ -10,8 +10,11 @@ LDFLAGS := -X main.version=$(VERSION)
 
 all: build
 
+# bin/airlock-init is the sessions' init (engine/fastexec): static, so it
+# runs in any image; the engine finds it beside its own binary.
 build: ui
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock ./cmd/airlock
+	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/airlock-init ./engine/fastexec/init
 
 # The CLI for this machine: the binary, a man page per command (generated
 # from the commands) and the shell completions, under PREFIX (DESTDIR for
@@ -21,6 +24,7 @@ install: build
 	rm -rf bin/man bin/completion && bin/airlock man bin/man && mkdir -p bin/completion
 	for sh in bash zsh fish; do bin/airlock completion $$sh > bin/completion/airlock.$$sh || exit 1; done
 	install -Dm755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
+	install -Dm755 bin/airlock-init $(DESTDIR)$(PREFIX)/bin/airlock-init
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m644 bin/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -Dm644 bin/completion/airlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/airlock

@@ -12,6 +12,7 @@
 //  11. pause and resume vs docker pause and unpause
 //  12. engine CPU spent watching 50 idle sessions
 //  16. engine memory on hostile workspaces; diff of 200,000 added files vs git status
+//  17. `airlock exec ID -- true` vs `docker exec C true`
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -113,6 +114,9 @@ func main() {
 	}
 	if want("16") {
 		b.hostile(200000)
+	}
+	if want("17") {
+		b.execVsDockerExec(50)
 	}
 	if *only != "" {
 		return

@@ -32,10 +32,14 @@ const (
 )
 
 // keepAlive is the container's main process: it idles until stopped, so
-// that commands run as execs and the container outlives each of them.
+// that the container outlives each command. Where the engine bound its
+// init (fastexec.go), the script becomes that init, which also runs
+// commands; an empty file left there by a snapshot's container layer is
+// not one.
 var keepAlive = []string{"/bin/sh", "-c", idleScript}
 
-const idleScript = "trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"
+const idleScript = "[ -x /.airlock/init ] && [ -s /.airlock/init ] && exec /.airlock/init; " +
+	"trap 'exit 0' TERM INT; while :; do sleep 86400 & wait $!; done"
 
 // containerSpec is the container of a session: cmd as its main process,
 // the merged workspace at /workspace, hardened and limited. A session's
@@ -61,6 +65,7 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, caFile), Target: caPath, ReadOnly: true})
 		env = append(env, caEnv()...)
 	}
+	mounts = append(mounts, e.fastMounts(rec)...)
 	init := true
 	pids := rec.Limits.Pids
 	return &container.Config{

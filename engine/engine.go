@@ -127,6 +127,11 @@ type Options struct {
 	// NeverAsk keeps sessions under the ask mode from asking anyone:
 	// what no rule decides is denied (airlock ci).
 	NeverAsk bool
+	// InitPath is the session init (engine/fastexec/init) bound into new
+	// containers to run their commands without `docker exec`; empty:
+	// airlock-init beside the engine's executable, if it is there; "none":
+	// no init, every command is a Docker exec.
+	InitPath string
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -143,6 +148,8 @@ type Engine struct {
 	asks    asks // questions of sessions under the ask mode (ask.go)
 	// neverAsk is Options.NeverAsk.
 	neverAsk bool
+	// initPath is the session init found from Options.InitPath ("": none).
+	initPath string
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers
@@ -220,6 +227,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		policy:    opts.PolicyFile,
 		resolve:   opts.Resolve,
 		neverAsk:  opts.NeverAsk,
+		initPath:  findInit(opts.InitPath),
 		reviewers: review.NewWorkers(reviewSlots()),
 	}
 	defs := opts.Defaults

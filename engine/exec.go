@@ -64,18 +64,17 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if user == "" {
 		user = rec.User
 	}
-	opts := execOptions(req, user)
-	created, hj, err := e.startExec(ctx, rec, opts)
+	cmd, err := e.startCommand(ctx, rec, req, user)
 	if err != nil {
 		return -1, err
 	}
 	started := time.Now()
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
 		Command: api.Command{Session: rec.ID, Argv: req.Argv, TTY: req.TTY, User: user, Started: started},
-		ExecID:  created.ID,
+		ExecID:  cmd.execID(),
 	})
 	if err != nil {
-		hj.Close()
+		cmd.abort()
 		return -1, err
 	}
 	if sio.Started != nil {
@@ -86,14 +85,15 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	rc.cpuUsed = func() int64 { return max(0, e.sessionCPU(rec.ID)-cpuStart) }
 
 	if sio.Stdin != nil && req.Stdin {
-		go func() {
-			io.Copy(hj.Conn, sio.Stdin)
-			hj.CloseWrite()
-		}()
+		go cmd.feed(sio.Stdin)
 	}
 	ctrlDone := make(chan struct{})
 	defer close(ctrlDone)
-	go e.forwardControls(created.ID, sio.Resize, sio.Signal, func(sig syscall.Signal) { e.signalExec(created.ID, sig) }, ctrlDone)
+	resize := sio.Resize
+	if !req.TTY {
+		resize = nil // only a terminal has a size
+	}
+	go e.forwardControls(cmd.execID(), resize, sio.Signal, cmd.signal, ctrlDone)
 
 	// The output pump runs detached from ctx: a caller that disconnects
 	// stops receiving output, but the recording goes on.
@@ -104,14 +104,8 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	e.bg.Add(1)
 	go func() {
 		defer e.bg.Done()
-		var err error
-		if req.TTY {
-			_, err = io.Copy(io.MultiWriter(rc, stdout), hj.Reader)
-		} else {
-			_, err = stdcopy.StdCopy(io.MultiWriter(rc, stdout), io.MultiWriter(rc, stderr), hj.Reader)
-		}
-		hj.Close()
-		code, state := e.execExit(created.ID)
+		err := cmd.pump(io.MultiWriter(rc, stdout), io.MultiWriter(rc, stderr))
+		code, state := cmd.exit()
 		rc.finish(code, state)
 		done()
 		pumpDone <- err
@@ -125,7 +119,7 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	}
 	code := rc.exitCode()
 	if code == nil {
-		return -1, errdefs.Unavailablef("the command's exit code could not be read from Docker")
+		return -1, errdefs.Unavailablef("the command's exit code could not be read (its container stopped, or Docker did not say)")
 	}
 	return *code, nil
 }
@@ -147,6 +141,74 @@ func execOptions(req api.ExecRequest, user string) container.ExecOptions {
 	}
 	return opts
 }
+
+// runningCommand is a command started in a session, through Docker's
+// exec or the session's own init (fastexec.go).
+type runningCommand interface {
+	// execID names the command in its record.
+	execID() string
+	// feed copies r to the command's stdin and closes that at r's end.
+	feed(r io.Reader)
+	// pump copies the command's output (all of it to stdout with a TTY)
+	// until it ends. Writes to stdout and stderr never overlap.
+	pump(stdout, stderr io.Writer) error
+	// exit is how the command ended, once pump returned: nil and
+	// "interrupted" when that cannot be known.
+	exit() (*int, string)
+	// signal delivers sig to the command's process.
+	signal(sig syscall.Signal)
+	// abort drops the connection to a command that will not be recorded;
+	// the command may go on.
+	abort()
+}
+
+// startCommand starts req in rec's container as user: through the
+// session's init when it can run the command (no TTY, the session's own
+// user) and serves, else as a Docker exec.
+func (e *Engine) startCommand(ctx context.Context, rec store.Session, req api.ExecRequest, user string) (runningCommand, error) {
+	if !req.TTY && user == rec.User {
+		cmd, err := e.startFast(rec, req)
+		if err == nil {
+			return cmd, nil
+		}
+		e.log.Debug("fast exec unavailable, using docker exec", "session", rec.ID, "err", err)
+	}
+	opts := execOptions(req, user)
+	created, hj, err := e.startExec(ctx, rec, opts)
+	if err != nil {
+		return nil, err
+	}
+	return &dockerCommand{e: e, id: created.ID, tty: req.TTY, hj: hj}, nil
+}
+
+// dockerCommand is a command run as a Docker exec.
+type dockerCommand struct {
+	e   *Engine
+	id  string
+	tty bool
+	hj  types.HijackedResponse
+}
+
+func (d *dockerCommand) execID() string { return d.id }
+
+func (d *dockerCommand) feed(r io.Reader) {
+	io.Copy(d.hj.Conn, r)
+	d.hj.CloseWrite()
+}
+
+func (d *dockerCommand) pump(stdout, stderr io.Writer) error {
+	defer d.hj.Close()
+	if d.tty {
+		_, err := io.Copy(stdout, d.hj.Reader)
+		return err
+	}
+	_, err := stdcopy.StdCopy(stdout, stderr, d.hj.Reader)
+	return err
+}
+
+func (d *dockerCommand) exit() (*int, string)      { return d.e.execExit(d.id) }
+func (d *dockerCommand) signal(sig syscall.Signal) { d.e.signalExec(d.id, sig) }
+func (d *dockerCommand) abort()                    { d.hj.Close() }
 
 // startExec creates the exec of opts in rec's container and attaches to
 // it, which starts it.
