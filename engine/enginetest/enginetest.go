@@ -14,6 +14,7 @@ import (
 	"crypto/x509"
 	"crypto/x509/pkix"
 	"encoding/pem"
+	"fmt"
 	"io"
 	"log"
 	"math/big"
@@ -21,7 +22,9 @@ import (
 	"net/http"
 	"net/netip"
 	"os"
+	"os/exec"
 	"path/filepath"
+	"strings"
 	"sync"
 	"syscall"
 	"testing"
@@ -126,6 +129,9 @@ func Reopen(t testing.TB, d *client.Client, dir string, opts ...func(*engine.Opt
 	for _, f := range opts {
 		f(&o)
 	}
+	if o.InitPath == "" {
+		o.InitPath = SessionInit(t)
+	}
 	if o.Defaults.CABundle == "" { // the engine trusts the mock model
 		o.Defaults.CABundle = filepath.Join(dir, "model-ca.pem")
 		if err := os.WriteFile(o.Defaults.CABundle, ModelCA(), 0o644); err != nil {
@@ -153,6 +159,42 @@ func RemoveAll(t testing.TB, e *Engine) {
 	defer cancel()
 	e.Close(cctx)
 }
+
+// SessionInit is the sessions' init (engine/fastexec) the tests' engines
+// bind into their containers, as the installed engine finds it beside
+// itself: $AIRLOCK_TEST_INIT ("none": no init, every command through
+// docker exec, as make test runs the engine's suite a second time), else
+// built once per test binary.
+func SessionInit(t testing.TB) string {
+	t.Helper()
+	if p := os.Getenv("AIRLOCK_TEST_INIT"); p != "" {
+		return p
+	}
+	p, err := builtInit()
+	if err != nil {
+		t.Fatalf("build the sessions' init: %v", err)
+	}
+	return p
+}
+
+var builtInit = sync.OnceValues(func() (string, error) {
+	mod, err := exec.Command("go", "env", "GOMOD").Output()
+	if err != nil {
+		return "", err
+	}
+	dir, err := os.MkdirTemp("", "airlock-test-init-")
+	if err != nil {
+		return "", err
+	}
+	out := filepath.Join(dir, "airlock-init")
+	cmd := exec.Command("go", "build", "-o", out, "./engine/fastexec/init")
+	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
+	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	if b, err := cmd.CombinedOutput(); err != nil {
+		return "", fmt.Errorf("%v: %s", err, b)
+	}
+	return out, nil
+})
 
 var agentsOnce sync.Mutex
 
