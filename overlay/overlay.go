@@ -23,6 +23,7 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
+	"time"
 	"strconv"
 	"strings"
 	"syscall"
@@ -290,11 +291,29 @@ func unescapeMountinfo(s string) string {
 // to a detached tmpfs. Unmounting what is already gone is not an error.
 func (w *Workspace) Unmount() error {
 	for _, p := range []string{w.Merged(), w.Tmpfs()} {
-		if err := unix.Unmount(p, 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-			return fmt.Errorf("unmount %s: %w", p, err)
+		if err := unmount(p); err != nil {
+			return err
 		}
 	}
 	return os.RemoveAll(w.Dir)
+}
+
+// unmount unmounts p; one not mounted is fine. A mount that is busy for a
+// moment — a fill that failed leaves its chrooted helper process exiting
+// with its root there — is tried again for up to two seconds.
+func unmount(p string) error {
+	deadline := time.Now().Add(2 * time.Second)
+	for {
+		err := unix.Unmount(p, 0)
+		switch {
+		case err == nil || errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOENT):
+			return nil
+		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
+			time.Sleep(20 * time.Millisecond)
+		default:
+			return fmt.Errorf("unmount %s: %w", p, err)
+		}
+	}
 }
 
 // Close unmounts the overlay and, for a tmpfs workspace, the tmpfs with
@@ -303,16 +322,13 @@ func (w *Workspace) Unmount() error {
 // everything else in D (the base, the container's configuration). Like
 // Unmount, only once no container uses the workspace.
 func (w *Workspace) Close() error {
-	if err := unix.Unmount(w.Merged(), 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", w.Merged(), err)
+	if err := unmount(w.Merged()); err != nil {
+		return err
 	}
 	if w.Disk {
 		return nil
 	}
-	if err := unix.Unmount(w.Tmpfs(), 0); err != nil && !errors.Is(err, unix.EINVAL) && !errors.Is(err, unix.ENOENT) {
-		return fmt.Errorf("unmount %s: %w", w.Tmpfs(), err)
-	}
-	return nil
+	return unmount(w.Tmpfs())
 }
 
 // Usage is the tmpfs's fill level.
