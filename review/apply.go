@@ -508,32 +508,25 @@ func (a *accepter) outcome(i int, r *settled, failed map[int]string) Outcome {
 	return o
 }
 
-// recordBase tells the session's base what the accept wrote, a batch of
-// files at a time.
+// recordBase tells the session's base what the accept wrote.
 func (a *accepter) recordBase(failed map[int]string) error {
 	if a.l.Base == nil {
 		return nil
 	}
-	var acc []AcceptedFile
-	err := a.settledEach(func(i int, r *settled) error {
-		if !r.Base || !a.outcome(i, r, failed).Applied {
+	return a.l.Base.Accepted(func(record func(AcceptedFile) error) error {
+		return a.settledEach(func(i int, r *settled) error {
+			if !r.Base || !a.outcome(i, r, failed).Applied {
+				return nil
+			}
+			if err := record(AcceptedFile{Path: r.Path, Content: r.Content, SessionSum: r.Sum}); err != nil {
+				return err
+			}
+			if r.From != "" {
+				return record(AcceptedFile{Path: r.From})
+			}
 			return nil
-		}
-		acc = append(acc, AcceptedFile{Path: r.Path, Content: r.Content, SessionSum: r.Sum})
-		if r.From != "" {
-			acc = append(acc, AcceptedFile{Path: r.From})
-		}
-		if len(acc) >= 256 {
-			err := a.l.Base.Accepted(acc)
-			acc = acc[:0]
-			return err
-		}
-		return nil
+		})
 	})
-	if err != nil {
-		return err
-	}
-	return a.l.Base.Accepted(acc)
 }
 
 // report hands the outcomes to each.
