@@ -11,6 +11,7 @@ import (
 	"strconv"
 	"strings"
 	"sync/atomic"
+	"syscall"
 	"testing"
 	"time"
 
@@ -156,5 +157,43 @@ func TestAcceptMemoryChild(t *testing.T) {
 	must(t, err)
 	if changed, err := l.Base.HostChanged("many/d7/7", fi); err != nil || changed {
 		t.Errorf("HostChanged after the accept = %v, %v; want false", changed, err)
+	}
+}
+
+// An accept into any number of directories holds a bounded number of
+// descriptors: with the process's limit far below one per directory, it
+// still writes every file.
+func TestAcceptManyDirectoriesFewDescriptors(t *testing.T) {
+	dir := t.TempDir()
+	l := review.Layers{Upper: filepath.Join(dir, "upper"), Project: filepath.Join(dir, "proj")}
+	must(t, os.MkdirAll(l.Project, 0o755))
+	const dirs = 1500
+	for i := range dirs {
+		write(t, filepath.Join(l.Upper, fmt.Sprintf("d%04d/sub/f", i)), "x\n", 0o644)
+	}
+	diffs, err := review.Review(l)
+	must(t, err)
+
+	var lim syscall.Rlimit
+	must(t, syscall.Getrlimit(syscall.RLIMIT_NOFILE, &lim))
+	low := lim
+	low.Cur = 600
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &low))
+	out, err := review.Accept(l, diffs, review.Selection{}, filepath.Join(dir, "accept.journal"))
+	must(t, syscall.Setrlimit(syscall.RLIMIT_NOFILE, &lim))
+	must(t, err)
+	applied := 0
+	for _, o := range out {
+		if o.Applied {
+			applied++
+		} else {
+			t.Errorf("%s: not applied: %s", o.Path, o.Error)
+		}
+	}
+	if applied != dirs {
+		t.Errorf("applied %d of %d files", applied, dirs)
+	}
+	if _, err := os.Stat(filepath.Join(l.Project, "d1499/sub/f")); err != nil {
+		t.Error(err)
 	}
 }

@@ -273,6 +273,7 @@ func (a *accepter) add(it item, stage bool) error {
 	case c.Type == Special && it.content == nil:
 		r.Error = "skipped: " + c.Note
 	default:
+		a.t.trim(a.staging)
 		if err := a.t.check(c.Path); err != nil {
 			r.Error = err.Error()
 			break
@@ -404,6 +405,7 @@ func (a *accepter) commit(each func(Outcome) error) error {
 			if _, ok := failed[op.Item]; ok {
 				return nil
 			}
+			a.t.trim(a.staging)
 			if err := a.t.do(op, a.staging, a.mkMode); err != nil {
 				failed[op.Item] = err.Error()
 			}
@@ -464,6 +466,7 @@ func (a *accepter) syncDirs(dirs map[string]bool, op jop) {
 }
 
 func (a *accepter) syncDir(dir string) {
+	a.t.trim(a.staging)
 	if fd, err := a.t.dir(dir, nil); err == nil {
 		unix.Fsync(fd)
 	}
