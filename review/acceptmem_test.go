@@ -26,6 +26,9 @@ import (
 // AcceptEach, then the base recording what was written.
 //
 //	go test -run '^$' -bench AcceptManyFiles -benchtime 1x ./review/
+//
+// With AIRLOCK_ACCEPTMEM_PROF=FILE, the child writes a heap profile to
+// FILE at each new peak: what the accept held at its highest.
 func BenchmarkAcceptManyFiles(b *testing.B) {
 	if os.Geteuid() != 0 {
 		b.Skip("needs root: the accept gives the files the project root's owner")
