@@ -273,6 +273,7 @@ func (a *accepter) add(it item, stage bool) error {
 	case c.Type == Special && it.content == nil:
 		r.Error = "skipped: " + c.Note
 	default:
+		a.t.trim(a.staging)
 		if err := a.t.check(c.Path); err != nil {
 			r.Error = err.Error()
 			break
@@ -404,6 +405,7 @@ func (a *accepter) commit(each func(Outcome) error) error {
 			if _, ok := failed[op.Item]; ok {
 				return nil
 			}
+			a.t.trim(a.staging)
 			if err := a.t.do(op, a.staging, a.mkMode); err != nil {
 				failed[op.Item] = err.Error()
 			}
@@ -464,6 +466,7 @@ func (a *accepter) syncDirs(dirs map[string]bool, op jop) {
 }
 
 func (a *accepter) syncDir(dir string) {
+	a.t.trim(a.staging)
 	if fd, err := a.t.dir(dir, nil); err == nil {
 		unix.Fsync(fd)
 	}
@@ -508,32 +511,25 @@ func (a *accepter) outcome(i int, r *settled, failed map[int]string) Outcome {
 	return o
 }
 
-// recordBase tells the session's base what the accept wrote, a batch of
-// files at a time.
+// recordBase tells the session's base what the accept wrote.
 func (a *accepter) recordBase(failed map[int]string) error {
 	if a.l.Base == nil {
 		return nil
 	}
-	var acc []AcceptedFile
-	err := a.settledEach(func(i int, r *settled) error {
-		if !r.Base || !a.outcome(i, r, failed).Applied {
+	return a.l.Base.Accepted(func(record func(AcceptedFile) error) error {
+		return a.settledEach(func(i int, r *settled) error {
+			if !r.Base || !a.outcome(i, r, failed).Applied {
+				return nil
+			}
+			if err := record(AcceptedFile{Path: r.Path, Content: r.Content, SessionSum: r.Sum}); err != nil {
+				return err
+			}
+			if r.From != "" {
+				return record(AcceptedFile{Path: r.From})
+			}
 			return nil
-		}
-		acc = append(acc, AcceptedFile{Path: r.Path, Content: r.Content, SessionSum: r.Sum})
-		if r.From != "" {
-			acc = append(acc, AcceptedFile{Path: r.From})
-		}
-		if len(acc) >= 256 {
-			err := a.l.Base.Accepted(acc)
-			acc = acc[:0]
-			return err
-		}
-		return nil
+		})
 	})
-	if err != nil {
-		return err
-	}
-	return a.l.Base.Accepted(acc)
 }
 
 // report hands the outcomes to each.

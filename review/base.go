@@ -7,7 +7,6 @@ import (
 	"crypto/sha256"
 	"encoding/binary"
 	"encoding/hex"
-	"encoding/json"
 	"errors"
 	"fmt"
 	"io"
@@ -46,10 +45,14 @@ type Base struct {
 	gitIndex map[string]*index.Entry
 	packed   map[string][2]int64 // path -> offset, length in the pack
 	// overrides record what accepts wrote since the start: the new common
-	// ancestor of the host and the session for those paths.
-	overrides map[string]override
-	mu        sync.Mutex
-	mapped    []byte // the manifest, memory-mapped: only the pages a lookup touches are read
+	// ancestor of the host and the session for those paths. Mapped from
+	// their table (see overrides.go), replaced whole by each accept.
+	overrides  overrideTable
+	overMapped []byte
+	mu         sync.Mutex
+	mapped     []byte // the manifest, memory-mapped: only the pages a lookup touches are read
+	// accepting serializes accepts' rewrites of the overrides.
+	accepting sync.Mutex
 	// pending is closed when a background walk has written the manifest.
 	pending    chan struct{}
 	pendingErr error
@@ -69,18 +72,24 @@ func mapFile(p string) ([]byte, error) {
 	return unix.Mmap(int(f.Fd()), 0, int(fi.Size()), unix.PROT_READ, unix.MAP_SHARED)
 }
 
-// Close releases the mapped manifest. The Base must not be used after.
+func unmap(data []byte) {
+	if data != nil {
+		unix.Munmap(data)
+	}
+}
+
+// Close releases the mapped manifest and overrides. The Base must not be
+// used after.
 func (b *Base) Close() {
 	if b == nil {
 		return
 	}
 	b.mu.Lock()
 	defer b.mu.Unlock()
-	if b.mapped != nil {
-		unix.Munmap(b.mapped)
-		b.mapped = nil
-		b.manifest = manifest{}
-	}
+	unmap(b.mapped)
+	unmap(b.overMapped)
+	b.mapped, b.overMapped = nil, nil
+	b.manifest, b.overrides = manifest{}, overrideTable{}
 }
 
 // override is the base of a path after an accept wrote it.
@@ -213,16 +222,13 @@ func (b *Base) load() error {
 			return
 		}
 		b.manifest = m
-		b.overrides = map[string]override{}
-		if data, err := os.ReadFile(filepath.Join(b.dir, overridesName)); err == nil {
-			dec := json.NewDecoder(bytes.NewReader(data))
-			for {
-				var o override
-				if dec.Decode(&o) != nil {
-					break // a torn last record (crash mid-append) is ignored
-				}
-				b.overrides[o.Path] = o
-			}
+		if err := b.convertOverrides(); err != nil {
+			b.loadErr = fmt.Errorf("read the session's base records of accepted files: %w", err)
+			return
+		}
+		if err := b.mapOverrides(); err != nil {
+			b.loadErr = err
+			return
 		}
 		b.packed = map[string][2]int64{}
 		if data, err := os.ReadFile(filepath.Join(b.dir, contentsName)); err == nil {
@@ -294,13 +300,17 @@ func (b *Base) HostChanged(p string, hfi fs.FileInfo) (bool, error) {
 // start returns the base stat of p: after an accept wrote p, what it
 // wrote; otherwise what p was when the session started.
 func (b *Base) start(p string) (statEntry, bool) {
-	b.mu.Lock()
-	o, ok := b.overrides[p]
-	b.mu.Unlock()
-	if ok {
+	if o, ok := b.override(p); ok {
 		return o.Stat, !o.Gone
 	}
 	return b.manifest.lookup(p)
+}
+
+// override returns what the last accept that wrote p recorded of it.
+func (b *Base) override(p string) (override, bool) {
+	b.mu.Lock()
+	defer b.mu.Unlock() // an accept unmaps the table it replaces
+	return b.overrides.lookup(p)
 }
 
 // Content returns the base content of p (see start), if it is known and
@@ -314,10 +324,7 @@ func (b *Base) Content(p string, upper *confined.Root, limit int64) (data []byte
 	if err := b.load(); err != nil {
 		return nil, false, err
 	}
-	b.mu.Lock()
-	o, overridden := b.overrides[p]
-	b.mu.Unlock()
-	if overridden {
+	if o, overridden := b.override(p); overridden {
 		switch {
 		case o.Gone:
 			return nil, true, nil
@@ -549,14 +556,9 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 // modeOf converts a stat mode to an fs.FileMode as os.Lstat does.
 func modeOf(m uint32) fs.FileMode { return confined.FileMode(m) }
 
-// manifest is the serialized stat manifest: entries sorted by path, then a
-// table of their offsets, then the count and a magic, so a lookup is a
-// binary search over the file's bytes with nothing decoded up front.
-type manifest struct {
-	data    []byte
-	offsets []byte // 4 bytes per entry
-	n       int
-}
+// manifest is the serialized stat manifest: a table (see table.go) of
+// stat entries.
+type manifest struct{ table }
 
 const manifestMagic = "ALBM2\n"
 
@@ -602,25 +604,20 @@ func writeManifest(path string, entries map[string]statEntry) error {
 var errCorrupt = errors.New("the session's base manifest is corrupt: its conflict detection is unavailable")
 
 func parseManifest(data []byte) (manifest, error) {
-	if len(data) < 4+len(manifestMagic) || string(data[len(data)-len(manifestMagic):]) != manifestMagic {
+	t, ok := parseTable(data, manifestMagic)
+	if !ok {
 		return manifest{}, errCorrupt
 	}
-	end := len(data) - len(manifestMagic)
-	n := int(binary.LittleEndian.Uint32(data[end-4 : end]))
-	start := end - 4 - 4*n
-	if start < 0 {
-		return manifest{}, errCorrupt
-	}
-	return manifest{data: data[:start], offsets: data[start : end-4], n: n}, nil
+	return manifest{t}, nil
 }
 
 // at decodes entry i.
 func (m manifest) at(i int) (string, statEntry, bool) {
-	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
-	if off >= len(m.data) {
+	rec := m.record(i)
+	if rec == nil {
 		return "", statEntry{}, false
 	}
-	r := bytes.NewReader(m.data[off:])
+	r := bytes.NewReader(rec)
 	n, err := binary.ReadUvarint(r)
 	if err != nil || n > uint64(r.Len()) {
 		return "", statEntry{}, false
@@ -639,24 +636,9 @@ func (m manifest) at(i int) (string, statEntry, bool) {
 	return string(p), e, err == nil && ferr == nil
 }
 
-// pathAt is entry i's path, in the mapped bytes (no copy).
-func (m manifest) pathAt(i int) []byte {
-	off := int(binary.LittleEndian.Uint32(m.offsets[4*i:]))
-	if off >= len(m.data) {
-		return nil
-	}
-	n, k := binary.Uvarint(m.data[off:])
-	if k <= 0 || off+k+int(n) > len(m.data) {
-		return nil
-	}
-	return m.data[off+k : off+k+int(n)]
-}
-
 func (m manifest) lookup(p string) (statEntry, bool) {
-	// string(b) in a comparison does not allocate: a lookup costs a
-	// binary search over mapped bytes and nothing else.
-	i := sort.Search(m.n, func(i int) bool { return string(m.pathAt(i)) >= p })
-	if i >= m.n {
+	i, ok := m.find(p)
+	if !ok {
 		return statEntry{}, false
 	}
 	q, e, ok := m.at(i)
@@ -676,54 +658,55 @@ func sha256hex(data []byte) string {
 	return hex.EncodeToString(sum[:])
 }
 
-// Accepted records that an accept wrote p: from now on the project's p as
-// it is now is the base of p. content is what was written when the accept
-// computed it (a partial accept or a merge); sessionSum identifies the
-// session file that was copied otherwise.
-func (b *Base) Accepted(list []AcceptedFile) error {
-	if b == nil || len(list) == 0 {
-		return nil
+// Accepted records what an accept wrote: from now on the project's path
+// as it is now is the base of that path. files calls record with each
+// path the accept wrote, in any order (for a path given twice, the later
+// counts). A file's content is what was written when the accept computed
+// it (a partial accept or a merge); its SessionSum identifies the session
+// file that was copied otherwise. The records go to the base's table on
+// disk; however many there are, they take bounded memory.
+func (b *Base) Accepted(files func(record func(AcceptedFile) error) error) error {
+	if b == nil {
+		return files(func(AcceptedFile) error { return nil })
 	}
 	if err := b.load(); err != nil {
 		return err
 	}
-	var buf bytes.Buffer
-	enc := json.NewEncoder(&buf)
-	for _, a := range list {
-		o := override{Path: a.Path}
-		fi, err := os.Lstat(filepath.Join(b.project, filepath.FromSlash(a.Path)))
-		if err != nil {
-			o.Gone = true
-		} else {
-			o.Stat = entryOf(fi)
-			switch {
-			case a.Content != nil:
-				data := []byte(*a.Content)
-				o.Object = sha256hex(data)
-				obj := filepath.Join(b.dir, objectsDir, o.Object)
-				if _, err := os.Stat(obj); err != nil {
-					if err := os.WriteFile(obj, data, 0o600); err != nil {
-						return err
-					}
-				}
-			default:
-				o.Session = a.SessionSum
+	b.accepting.Lock()
+	defer b.accepting.Unlock()
+	return b.rewriteOverrides(func(add func(override) error) error {
+		return files(func(a AcceptedFile) error {
+			o, err := b.overrideOf(a)
+			if err != nil {
+				return err
 			}
-		}
-		enc.Encode(o)
-		b.mu.Lock()
-		b.overrides[a.Path] = o
-		b.mu.Unlock()
-	}
-	f, err := os.OpenFile(filepath.Join(b.dir, overridesName), os.O_CREATE|os.O_WRONLY|os.O_APPEND, 0o600)
+			return add(o)
+		})
+	})
+}
+
+// overrideOf is what the base records of a, as the project has it now.
+func (b *Base) overrideOf(a AcceptedFile) (override, error) {
+	o := override{Path: a.Path}
+	fi, err := os.Lstat(filepath.Join(b.project, filepath.FromSlash(a.Path)))
 	if err != nil {
-		return err
+		o.Gone = true
+		return o, nil
 	}
-	if _, err := f.Write(buf.Bytes()); err != nil {
-		f.Close()
-		return err
+	o.Stat = entryOf(fi)
+	if a.Content == nil {
+		o.Session = a.SessionSum
+		return o, nil
 	}
-	return f.Close()
+	data := []byte(*a.Content)
+	o.Object = sha256hex(data)
+	obj := filepath.Join(b.dir, objectsDir, o.Object)
+	if _, err := os.Stat(obj); err != nil {
+		if err := os.WriteFile(obj, data, 0o600); err != nil {
+			return o, err
+		}
+	}
+	return o, nil
 }
 
 // AcceptedFile is one path an accept wrote (see Base.Accepted).

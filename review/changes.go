@@ -9,6 +9,7 @@ package review
 
 import (
 	"bytes"
+	"container/heap"
 	"context"
 	"crypto/sha256"
 	"encoding/hex"
@@ -193,22 +194,54 @@ func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]liste
 	if err := w.run(workers); err != nil {
 		return nil, err
 	}
-	// Sorted by path into one slice of the exact size.
-	type ref struct{ chunk, i int32 }
-	var refs []ref
-	for ci, ch := range w.out {
-		for i := range ch {
-			refs = append(refs, ref{int32(ci), int32(i)})
+	return mergeListed(w.out), nil
+}
+
+// mergeListed sorts the walk's directories' changes by path into one slice
+// of the exact size: each directory's sorted, then merged, a directory's
+// slice let go as soon as it is used up. A directory's changes lie together
+// in path order but for its subdirectories', so the walk's result is held
+// about once while it is sorted, not twice.
+func mergeListed(chunks [][]listed) []listed {
+	n := 0
+	h := &listedHeap{}
+	for _, ch := range chunks {
+		slices.SortFunc(ch, func(a, b listed) int { return strings.Compare(a.path, b.path) })
+		n += len(ch)
+		if len(ch) > 0 {
+			h.chunks = append(h.chunks, ch)
 		}
 	}
-	slices.SortFunc(refs, func(a, b ref) int {
-		return strings.Compare(w.out[a.chunk][a.i].path, w.out[b.chunk][b.i].path)
-	})
-	out := make([]listed, len(refs))
-	for k, r := range refs {
-		out[k] = w.out[r.chunk][r.i]
+	clear(chunks)
+	heap.Init(h)
+	out := make([]listed, 0, n)
+	for h.Len() > 0 {
+		ch := h.chunks[0]
+		out = append(out, ch[0])
+		if len(ch) == 1 {
+			h.chunks[0] = nil // its array is free now
+			heap.Pop(h)
+			continue
+		}
+		ch[0] = listed{}
+		h.chunks[0] = ch[1:]
+		heap.Fix(h, 0)
 	}
-	return out, nil
+	return out
+}
+
+// listedHeap orders sorted slices by their first path.
+type listedHeap struct{ chunks [][]listed }
+
+func (h *listedHeap) Len() int           { return len(h.chunks) }
+func (h *listedHeap) Less(i, j int) bool { return h.chunks[i][0].path < h.chunks[j][0].path }
+func (h *listedHeap) Swap(i, j int)      { h.chunks[i], h.chunks[j] = h.chunks[j], h.chunks[i] }
+func (h *listedHeap) Push(x any)         { h.chunks = append(h.chunks, x.([]listed)) }
+func (h *listedHeap) Pop() any {
+	last := h.chunks[len(h.chunks)-1]
+	h.chunks[len(h.chunks)-1] = nil
+	h.chunks = h.chunks[:len(h.chunks)-1]
+	return last
 }
 
 func newWalker(ctx context.Context, l Layers, r *roots) *walker {

@@ -233,6 +233,7 @@ func Recover(path string) error {
 	if done {
 		for _, first := range []bool{true, false} {
 			err := eachOp(path, first, func(op jop) error {
+				t.trim(head.Staging)
 				if err := t.do(op, head.Staging, nil); err != nil {
 					return fmt.Errorf("finish the interrupted accept (%s %s): %w", op.Op, op.Path, err)
 				}

@@ -34,6 +34,26 @@ func (t *tree) close() {
 	}
 }
 
+// maxCached is how many directory descriptors a tree keeps between
+// operations (see trim).
+const maxCached = 256
+
+// trim bounds the cache: past maxCached descriptors, it closes all but the
+// root's and keep's, so an operation over any number of directories holds
+// a bounded number open. Descriptors handed out before are invalid after:
+// call it between operations only.
+func (t *tree) trim(keep string) {
+	if len(t.fds) <= maxCached {
+		return
+	}
+	for rel, fd := range t.fds {
+		if rel != "." && rel != keep {
+			unix.Close(fd)
+			delete(t.fds, rel)
+		}
+	}
+}
+
 // refusal is an operation refused for safety; it is reported per path.
 type refusal struct{ msg string }
 
