@@ -24,7 +24,8 @@ const Version = "v1"
 // Level 2: /sessions/{id}/ports (preview ports).
 // Level 3: the ask mode (/net/pending, /net/decide, ask_timeout),
 // /sessions/{id}/policy/save.
-const Level = 3
+// Level 4: GET /sessions/{id}/ports/listening, basic auth on ports.
+const Level = 4
 
 // Session states.
 const (
