@@ -299,3 +299,50 @@ func TestPortsAfterRestart(t *testing.T) {
 	}
 	wantPage(t, "the page after a restart", p.URL+"index.html", "Authorization", "Bearer "+p.Token)
 }
+
+// The ports a session listens on are detected, with the address they are
+// bound to, until forwarded; listing them leaves a paused session paused.
+func TestListeningPorts(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	if code, out := run(t, e, s.ID, "sh", "-c", "(nc -l -p 8123 </dev/null >/dev/null 2>&1 &)\nhttpd -p 127.0.0.1:8124 -h /tmp"); code != 0 {
+		t.Fatalf("nc: %d %s", code, out)
+	}
+	find := func(port int) *api.ListeningPort {
+		list, err := e.ListeningPorts(ctx, s.ID)
+		must(t, err)
+		for i := range list {
+			if list[i].Port == port {
+				return &list[i]
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	for find(8123) == nil || find(8124) == nil {
+		if time.Now().After(deadline) {
+			list, err := e.ListeningPorts(ctx, s.ID)
+			t.Fatalf("nc on 8123 and httpd on 127.0.0.1:8124 not detected: %+v %v", list, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	if l := find(8124); len(l.Addresses) != 1 || l.Addresses[0] != "127.0.0.1" {
+		t.Errorf("8124 bound to 127.0.0.1: %+v", l)
+	}
+
+	_, err = e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8123})
+	must(t, err)
+	if l := find(8123); l != nil {
+		t.Errorf("a forwarded port is listed as not forwarded: %+v", l)
+	}
+
+	must(t, e.Pause(ctx, s.ID))
+	if find(8124) == nil {
+		t.Errorf("the paused session's port is not listed")
+	}
+	if st := state(t, e, s.ID); st != api.StatePaused {
+		t.Fatalf("listing the ports left the session %s", st)
+	}
+}
