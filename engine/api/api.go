@@ -24,8 +24,9 @@ const Version = "v1"
 // Level 2: /sessions/{id}/ports (preview ports).
 // Level 3: the ask mode (/net/pending, /net/decide, ask_timeout),
 // /sessions/{id}/policy/save.
-// Level 4: GET /sessions/{id}/ports/listening, basic auth on ports.
-const Level = 4
+// (Level 4 is main's: hibernate, /schedules, StatLines.)
+// Level 5: GET /sessions/{id}/ports/listening, basic auth on ports.
+const Level = 5
 
 // Session states.
 const (
