@@ -23,6 +23,7 @@ func (awake) Proc(ctx context.Context, id string) (string, error) { return "/pro
 type seen struct {
 	Authorization string
 	Cookie        string
+	Query         string
 }
 
 // withSession returns a forwarder whose forwards reach a server that
@@ -30,7 +31,7 @@ type seen struct {
 func withSession(t *testing.T) *Forwarder {
 	t.Helper()
 	srv := httptest.NewServer(http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		json.NewEncoder(w).Encode(seen{r.Header.Get("Authorization"), r.Header.Get("Cookie")})
+		json.NewEncoder(w).Encode(seen{r.Header.Get("Authorization"), r.Header.Get("Cookie"), r.URL.RawQuery})
 	}))
 	t.Cleanup(srv.Close)
 	f := New(awake{}, "", nil)
@@ -116,5 +117,49 @@ func TestAuth(t *testing.T) {
 		if got.Authorization != "" || got.Cookie != c.cookie {
 			t.Errorf("%s: the session saw Authorization %q, Cookie %q; want none and %q", c.name, got.Authorization, got.Cookie, c.cookie)
 		}
+	}
+}
+
+// ?token= with the forward's token sets its cookie and is taken out of
+// the URL; another token in the query is the app's own (Vite's hot
+// reload WebSocket has one): it reaches the session on a request with
+// the cookie, and is refused without.
+func TestTokenQuery(t *testing.T) {
+	f := withSession(t)
+	p, err := f.Open(context.Background(), "s1", api.PortRequest{Port: 80, Auth: AuthBearer})
+	if err != nil {
+		t.Fatal(err)
+	}
+	base := strings.TrimSuffix(p.URL, "/")
+	noRedirect := &http.Client{CheckRedirect: func(*http.Request, []*http.Request) error { return http.ErrUseLastResponse }}
+	resp, err := noRedirect.Get(base + "/page?a=1&token=" + p.Token)
+	if err != nil {
+		t.Fatal(err)
+	}
+	resp.Body.Close()
+	cookies := resp.Cookies()
+	if resp.StatusCode != http.StatusSeeOther || resp.Header.Get("Location") != "/page?a=1" || len(cookies) != 1 || cookies[0].Value != p.Token || !cookies[0].HttpOnly {
+		t.Fatalf("?token=: %d, Location %q, cookies %v", resp.StatusCode, resp.Header.Get("Location"), cookies)
+	}
+
+	get := func(withCookie bool) (int, seen) {
+		req, _ := http.NewRequest("GET", base+"/?token=apps-own", nil)
+		if withCookie {
+			req.AddCookie(cookies[0])
+		}
+		resp, err := noRedirect.Do(req)
+		if err != nil {
+			t.Fatal(err)
+		}
+		defer resp.Body.Close()
+		var s seen
+		json.NewDecoder(resp.Body).Decode(&s)
+		return resp.StatusCode, s
+	}
+	if code, s := get(true); code != 200 || s.Query != "token=apps-own" || s.Cookie != "" {
+		t.Errorf("the app's token with the cookie: %d, the session saw %+v", code, s)
+	}
+	if code, _ := get(false); code != http.StatusUnauthorized {
+		t.Errorf("the app's token without the cookie: %d", code)
 	}
 }

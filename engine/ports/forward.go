@@ -219,11 +219,10 @@ func (fw *forward) front() http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := r.URL.Query().Get("token"); t != "" && fw.p.Auth == AuthBearer {
-			if !fw.tokenOK(t) {
-				http.Error(w, "airlock: wrong token", http.StatusUnauthorized)
-				return
-			}
+		// ?token= with the forward's token sets the cookie; another one is
+		// the app's own (Vite's hot reload WebSocket has one) and passes
+		// on an authorized request.
+		if t := r.URL.Query().Get("token"); t != "" && fw.p.Auth == AuthBearer && fw.tokenOK(t) {
 			http.SetCookie(w, &http.Cookie{Name: fw.cookieName(), Value: fw.p.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 			q := r.URL.Query()
 			q.Del("token")
