@@ -1032,6 +1032,11 @@ export interface components {
       turn?: components["schemas"]["Turn"];
       error?: components["schemas"]["Error"];
     };
+    ListeningPort: {
+      port: number;
+      /** @description the session's addresses the port is bound to (0.0.0.0 or :: for all) */
+      addresses: string[];
+    };
     PortRequest: {
       /** @description the session's TCP port (1-65535) */
       port: number;
@@ -1050,15 +1055,10 @@ export interface components {
       /** @description where to open it */
       url: string;
       auth?: string;
-      /** @description the basic auth user name, when auth is basic */
+      /** @description the basic auth user name, when auth is basic (token is then its password) */
       user?: string;
-      /** @description the bearer token, or the basic auth password */
+      /** @description the bearer token, when auth is bearer */
       token?: string;
-    };
-    ListeningPort: {
-      port: number;
-      /** @description the session's addresses the port is bound to (0.0.0.0 or :: for all) */
-      addresses: string[];
     };
     Secret: {
       name: string;
