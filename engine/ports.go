@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/ports"
+	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 )
 
@@ -38,6 +39,16 @@ func (e *Engine) ClosePort(ctx context.Context, id string, port int) error {
 		return err
 	}
 	return e.ports.Close(rec.ID, port)
+}
+
+// ListeningPorts lists the TCP ports a session listens on that are not
+// forwarded (see ports.Forwarder.Listening).
+func (e *Engine) ListeningPorts(ctx context.Context, id string) ([]api.ListeningPort, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.ports.Listening(ctx, rec.ID)
 }
 
 // newPorts wires engine/ports to the session core and listens again on
@@ -79,18 +90,45 @@ func (c portsCore) Wake(ctx context.Context, id string) (string, error) {
 	if rec.State != api.StateRunning {
 		return "", errdefs.Conflictf("session %s is %s: only a running session's ports are reached", rec.ID, rec.State)
 	}
+	pid, err := c.pid(ctx, rec)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/proc/%d/ns/net", pid), nil
+}
+
+// Proc implements ports.Sessions: the procfs directory of the session's
+// container's process, the session left as it is.
+func (c portsCore) Proc(ctx context.Context, id string) (string, error) {
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil {
+		return "", err
+	}
+	if rec.State != api.StateRunning && rec.State != api.StatePaused {
+		return "", errdefs.Conflictf("session %s is %s: only a running or paused session's ports are listed", rec.ID, rec.State)
+	}
+	pid, err := c.pid(ctx, rec)
+	if err != nil {
+		return "", err
+	}
+	return fmt.Sprintf("/proc/%d", pid), nil
+}
+
+// pid is the main process of the session's container, from the cache
+// while it is still the container's.
+func (c portsCore) pid(ctx context.Context, rec store.Session) (int, error) {
 	if pid, ok := c.pids.Load(rec.ContainerID); ok && inContainer(pid.(int), rec.ContainerID) {
-		return fmt.Sprintf("/proc/%d/ns/net", pid), nil
+		return pid.(int), nil
 	}
 	ins, err := c.e.docker.ContainerInspect(ctx, rec.ContainerID)
 	if err != nil {
-		return "", dockerError("inspect the session's container", err)
+		return 0, dockerError("inspect the session's container", err)
 	}
 	if ins.State == nil || ins.State.Pid <= 0 {
-		return "", errdefs.Unavailablef("session %s's container is not running", rec.ID)
+		return 0, errdefs.Unavailablef("session %s's container is not running", rec.ID)
 	}
 	c.pids.Store(rec.ContainerID, ins.State.Pid)
-	return fmt.Sprintf("/proc/%d/ns/net", ins.State.Pid), nil
+	return ins.State.Pid, nil
 }
 
 // inContainer tells whether process pid still belongs to the container

@@ -198,7 +198,8 @@ func TestPorts(t *testing.T) {
 // A forward with bearer auth: refused without the token, passed with the
 // header or the cookie ?token= sets, an HTTP upgrade carried through
 // with the bytes after it, and listening beyond loopback without auth
-// refused with a sentence saying how.
+// refused with a sentence saying how; one with basic auth on every
+// interface, passed with the user name and password.
 func TestPortAuth(t *testing.T) {
 	e := enginetest.Start(t)
 	ctx := context.Background()
@@ -232,6 +233,23 @@ func TestPortAuth(t *testing.T) {
 	req, _ = http.NewRequest("GET", p.URL+"index.html", nil)
 	if code, _ := get(t, browser, req); code != 200 {
 		t.Fatalf("the cookie alone: %d", code)
+	}
+
+	// Basic auth: the browser's user name and password.
+	b, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000, Auth: "basic", Listen: "0.0.0.0:0"})
+	if !errdefs.IsConflict(err) {
+		t.Fatalf("basic auth on a port forwarded with bearer: %+v %v", b, err)
+	}
+	must(t, e.ClosePort(ctx, s.ID, 8000))
+	b, err = e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8000, Auth: "basic", Listen: "0.0.0.0:0"})
+	must(t, err)
+	if code, _ := getURL(t, b.URL+"index.html"); code != 401 {
+		t.Fatalf("basic auth, none given: %d", code)
+	}
+	req, _ = http.NewRequest("GET", b.URL+"index.html", nil)
+	req.SetBasicAuth("airlock", b.Token)
+	if code, body := get(t, &http.Client{Timeout: time.Minute}, req); code != 200 || body != page {
+		t.Fatalf("basic auth: %d %q", code, body)
 	}
 
 	ws, err := e.OpenPort(ctx, s.ID, api.PortRequest{Port: 7001, Auth: "bearer"})
@@ -298,4 +316,58 @@ func TestPortsAfterRestart(t *testing.T) {
 		t.Fatalf("after a restart: %+v %v, want %+v", list, err, p)
 	}
 	wantPage(t, "the page after a restart", p.URL+"index.html", "Authorization", "Bearer "+p.Token)
+}
+
+// The ports a session listens on are detected, with the address they are
+// bound to, until forwarded; listing them leaves a paused session paused.
+func TestListeningPorts(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	if code, out := run(t, e, s.ID, "sh", "-c", "(nc -l -p 8123 </dev/null >/dev/null 2>&1 &)\nhttpd -p 127.0.0.1:8124 -h /tmp"); code != 0 {
+		t.Fatalf("nc: %d %s", code, out)
+	}
+	find := func(port int) *api.ListeningPort {
+		list, err := e.ListeningPorts(ctx, s.ID)
+		must(t, err)
+		for i := range list {
+			if list[i].Port == port {
+				return &list[i]
+			}
+		}
+		return nil
+	}
+	deadline := time.Now().Add(30 * time.Second)
+	start := time.Now()
+	for find(8123) == nil || find(8124) == nil {
+		if time.Now().After(deadline) {
+			list, err := e.ListeningPorts(ctx, s.ID)
+			t.Fatalf("nc on 8123 and httpd on 127.0.0.1:8124 not detected: %+v %v", list, err)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	t.Logf("detected after %s", time.Since(start).Round(time.Millisecond))
+	start = time.Now()
+	for i := 0; i < 100; i++ {
+		find(8123)
+	}
+	t.Logf("a listing: %s", time.Since(start)/100)
+	if l := find(8124); len(l.Addresses) != 1 || l.Addresses[0] != "127.0.0.1" {
+		t.Errorf("8124 bound to 127.0.0.1: %+v", l)
+	}
+
+	_, err = e.OpenPort(ctx, s.ID, api.PortRequest{Port: 8123})
+	must(t, err)
+	if l := find(8123); l != nil {
+		t.Errorf("a forwarded port is listed as not forwarded: %+v", l)
+	}
+
+	must(t, e.Pause(ctx, s.ID))
+	if find(8124) == nil {
+		t.Errorf("the paused session's port is not listed")
+	}
+	if st := state(t, e, s.ID); st != api.StatePaused {
+		t.Fatalf("listing the ports left the session %s", st)
+	}
 }

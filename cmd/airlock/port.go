@@ -5,10 +5,12 @@ import (
 	"fmt"
 	"os"
 	"strconv"
+	"strings"
 	"text/tabwriter"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/errdefs"
 	"github.com/spf13/cobra"
 )
 
@@ -20,10 +22,12 @@ func portCmd(g *globals) *cobra.Command {
 		Short: "Forward a session's port to the host (a dev server's preview) and print its URL",
 		Long: "Forward a session's TCP port to the host: HTTP, WebSocket (hot reload) and plain TCP pass.\n" +
 			"It listens on a free port of 127.0.0.1 unless --listen says otherwise; anything not on\n" +
-			"loopback needs --auth bearer, and then a token is printed. A connection wakes a paused\n" +
-			"session. The session's network policy is not changed. Forwards end with the session.",
+			"loopback needs --auth: bearer prints a token, basic a user name and password. A connection\n" +
+			"wakes a paused session. The session's network policy is not changed. Forwards end with the\n" +
+			"session. `airlock port ls ID` also lists the ports the session listens on that are not forwarded.",
 		Example: "  airlock port 3f2a 5173\n" +
 			"  airlock port 3f2a 5173 --listen 0.0.0.0:8080 --auth bearer\n" +
+			"  airlock port 3f2a 5173 --listen 0.0.0.0:8080 --auth basic --user me\n" +
 			"  airlock port ls 3f2a\n" +
 			"  airlock port rm 3f2a 5173",
 		Args: cobra.ExactArgs(2),
@@ -44,7 +48,11 @@ func portCmd(g *globals) *cobra.Command {
 			}
 			return printOne(out, os.Stdout, p, func() error {
 				fmt.Println(p.URL)
-				if p.Token != "" {
+				if p.Auth == "basic" {
+					fmt.Println("user: " + p.User)
+					fmt.Println("password: " + p.Token)
+					fmt.Fprintln(os.Stderr, "airlock: the browser asks for the user name and password (HTTP basic auth)")
+				} else if p.Token != "" {
 					fmt.Println("token: " + p.Token)
 					fmt.Fprintf(os.Stderr, "airlock: open %s?token=%s once in a browser (a cookie keeps it), or send `Authorization: Bearer TOKEN`\n", p.URL, p.Token)
 				}
@@ -54,7 +62,8 @@ func portCmd(g *globals) *cobra.Command {
 	}
 	out = addOutputFlags(cmd, "the forward")
 	cmd.Flags().StringVar(&req.Listen, "listen", "", "host address to listen on, HOST:PORT (default: a free port of 127.0.0.1; not loopback needs --auth)")
-	cmd.Flags().StringVar(&req.Auth, "auth", "", "bearer: want a token (printed) from every client, as an Authorization header or a cookie set by ?token=")
+	cmd.Flags().StringVar(&req.Auth, "auth", "", "bearer: want a token (printed) from every client, as an Authorization header or a cookie set by ?token=;\nbasic: want HTTP basic auth, --user and a password (printed)")
+	cmd.Flags().StringVar(&req.User, "user", "", "the user name of --auth basic (default airlock)")
 	cmd.AddCommand(portLsCmd(g), portRmCmd(g))
 	return cmd
 }
@@ -63,8 +72,11 @@ func portLsCmd(g *globals) *cobra.Command {
 	var out *output
 	cmd := &cobra.Command{
 		Use:   "ls ID",
-		Short: "List a session's forwarded ports",
-		Args:  cobra.ExactArgs(1),
+		Short: "List a session's forwarded ports, and the ports it listens on that are not forwarded",
+		Long: "List a session's forwarded ports. The table also lists the TCP ports the session listens on\n" +
+			"that are not forwarded (URL \"not forwarded\"; `airlock port ID PORT` forwards one); --json\n" +
+			"and --format print the forwards only.",
+		Args: cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			ctx := cmd.Context()
 			c, err := g.connect(ctx)
@@ -76,10 +88,21 @@ func portLsCmd(g *globals) *cobra.Command {
 				return err
 			}
 			return printList(out, os.Stdout, list, func() error {
+				listening, err := c.ListeningPorts(ctx, args[0])
+				if err != nil && !errdefs.IsConflict(err) { // a stopped session listens on nothing
+					fmt.Fprintf(os.Stderr, "airlock: the ports session %s listens on were not read: %v\n", args[0], err)
+				}
 				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
 				fmt.Fprintln(tw, "PORT\tURL\tAUTH\tTOKEN")
 				for _, p := range list {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Port, p.URL, orDash(p.Auth), orDash(p.Token))
+					token := p.Token
+					if p.User != "" {
+						token = p.User + ":" + p.Token
+					}
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", p.Port, p.URL, orDash(p.Auth), orDash(token))
+				}
+				for _, l := range listening {
+					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\n", l.Port, "not forwarded (listening on "+strings.Join(l.Addresses, ", ")+")", "-", "-")
 				}
 				return tw.Flush()
 			})

@@ -15,8 +15,9 @@ import (
 
 // run --publish, port, port ls and port rm with the real binary, engine
 // and Docker: the page a session serves reaches the host, listening
-// beyond loopback without auth is refused with the way to do it, and a
-// forward with auth prints its token.
+// beyond loopback without auth is refused with the way to do it, a
+// forward with auth prints its token (or user and password), and port ls
+// lists a port the session listens on that is not forwarded.
 func TestPortCLI(t *testing.T) {
 	c := newCLI(t)
 	p := sampleProject(t)
@@ -63,6 +64,14 @@ func TestPortCLI(t *testing.T) {
 	}
 	if code, _, errs := c.run("port", "rm", id, "8000"); code == 0 || !strings.Contains(errs, "not forwarded") {
 		t.Errorf("port rm twice: exit %d, %q", code, errs)
+	}
+	// httpd still listens on 8000: port ls lists it, marked.
+	if ls := c.ok("port", "ls", id); !regexp.MustCompile(`(?m)^8000 +not forwarded \(listening on [0-9a-f.:]+\)`).MatchString(ls) {
+		t.Errorf("port ls does not list the port the session listens on: %q", ls)
+	}
+	out = c.ok("port", id, "8000", "--auth", "basic", "--user", "me")
+	if !regexp.MustCompile(`^http://127\.0\.0\.1:\d+/\nuser: me\npassword: [0-9a-f]{48}\n$`).MatchString(out) {
+		t.Errorf("port with basic auth printed %q", out)
 	}
 	c.ok("rm", "-f", id)
 }

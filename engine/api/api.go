@@ -27,7 +27,8 @@ const Version = "v1"
 // Level 4: POST /sessions/{id}/hibernate and /wake; the hibernated state;
 // CreateRequest.Workspace; /schedules; a diff's stats as text lines
 // (StatLines) for a client that accepts them.
-const Level = 4
+// Level 5: GET /sessions/{id}/ports/listening, basic auth on ports.
+const Level = 5
 
 // Session states.
 const (

@@ -712,6 +712,13 @@ func (c *Client) Ports(ctx context.Context, id string) ([]api.Port, error) {
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/ports", nil, nil, &out)
 }
 
+// ListeningPorts lists the TCP ports a session listens on that are not
+// forwarded.
+func (c *Client) ListeningPorts(ctx context.Context, id string) ([]api.ListeningPort, error) {
+	var out []api.ListeningPort
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/ports/listening", nil, nil, &out)
+}
+
 // ClosePort ends the forward of a session's port.
 func (c *Client) ClosePort(ctx context.Context, id string, port int) error {
 	return c.do(ctx, "DELETE", "/sessions/"+url.PathEscape(id)+"/ports/"+strconv.Itoa(port), nil, nil, nil)

@@ -239,6 +239,8 @@ var routes = []route{
 	{"DELETE /sessions/{id}/ports/{port}", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return nil, c.ClosePort(ctx, id, 5173)
 	}, func(string) any { return nil }, 204, named("ClosePort", 5173)},
+	{"GET /sessions/{id}/ports/listening", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.ListeningPorts(ctx, id) },
+		func(string) any { return []api.ListeningPort{{Port: 8123, Addresses: []string{"0.0.0.0"}}} }, 200, named("ListeningPorts", nil)},
 	{"POST /sessions/{id}/snapshots", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.Snapshot(ctx, id, api.SnapshotRequest{Name: "before"})
 	}, func(id string) any { s := servertest.Snapshot("snap1"); s.Session, s.Name = id, "before"; return s }, 201,

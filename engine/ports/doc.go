@@ -9,9 +9,14 @@
 // Without auth a forward is plain TCP (HTTP, WebSocket, anything) and
 // listens only on loopback. With bearer auth it is an HTTP front that
 // checks the token (an Authorization: Bearer header, or the cookie that
-// visiting the URL with ?token= sets) in constant time before proxying
-// the request, WebSocket upgrades included; only such a forward may
-// listen beyond loopback.
+// visiting the URL with ?token= sets), with basic auth one that checks
+// the user name and password, in constant time, before proxying the
+// request, WebSocket upgrades included, without the credentials; only
+// such a forward may listen beyond loopback.
+//
+// Listening lists the TCP ports the session listens on that are not
+// forwarded, from its network namespace's socket tables in procfs,
+// without waking it.
 //
 // A new connection wakes a paused session, and traffic toward the
 // session counts as its use. The session core is reached only through

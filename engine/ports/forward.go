@@ -42,7 +42,7 @@ func (f *Forwarder) start(p api.Port) (*forward, error) {
 	p.Listen, p.URL = ln.Addr().String(), url(ln.Addr())
 	ctx, cancel := context.WithCancel(context.Background())
 	fw := &forward{p: p, f: f, ln: ln, ctx: ctx, cancel: cancel, conns: map[net.Conn]struct{}{}}
-	if p.Auth == AuthBearer {
+	if p.Auth != "" {
 		fw.http = &http.Server{Handler: fw.front(), ReadHeaderTimeout: 30 * time.Second,
 			ConnState: func(c net.Conn, s http.ConnState) {
 				switch s {
@@ -100,7 +100,7 @@ func (fw *forward) dial(ctx context.Context) (net.Conn, error) {
 	if err != nil {
 		return nil, wakeErr(fw.p.Session, err)
 	}
-	c, err := dialIn(ctx, ns, fw.p.Port)
+	c, err := fw.f.dial(ctx, ns, fw.p.Port)
 	if err != nil {
 		return nil, err
 	}
@@ -197,9 +197,10 @@ func (fw *forward) cookieName() string {
 	return "airlock_port_" + port
 }
 
-// front is the HTTP front of a forward with auth: the token is checked
-// in constant time, then the request (a WebSocket upgrade too) goes to
-// the session's port without the token.
+// front is the HTTP front of a forward with auth: the token (or the
+// basic auth user and password) is checked in constant time, then the
+// request (a WebSocket upgrade too) goes to the session's port without
+// the credentials.
 func (fw *forward) front() http.Handler {
 	target := &neturl.URL{Scheme: "http", Host: "session:" + strconv.Itoa(fw.p.Port)}
 	proxy := &httputil.ReverseProxy{
@@ -218,11 +219,10 @@ func (fw *forward) front() http.Handler {
 		},
 	}
 	return http.HandlerFunc(func(w http.ResponseWriter, r *http.Request) {
-		if t := r.URL.Query().Get("token"); t != "" {
-			if !fw.tokenOK(t) {
-				http.Error(w, "airlock: wrong token", http.StatusUnauthorized)
-				return
-			}
+		// ?token= with the forward's token sets the cookie; another one is
+		// the app's own (Vite's hot reload WebSocket has one) and passes
+		// on an authorized request.
+		if t := r.URL.Query().Get("token"); t != "" && fw.p.Auth == AuthBearer && fw.tokenOK(t) {
 			http.SetCookie(w, &http.Cookie{Name: fw.cookieName(), Value: fw.p.Token, Path: "/", HttpOnly: true, SameSite: http.SameSiteLaxMode})
 			q := r.URL.Query()
 			q.Del("token")
@@ -232,12 +232,23 @@ func (fw *forward) front() http.Handler {
 			return
 		}
 		if !fw.authorized(r) {
-			w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
-			http.Error(w, "airlock: this port wants a token: send Authorization: Bearer TOKEN, or open the URL once with ?token=TOKEN (`airlock port ls "+fw.p.Session+"` shows it)", http.StatusUnauthorized)
+			fw.refuse(w)
 			return
 		}
 		proxy.ServeHTTP(w, r)
 	})
+}
+
+// refuse answers a request without the right credentials, saying what
+// the forward wants.
+func (fw *forward) refuse(w http.ResponseWriter) {
+	if fw.p.Auth == AuthBasic {
+		w.Header().Set("WWW-Authenticate", `Basic realm="airlock", charset="UTF-8"`)
+		http.Error(w, "airlock: this port wants a user name and password (HTTP basic auth; `airlock port ls "+fw.p.Session+"` shows them)", http.StatusUnauthorized)
+		return
+	}
+	w.Header().Set("WWW-Authenticate", `Bearer realm="airlock"`)
+	http.Error(w, "airlock: this port wants a token: send Authorization: Bearer TOKEN, or open the URL once with ?token=TOKEN (`airlock port ls "+fw.p.Session+"` shows it)", http.StatusUnauthorized)
 }
 
 func (fw *forward) tokenOK(t string) bool {
@@ -245,6 +256,12 @@ func (fw *forward) tokenOK(t string) bool {
 }
 
 func (fw *forward) authorized(r *http.Request) bool {
+	if fw.p.Auth == AuthBasic {
+		user, pass, ok := r.BasicAuth()
+		// Both compared, whichever is wrong: the time tells neither.
+		u := subtle.ConstantTimeCompare([]byte(user), []byte(fw.p.User))
+		return ok && u&subtle.ConstantTimeCompare([]byte(pass), []byte(fw.p.Token)) == 1
+	}
 	if h := r.Header.Get("Authorization"); len(h) > 7 && strings.EqualFold(h[:7], "bearer ") {
 		return fw.tokenOK(h[7:])
 	}

@@ -13,6 +13,7 @@ import (
 	"os"
 	"slices"
 	"strconv"
+	"strings"
 	"sync"
 	"time"
 
@@ -30,16 +31,35 @@ type Sessions interface {
 	// errdefs.NotFound; one that cannot run now (stopped, over budget)
 	// an error with its class and a sentence saying why.
 	Wake(ctx context.Context, id string) (netns string, err error)
+	// Proc returns the procfs directory (/proc/PID) of the session's
+	// container's main process, without waking the session or counting
+	// it as used (a paused session's kernel tables are read as they
+	// are). A session that does not exist is errdefs.NotFound; one whose
+	// container does not run (stopped), errdefs.Conflict.
+	Proc(ctx context.Context, id string) (string, error)
 }
 
-// AuthBearer is the auth mode of a forward that wants a token.
-const AuthBearer = "bearer"
+// The auth modes of a forward: none ("") is plain TCP; the others are an
+// HTTP front that checks the credentials before proxying.
+const (
+	// AuthBearer wants a token.
+	AuthBearer = "bearer"
+	// AuthBasic wants HTTP basic auth: a user name and a password.
+	AuthBasic = "basic"
+)
+
+// basicUser is the user name of basic auth when none is given.
+const basicUser = "airlock"
 
 // Forwarder owns the forwards of one engine. Safe for concurrent use.
 type Forwarder struct {
 	sessions Sessions
 	file     string
 	log      *slog.Logger
+
+	// dial connects to a port in a network namespace (dialIn; unit
+	// tests dial a server of their own).
+	dial func(ctx context.Context, netns string, port int) (net.Conn, error)
 
 	mu  sync.Mutex
 	fwd map[string]*forward // by key(session, port)
@@ -51,7 +71,7 @@ func New(s Sessions, file string, log *slog.Logger) *Forwarder {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Forwarder{sessions: s, file: file, log: log.With("component", "ports"), fwd: map[string]*forward{}}
+	return &Forwarder{sessions: s, file: file, log: log.With("component", "ports"), dial: dialIn, fwd: map[string]*forward{}}
 }
 
 func key(session string, port int) string { return session + "/" + strconv.Itoa(port) }
@@ -64,8 +84,17 @@ func (f *Forwarder) Open(ctx context.Context, session string, req api.PortReques
 	if req.Port < 1 || req.Port > 65535 {
 		return api.Port{}, errdefs.Invalidf("port %d: give the session's TCP port, 1-65535", req.Port)
 	}
-	if req.Auth != "" && req.Auth != AuthBearer {
-		return api.Port{}, errdefs.Invalidf("auth %q: the auth modes are none (leave it out) and %q", req.Auth, AuthBearer)
+	if req.Auth != "" && req.Auth != AuthBearer && req.Auth != AuthBasic {
+		return api.Port{}, errdefs.Invalidf("auth %q: the auth modes are none (leave it out), %q and %q", req.Auth, AuthBearer, AuthBasic)
+	}
+	if req.User != "" && req.Auth != AuthBasic {
+		return api.Port{}, errdefs.Invalidf("a user name is for basic auth only: add `--auth basic`, or leave the user out")
+	}
+	if strings.ContainsAny(req.User, ":\x00\r\n") || len(req.User) > 64 {
+		return api.Port{}, errdefs.Invalidf("user %q: give a name of at most 64 characters without a colon", req.User)
+	}
+	if req.Auth == AuthBasic && req.User == "" {
+		req.User = basicUser
 	}
 	listen, err := listenAddr(req.Listen, req.Auth)
 	if err != nil {
@@ -77,13 +106,13 @@ func (f *Forwarder) Open(ctx context.Context, session string, req api.PortReques
 	f.mu.Lock()
 	defer f.mu.Unlock()
 	if old := f.fwd[key(session, req.Port)]; old != nil {
-		if old.p.Auth == req.Auth && (req.Listen == "" || req.Listen == old.p.Listen) {
+		if old.p.Auth == req.Auth && old.p.User == req.User && (req.Listen == "" || req.Listen == old.p.Listen) {
 			return old.p, nil
 		}
 		return api.Port{}, errdefs.Conflictf("port %d of session %s is forwarded already, at %s: `airlock port rm %s %d` first", req.Port, session, old.p.URL, session, req.Port)
 	}
-	p := api.Port{Session: session, Port: req.Port, Listen: listen, Auth: req.Auth}
-	if req.Auth == AuthBearer {
+	p := api.Port{Session: session, Port: req.Port, Listen: listen, Auth: req.Auth, User: req.User}
+	if req.Auth != "" {
 		p.Token = newToken()
 	}
 	fw, err := f.start(p)
@@ -223,7 +252,7 @@ func listenAddr(listen, auth string) (string, error) {
 		return "", errdefs.Invalidf("listen address %q: give an IP address of this host (0.0.0.0 for every interface), not a name", listen)
 	}
 	if (host == "" || !ip.IsLoopback()) && auth == "" {
-		return "", errdefs.Invalidf("listening on %s lets anyone who reaches this host into the session's port: add `--auth bearer` (a token is printed), or listen on 127.0.0.1", listen)
+		return "", errdefs.Invalidf("listening on %s lets anyone who reaches this host into the session's port: add `--auth bearer` (a token is printed) or `--auth basic` (a password is printed), or listen on 127.0.0.1", listen)
 	}
 	return net.JoinHostPort(host, port), nil
 }

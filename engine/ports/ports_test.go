@@ -24,6 +24,7 @@ func TestListenAddr(t *testing.T) {
 		{":8080", "", "", "--auth bearer"},
 		{"192.0.2.1:8080", "", "", "--auth bearer"},
 		{"0.0.0.0:8080", "bearer", "0.0.0.0:8080", ""},
+		{"0.0.0.0:8080", "basic", "0.0.0.0:8080", ""},
 		{":0", "bearer", ":0", ""},
 		{"example.com:8080", "bearer", "", "not a name"},
 		{"8080", "", "", "HOST:PORT"},
@@ -49,6 +50,10 @@ func (failing) Wake(ctx context.Context, id string) (string, error) {
 	return "", errdefs.NotFoundf("no session %s", id)
 }
 
+func (failing) Proc(ctx context.Context, id string) (string, error) {
+	return "", errdefs.NotFoundf("no session %s", id)
+}
+
 // Requests are checked before anything listens, and a forward of a
 // session that is gone is never opened.
 func TestOpenRefuses(t *testing.T) {
@@ -59,7 +64,9 @@ func TestOpenRefuses(t *testing.T) {
 	}{
 		{api.PortRequest{Port: 0}, errdefs.IsInvalid},
 		{api.PortRequest{Port: 70000}, errdefs.IsInvalid},
-		{api.PortRequest{Port: 80, Auth: "basic"}, errdefs.IsInvalid},
+		{api.PortRequest{Port: 80, Auth: "digest"}, errdefs.IsInvalid},
+		{api.PortRequest{Port: 80, User: "me"}, errdefs.IsInvalid},
+		{api.PortRequest{Port: 80, Auth: "basic", User: "me:you"}, errdefs.IsInvalid},
 		{api.PortRequest{Port: 80}, errdefs.IsNotFound},
 	} {
 		if _, err := f.Open(context.Background(), "s1", c.req); !c.want(err) {

@@ -56,6 +56,7 @@ type Engine interface {
 	OpenPort(ctx context.Context, id string, req api.PortRequest) (api.Port, error)
 	Ports(ctx context.Context, id string) ([]api.Port, error)
 	ClosePort(ctx context.Context, id string, port int) error
+	ListeningPorts(ctx context.Context, id string) ([]api.ListeningPort, error)
 
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)

@@ -35,7 +35,7 @@ var wireTypes = []any{
 	api.Command{}, api.ExecRequest{}, api.RunRequest{}, api.ExecStarted{}, api.ExecExit{},
 	api.Resize{}, api.Signal{}, api.Error{}, api.Image{}, api.ImageBuildRequest{},
 	api.Progress{}, api.VersionInfo{}, api.AgentRequest{}, api.Turn{}, api.AgentLine{},
-	api.Secret{}, api.SecretRequest{}, api.PortRequest{}, api.Port{}, api.EgressPolicy{}, api.SavedPolicy{}, api.PolicyChange{}, api.EgressEntry{}, api.PendingQuestion{}, api.Decide{},
+	api.Secret{}, api.SecretRequest{}, api.PortRequest{}, api.Port{}, api.ListeningPort{}, api.EgressPolicy{}, api.SavedPolicy{}, api.PolicyChange{}, api.EgressEntry{}, api.PendingQuestion{}, api.Decide{},
 	api.LifecycleEvent{}, api.Meter{}, api.CPUSample{}, api.Snapshot{}, api.SnapshotLayer{},
 	api.SnapshotRequest{}, api.RestoreRequest{}, api.Restored{}, api.Imported{}, api.Settings{},
 	api.ReviewLimits{}, api.SessionEvent{}, api.Event{}, api.Usage{}, api.Diff{},

@@ -23,3 +23,7 @@ func (s *Server) closePort(r *http.Request, _ none) (none, error) {
 	}
 	return none{}, s.eng.ClosePort(r.Context(), r.PathValue("id"), port)
 }
+
+func (s *Server) listeningPorts(r *http.Request, _ none) ([]api.ListeningPort, error) {
+	return s.eng.ListeningPorts(r.Context(), r.PathValue("id"))
+}

@@ -82,6 +82,7 @@ var routeCases = []routeCase{
 	{"POST", "/v1/sessions/s1/ports", `{"port":5173}`, 201, "application/json"},
 	{"GET", "/v1/sessions/s1/ports", "", 200, "application/json"},
 	{"DELETE", "/v1/sessions/s1/ports/5173", "", 204, ""},
+	{"GET", "/v1/sessions/s1/ports/listening", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/snapshots", `{"name":"n"}`, 201, "application/json"},
 	{"GET", "/v1/snapshots", "", 200, "application/json"},
 	{"POST", "/v1/snapshots/import", "tar bytes", 201, "application/json"},

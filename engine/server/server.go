@@ -107,6 +107,7 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/ports", serve(http.StatusCreated, s.openPort))
 	m.HandleFunc("GET "+p+"/sessions/{id}/ports", serve(200, s.listPorts))
 	m.HandleFunc("DELETE "+p+"/sessions/{id}/ports/{port}", serve(http.StatusNoContent, s.closePort))
+	m.HandleFunc("GET "+p+"/sessions/{id}/ports/listening", serve(200, s.listeningPorts))
 	// snapshots.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/snapshots", serve(http.StatusCreated, s.takeSnapshot))
 	m.HandleFunc("GET "+p+"/snapshots", serve(200, s.listSnapshots))

@@ -336,6 +336,10 @@ func (f *Engine) ClosePort(ctx context.Context, id string, port int) error {
 	return f.call("ClosePort", id, port)
 }
 
+func (f *Engine) ListeningPorts(ctx context.Context, id string) ([]api.ListeningPort, error) {
+	return []api.ListeningPort{{Port: 8123, Addresses: []string{"0.0.0.0"}}}, f.call("ListeningPorts", id, nil)
+}
+
 // Port is the forward the fake answers for a session's port.
 func Port(id string, port int) api.Port {
 	return api.Port{Session: id, Port: port, Listen: "127.0.0.1:40123", URL: "http://127.0.0.1:40123/"}

@@ -1,13 +1,15 @@
-import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
+import { cleanup, fireEvent, render, screen, waitFor, within } from "@testing-library/react";
 import { afterEach, describe, expect, it } from "vitest";
 import { Ports } from "../components/Ports";
 import { Client } from "../api/client";
-import type { Port } from "../api/types";
+import type { ListeningPort, Port } from "../api/types";
 import type { Transport } from "../api/transport";
 
 // A transport that keeps the session's forwards in memory, as the engine
-// does: POST adds one on a new host port, DELETE removes it.
-function fake(initial: Port[]) {
+// does: POST adds one on a new host port, DELETE removes it; the ports
+// the session listens on are listed less the forwarded ones (null: the
+// engine refuses to read them, as for a stopped session).
+function fake(initial: Port[], listening: ListeningPort[] | null = []) {
   let ports = [...initial];
   const calls: { method: string; path: string; body?: unknown }[] = [];
   const t: Transport = {
@@ -24,6 +26,10 @@ function fake(initial: Port[]) {
         const port = Number(path.split("/").pop());
         ports = ports.filter((p) => p.port !== port);
         return undefined as T;
+      }
+      if (path.endsWith("/ports/listening")) {
+        if (listening === null) throw new Error("session s1 is stopped");
+        return listening.filter((l) => !ports.some((p) => p.port === l.port)) as T;
       }
       return ports as T;
     },
@@ -66,5 +72,50 @@ describe("Ports", () => {
     fireEvent.click(screen.getAllByRole("button", { name: "Stop" })[0]);
     await waitFor(() => expect(screen.getAllByRole("link", { name: "Open" })).toHaveLength(1));
     expect(calls.some((c) => c.method === "DELETE" && c.path === "/sessions/s1/ports/8000")).toBe(true);
+  });
+
+  it("lists the ports the session listens on with Publish, which forwards one; basic auth opens without a token", async () => {
+    const { client, calls } = fake(
+      [{ session: "s1", port: 8000, listen: "0.0.0.0:8080", url: "http://192.0.2.5:8080/", auth: "basic", user: "me", token: "pw" }],
+      [
+        { port: 8000, addresses: ["0.0.0.0"] },
+        { port: 8123, addresses: ["0.0.0.0", "::"] },
+      ],
+    );
+    render(
+      <Ports
+        client={client}
+        session="s1"
+        onError={(e) => {
+          throw e;
+        }}
+      />,
+    );
+    const table = await screen.findByRole("table", { name: "listening ports" });
+    expect(within(table).getByText("0.0.0.0, ::")).toBeTruthy();
+    expect(within(table).queryByText("8000")).toBeNull(); // forwarded already
+    expect(screen.getByRole("link", { name: "Open" }).getAttribute("href")).toBe("http://192.0.2.5:8080/");
+    expect(screen.getByText("basic: me / pw")).toBeTruthy();
+
+    fireEvent.click(within(table).getByRole("button", { name: "Publish" }));
+    await waitFor(() => expect(screen.getAllByRole("link", { name: "Open" })).toHaveLength(2));
+    expect(calls).toContainEqual({ method: "POST", path: "/sessions/s1/ports", body: { port: 8123 } });
+    expect(screen.queryByRole("table", { name: "listening ports" })).toBeNull();
+    expect(screen.getByText("The session listens on no other TCP port.")).toBeTruthy();
+  });
+
+  it("shows no listening ports, and no error, when the engine cannot read them", async () => {
+    const { client } = fake([], null);
+    render(
+      <Ports
+        client={client}
+        session="s1"
+        onError={(e) => {
+          throw e;
+        }}
+      />,
+    );
+    expect(await screen.findByText("The session listens on no other TCP port.")).toBeTruthy();
+    expect(screen.getByText("No ports of this session are forwarded.")).toBeTruthy();
   });
 });

@@ -12,6 +12,7 @@ import type {
   PendingQuestion,
   Answer,
   SavedPolicy,
+  ListeningPort,
   Port,
   Meter,
   Outcome,
@@ -68,6 +69,8 @@ export class Client {
   ports = (id: string) => this.t.request<Port[]>("GET", `/sessions/${p(id)}/ports`);
   openPort = (id: string, port: number) => this.t.request<Port>("POST", `/sessions/${p(id)}/ports`, { port });
   closePort = (id: string, port: number) => this.t.request<void>("DELETE", `/sessions/${p(id)}/ports/${port}`);
+  // The ports the session listens on that are not forwarded (read without waking it).
+  listeningPorts = (id: string) => this.t.request<ListeningPort[]>("GET", `/sessions/${p(id)}/ports/listening`);
 
   meter = (id: string) => this.t.request<Meter>("GET", `/sessions/${p(id)}/meter`);
   lifecycle = (id: string) => this.t.request<LifecycleEvent[]>("GET", `/sessions/${p(id)}/lifecycle`);

@@ -550,7 +550,7 @@ export interface paths {
     put?: never;
     /**
      * Forward one of the session's TCP ports to the host.
-     * @description The engine dials the port inside the session's network namespace, so its egress policy is not loosened. Bound to 127.0.0.1 unless listen says otherwise; anything else needs auth (bearer: an HTTP front that wants the token).
+     * @description The engine dials the port inside the session's network namespace, so its egress policy is not loosened. Bound to 127.0.0.1 unless listen says otherwise; anything else needs auth (bearer: an HTTP front that wants the token; basic: one that wants HTTP basic auth, user and password).
      */
     post: operations["openPort"];
     delete?: never;
@@ -576,6 +576,29 @@ export interface paths {
     post?: never;
     /** Stop forwarding a port (its open connections close). */
     delete: operations["closePort"];
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/ports/listening": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /**
+     * The TCP ports the session listens on that are not forwarded.
+     * @description Read from the kernel's socket tables of the session's network namespace (IPv4 and IPv6); neither wakes a paused session nor counts as its use.
+     */
+    get: operations["listeningPorts"];
+    put?: never;
+    post?: never;
+    delete?: never;
     options?: never;
     head?: never;
     patch?: never;
@@ -1154,13 +1177,20 @@ export interface components {
       turn?: components["schemas"]["Turn"];
       error?: components["schemas"]["Error"];
     };
+    ListeningPort: {
+      port: number;
+      /** @description the session's addresses the port is bound to (0.0.0.0 or :: for all) */
+      addresses: string[];
+    };
     PortRequest: {
       /** @description the session's TCP port (1-65535) */
       port: number;
       /** @description host:port to listen on; empty: a free port of 127.0.0.1 */
       listen?: string;
-      /** @description empty (plain TCP) or bearer */
+      /** @description empty (plain TCP), bearer or basic */
       auth?: string;
+      /** @description the basic auth user name; empty: airlock */
+      user?: string;
     };
     Port: {
       session: string;
@@ -1170,6 +1200,8 @@ export interface components {
       /** @description where to open it */
       url: string;
       auth?: string;
+      /** @description the basic auth user name, when auth is basic (token is then its password) */
+      user?: string;
       /** @description the bearer token, when auth is bearer */
       token?: string;
     };
@@ -2328,6 +2360,30 @@ export interface operations {
           [name: string]: unknown;
         };
         content?: never;
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  listeningPorts: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the ports, by port */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["ListeningPort"][];
+        };
       };
       default: components["responses"]["Error"];
     };

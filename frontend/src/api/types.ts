@@ -116,3 +116,5 @@ export type SnapshotLayer = Narrow<Schemas["SnapshotLayer"], { what: "container"
 
 // A session port forwarded to the host (engine/api Port).
 export type Port = Schemas["Port"];
+// A port the session listens on that is not forwarded (engine/api ListeningPort).
+export type ListeningPort = Schemas["ListeningPort"];

@@ -1,23 +1,44 @@
 import { useCallback, useEffect, useState } from "react";
 import type { Client } from "../api/client";
-import type { Port } from "../api/types";
+import type { ListeningPort, Port } from "../api/types";
 import { useBusy } from "../lib/busy";
 
+// How often the ports the session listens on are read again while the
+// tab is open (a dev server started meanwhile shows up; reading them
+// never wakes the session).
+const detectEvery = 5000;
+
 // Ports are a session's ports forwarded to the host (`airlock port`):
-// forward one to a free loopback port, open it, stop it.
+// forward one to a free loopback port, open it, stop it; and the ports
+// the session listens on that are not forwarded, each with Publish.
 export function Ports({ client, session, onError }: { client: Client; session: string; onError: (e: unknown) => void }) {
   const [list, setList] = useState<Port[]>([]);
+  const [listening, setListening] = useState<ListeningPort[]>([]);
   const [port, setPort] = useState("");
+  // A session that does not run (stopped) listens on nothing: a failure
+  // to read its ports only empties the list.
+  const detect = useCallback(async () => {
+    try {
+      setListening((await client.listeningPorts(session)) ?? []);
+    } catch {
+      setListening([]);
+    }
+  }, [client, session]);
   const load = useCallback(async () => {
     try {
       setList((await client.ports(session)) ?? []);
     } catch (e) {
       onError(e);
     }
-  }, [client, session, onError]);
+    await detect();
+  }, [client, session, onError, detect]);
   useEffect(() => {
     void load();
   }, [load]);
+  useEffect(() => {
+    const t = setInterval(() => void detect(), detectEvery);
+    return () => clearInterval(t);
+  }, [detect]);
   const { busy, run } = useBusy(load, onError);
   const n = Number(port);
   const valid = Number.isInteger(n) && n >= 1 && n <= 65535;
@@ -49,13 +70,43 @@ export function Ports({ client, session, onError }: { client: Client; session: s
                 <td>
                   <code>{p.url}</code>
                 </td>
-                <td>{p.auth || "none"}</td>
+                <td>{p.auth === "basic" ? `basic: ${p.user} / ${p.token}` : p.auth || "none"}</td>
                 <td className="actions">
-                  <a href={p.token ? `${p.url}?token=${p.token}` : p.url} target="_blank" rel="noopener noreferrer">
+                  {/* bearer: ?token= sets the cookie; basic: the browser asks for the user and password */}
+                  <a href={p.auth === "bearer" && p.token ? `${p.url}?token=${p.token}` : p.url} target="_blank" rel="noopener noreferrer">
                     Open
                   </a>
                   <button className="danger" disabled={!!busy} onClick={() => run("rm", () => client.closePort(session, p.port))}>
                     Stop
+                  </button>
+                </td>
+              </tr>
+            ))}
+          </tbody>
+        </table>
+      )}
+      <h4>Listening in the session</h4>
+      {listening.length === 0 ? (
+        <div className="empty small">The session listens on no other TCP port.</div>
+      ) : (
+        <table className="grid" aria-label="listening ports">
+          <thead>
+            <tr>
+              <th>Port</th>
+              <th>Bound to</th>
+              <th></th>
+            </tr>
+          </thead>
+          <tbody>
+            {listening.map((l) => (
+              <tr key={l.port}>
+                <td>{l.port}</td>
+                <td>
+                  <code>{l.addresses.join(", ")}</code>
+                </td>
+                <td className="actions">
+                  <button disabled={!!busy} onClick={() => run(`publish ${l.port}`, () => client.openPort(session, l.port))}>
+                    {busy === `publish ${l.port}` ? "Publishing…" : "Publish"}
                   </button>
                 </td>
               </tr>
