@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 )
 
 // Kind is how a path changed between two checkpoints.
@@ -120,6 +121,47 @@ func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 		}
 	}
 	return nil
+}
+
+// Resolve finds the path p (slash-separated, relative to the recorded
+// directory) in checkpoint id, read from its trees: e is the entry the
+// checkpoint holds there (a Whiteout is a deletion), or nil when it holds
+// none. lower says whether, with no entry, an overlay over a lower layer
+// shows the lower layer's p: no directory on the way is opaque, a
+// whiteout, or something other than a directory.
+func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, false, err
+	}
+	defer unlock()
+	c, err := s.readRecord(id)
+	if err != nil {
+		return nil, false, err
+	}
+	if c.Root.Opaque {
+		return nil, false, nil
+	}
+	digest := c.Root.Digest
+	parts := strings.Split(p, "/")
+	for i, n := range parts {
+		t, err := s.readTree(digest)
+		if err != nil {
+			return nil, false, err
+		}
+		x := t.byName()[n]
+		if x == nil {
+			return nil, true, nil
+		}
+		if i == len(parts)-1 {
+			return x, false, nil
+		}
+		if x.Type != Dir || x.Opaque {
+			return nil, false, nil
+		}
+		digest = x.Digest
+	}
+	return nil, true, nil
 }
 
 // sameDirMeta says whether two directories differ only by their contents

@@ -29,6 +29,11 @@ type RecordOptions struct {
 	// Attempts is how often a file that changes while it is read is read
 	// again before it is recorded as unstable (default 3).
 	Attempts int
+	// IfChanged records nothing when the directory is as the newest
+	// checkpoint has it (same root tree and metadata, nothing unstable):
+	// Record then returns the newest checkpoint itself, whose ID is not
+	// new. A command that changed nothing costs a walk, no record.
+	IfChanged bool
 }
 
 // Limits of what one checkpoint records, against a hostile directory.
@@ -124,6 +129,10 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	c.Unstable, c.Skipped = r.unstable, r.skipped
+	if opts.IfChanged && prev != nil && len(c.Unstable) == 0 && len(prev.Unstable) == 0 && c.Root.sameAs(&prev.Root) {
+		s.trees = r.trees
+		return prev, nil
+	}
 	r.stats.Duration = time.Since(start)
 	c.Stats = r.stats
 	data, err := json.Marshal(c)

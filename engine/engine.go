@@ -31,6 +31,7 @@ import (
 	"github.com/airlock/airlock/engine/ports"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
 	"github.com/airlock/airlock/snapshot"
@@ -114,6 +115,9 @@ type Options struct {
 	// NeverAsk keeps sessions under the ask mode from asking anyone:
 	// what no rule decides is denied (airlock ci).
 	NeverAsk bool
+	// Checkpoints tune the sessions' timelines: how often a changing
+	// workspace is checkpointed, how many checkpoints are kept.
+	Checkpoints timeline.Options
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -155,6 +159,8 @@ type Engine struct {
 	nets *netPool
 	// ports are the sessions' ports forwarded to the host (engine/ports).
 	ports *ports.Forwarder
+	// timeline keeps the sessions' checkpoints (engine/timeline).
+	timeline *timeline.Timeline
 }
 
 // live is the in-memory side of a session.
@@ -222,6 +228,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	e.meter = m
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	e.agents = newAgents(e)
+	e.timeline = newTimeline(e, opts.Checkpoints)
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
@@ -234,6 +241,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	wctx, cancel := context.WithCancel(context.Background())
 	e.stopWatch = cancel
 	go e.watchIdle(wctx, every)
+	go e.timeline.Run(wctx)
 	return e, nil
 }
 

@@ -137,6 +137,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	e.mu.Unlock()
 	e.secrets.Forget(rec.ID)
 	e.ports.Forget(rec.ID)
+	if err := e.timeline.Remove(rec.ID); err != nil {
+		e.log.Warn("remove a session's checkpoints", "session", rec.ID, "err", err)
+	}
 	e.log.Info("session removed", "session", rec.ID)
 	return e.store.DeleteSession(ctx, rec.ID)
 }

@@ -22,7 +22,9 @@ const Version = "v1"
 // Level 1: GET /version reports the level; GET /sessions/{id}/commands
 // takes since=ID.
 // Level 2: /sessions/{id}/ports (preview ports).
-const Level = 2
+// Level 3: /sessions/{id}/checkpoints, .../checkpoints/diff, .../undo,
+// .../fork (the timeline of checkpoints).
+const Level = 3
 
 // Session states.
 const (
