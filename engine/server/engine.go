@@ -51,6 +51,11 @@ type Engine interface {
 	Ports(ctx context.Context, id string) ([]api.Port, error)
 	ClosePort(ctx context.Context, id string, port int) error
 
+	Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error)
+	CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error)
+	Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error)
+	Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error)
+
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error)

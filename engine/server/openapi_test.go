@@ -41,13 +41,15 @@ var wireTypes = []any{
 	api.ReviewLimits{}, api.SessionEvent{}, api.Event{}, api.Usage{}, api.Diff{},
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
+	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{},
 }
 
 // notOnTheWire are engine/api's struct types that no JSON body carries,
 // each with the reason.
 var notOnTheWire = map[string]string{
-	"FrameWriter": "writes exec frames; it is code, not a message",
-	"Change":      "embedded in FileDiff, whose schema has its fields",
+	"FrameWriter":         "writes exec frames; it is code, not a message",
+	"Change":              "embedded in FileDiff, whose schema has its fields",
+	"CheckpointDiffQuery": "the query parameters of GET .../checkpoints/diff",
 }
 
 // specExceptions are where the spec says less than reflection over the Go

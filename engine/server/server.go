@@ -103,6 +103,11 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("POST "+p+"/sessions/{id}/ports", serve(http.StatusCreated, s.openPort))
 	m.HandleFunc("GET "+p+"/sessions/{id}/ports", serve(200, s.listPorts))
 	m.HandleFunc("DELETE "+p+"/sessions/{id}/ports/{port}", serve(http.StatusNoContent, s.closePort))
+	// timeline.go
+	m.HandleFunc("GET "+p+"/sessions/{id}/checkpoints", serve(200, s.checkpoints))
+	m.HandleFunc("GET "+p+"/sessions/{id}/checkpoints/diff", serve(200, s.checkpointDiff))
+	m.HandleFunc("POST "+p+"/sessions/{id}/undo", serve(200, s.undo))
+	m.HandleFunc("POST "+p+"/sessions/{id}/fork", serve(http.StatusCreated, s.fork))
 	// snapshots.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/snapshots", serve(http.StatusCreated, s.takeSnapshot))
 	m.HandleFunc("GET "+p+"/snapshots", serve(200, s.listSnapshots))
