@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -16,6 +17,7 @@ import (
 func diffCmd(g *globals) *cobra.Command {
 	var stat, asJSON, patch bool
 	var color string
+	var q api.CheckpointDiffQuery
 	cmd := &cobra.Command{
 		Use:   "diff ID [PATH...]",
 		Short: "Show a session's changes against the current project",
@@ -32,12 +34,21 @@ func diffCmd(g *globals) *cobra.Command {
 				return err
 			}
 			id, paths := args[0], args[1:]
+			byTurn := q != (api.CheckpointDiffQuery{}) || cmd.Flags().Changed("from") || cmd.Flags().Changed("to")
+			if byTurn && (patch || len(paths) > 0) {
+				return usageErr("--turn, --from and --to show whole checkpoints: leave out --patch and paths")
+			}
 			if patch {
 				return c.Patch(ctx, id, paths, os.Stdout)
 			}
 			get := c.Diff
 			if stat && !asJSON {
 				get = c.DiffStat
+			}
+			if byTurn {
+				get = func(ctx context.Context, id string, _ []string) (api.Diff, error) {
+					return c.CheckpointDiff(ctx, id, q)
+				}
 			}
 			d, err := get(ctx, id, paths)
 			if err != nil {
@@ -78,6 +89,11 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: every file with kind, modes, sizes and hunks")
 	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
 	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
+	cmd.Flags().IntVar(&q.Turn, "turn", 0, "what agent turn N changed, from the session's checkpoints (the session is not touched)")
+	cmd.Flags().IntVar(&q.From, "from", 0, "from the workspace after turn N (with --to; 0: the session's start)")
+	cmd.Flags().IntVar(&q.To, "to", 0, "to the workspace after turn N (default with --from: the newest checkpoint)")
+	cmd.MarkFlagsMutuallyExclusive("turn", "from")
+	cmd.MarkFlagsMutuallyExclusive("turn", "to")
 	return cmd
 }
 
