@@ -1,0 +1,225 @@
+package engine_test
+
+import (
+	"context"
+	"fmt"
+	"io/fs"
+	"os"
+	"path/filepath"
+	"sort"
+	"strings"
+	"testing"
+	"time"
+
+	"github.com/airlock/airlock/checkpoint"
+	"github.com/airlock/airlock/engine"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/engine/timeline"
+	"github.com/airlock/airlock/errdefs"
+	"golang.org/x/sys/unix"
+)
+
+// timelineProject is a project with a directory the session replaces.
+func timelineProject(t *testing.T) string {
+	p := project(t)
+	must(t, os.MkdirAll(filepath.Join(p, "old"), 0o755))
+	must(t, os.WriteFile(filepath.Join(p, "old/a.txt"), []byte("a\n"), 0o644))
+	must(t, os.WriteFile(filepath.Join(p, "old/b.txt"), []byte("b\n"), 0o644))
+	return p
+}
+
+// tree describes a directory as lines: type, mode, content or target,
+// the opaque mark, whiteouts, and which names share an inode.
+func tree(t *testing.T, dir string) string {
+	t.Helper()
+	var lines []string
+	inodes := map[uint64][]string{}
+	err := filepath.WalkDir(dir, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		rel, _ := filepath.Rel(dir, p)
+		var st unix.Stat_t
+		if err := unix.Lstat(p, &st); err != nil {
+			return err
+		}
+		line := fmt.Sprintf("%s %o", rel, st.Mode)
+		switch st.Mode & unix.S_IFMT {
+		case unix.S_IFREG:
+			b, _ := os.ReadFile(p)
+			line += " " + string(b)
+			if st.Nlink > 1 {
+				inodes[st.Ino] = append(inodes[st.Ino], rel)
+			}
+		case unix.S_IFLNK:
+			target, _ := os.Readlink(p)
+			line += " -> " + target
+		case unix.S_IFCHR:
+			line += fmt.Sprintf(" whiteout %d", st.Rdev)
+		case unix.S_IFDIR:
+			buf := make([]byte, 8)
+			if n, err := unix.Lgetxattr(p, "trusted.overlay.opaque", buf); err == nil {
+				line += " opaque=" + string(buf[:n])
+			}
+		}
+		if rel != "." {
+			lines = append(lines, line)
+		}
+		return nil
+	})
+	must(t, err)
+	for _, names := range inodes {
+		sort.Strings(names)
+		lines = append(lines, "linked "+strings.Join(names, " "))
+	}
+	sort.Strings(lines)
+	return strings.Join(lines, "\n")
+}
+
+// liveDiff is a session's review diff as a user reads it: every file with
+// its kind and the lines of its hunks.
+func liveDiff(t *testing.T, d api.Diff) string {
+	var out []string
+	for _, f := range d.Files {
+		if f.Type == "dir" || f.OldType == "dir" && f.Type == "" {
+			continue
+		}
+		s := f.Path + " " + f.Kind
+		for _, h := range f.Hunks {
+			s += " " + strings.Join(h.Lines, "")
+		}
+		out = append(out, s)
+	}
+	sort.Strings(out)
+	return strings.Join(out, "\n")
+}
+
+func customTurn(t *testing.T, e *enginetest.Engine, id, script string) api.Turn {
+	t.Helper()
+	tr, _ := turn(t, e, id, api.AgentRequest{Agent: "custom", Prompt: "go", Cmd: script + "; echo {prompt} >/dev/null"})
+	if tr.State != "done" {
+		t.Fatalf("turn %+v", tr)
+	}
+	return tr
+}
+
+func TestTimeline(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := timelineProject(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	upper := filepath.Join(e.StateDir, "sessions", s.ID, "ws", "upper")
+
+	// A command: a checkpoint that equals the upper layer (deletions,
+	// an opaque directory, modes, symlinks, hard links, nested dirs).
+	code, out := run(t, e, s.ID, "sh", "-c", `set -e
+		echo hi > hello.txt; rm README.md; rm -r old; mkdir old; echo c > old/c.txt
+		chmod 750 src/main.c; ln -s hello.txt link; ln hello.txt hard; mkdir -p deep/x; echo y > deep/x/y`)
+	if code != 0 {
+		t.Fatalf("command: %d %s", code, out)
+	}
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	if len(list) != 1 || list[0].Kind != api.CheckpointCommand || list[0].Command == 0 || list[0].Files < 7 {
+		t.Fatalf("after a command: %+v", list)
+	}
+	st, err := checkpoint.Open(timeline.Dir(e.StateDir, s.ID))
+	must(t, err)
+	restored := t.TempDir()
+	must(t, st.RestoreDir(ctx, checkpoint.ID(list[0].ID), restored))
+	if got, want := tree(t, restored), tree(t, upper); got != want {
+		t.Fatalf("checkpoint 1 holds\n%s\nthe workspace's upper layer\n%s", got, want)
+	}
+	// A command that changes nothing makes no checkpoint.
+	run(t, e, s.ID, "true")
+	if list, _ = e.Checkpoints(ctx, s.ID); len(list) != 1 {
+		t.Fatalf("a command that changed nothing was checkpointed: %+v", list)
+	}
+
+	// Two agent turns; turn 2's diff is computed from checkpoints.
+	customTurn(t, e, s.ID, "echo one > turn.txt")
+	d1, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	if got := liveDiff(t, d1); !strings.Contains(got, "turn.txt added +one") || !strings.Contains(got, "old/a.txt deleted") || !strings.Contains(got, "README.md deleted") {
+		t.Fatalf("the diff after turn 1 lacks what the test compares:\n%s", got)
+	}
+	customTurn(t, e, s.ID, "echo two >> turn.txt; rm hello.txt")
+	d2, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	list, err = e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	if len(list) != 3 || list[1].Turn != 1 || list[2].Turn != 2 || list[2].From != list[1].ID || list[2].Added != 1 {
+		t.Fatalf("after two turns: %+v", list)
+	}
+	td, err := e.CheckpointDiff(ctx, s.ID, api.CheckpointDiffQuery{Turn: 2})
+	must(t, err)
+	// hello.txt is deleted; hard keeps its content (its link is gone).
+	if got, want := liveDiff(t, td), "hello.txt deleted -hi\n\nturn.txt modified  one\n+two\n"; got != want {
+		t.Errorf("turn 2's diff:\n%q\nwant\n%q", got, want)
+	}
+	ft, err := e.CheckpointDiff(ctx, s.ID, api.CheckpointDiffQuery{From: 1, To: 2})
+	must(t, err)
+	if liveDiff(t, ft) != liveDiff(t, td) {
+		t.Errorf("--from 1 --to 2:\n%s\nturn 2:\n%s", liveDiff(t, ft), liveDiff(t, td))
+	}
+	if _, err := e.CheckpointDiff(ctx, s.ID, api.CheckpointDiffQuery{Turn: 9}); !errdefs.IsNotFound(err) {
+		t.Errorf("a turn without a checkpoint: %v", err)
+	}
+
+	// Undo, with a process running: it is stopped, and the workspace is
+	// as it was after turn 1.
+	sleeping := make(chan error, 1)
+	go func() {
+		_, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sleep", "600"}}, engine.ExecIO{})
+		sleeping <- err
+	}()
+	time.Sleep(500 * time.Millisecond)
+	u, err := e.Undo(ctx, s.ID, api.UndoRequest{})
+	must(t, err)
+	if u.Stopped < 1 || u.To.ID != list[1].ID || u.Checkpoint.Kind != api.CheckpointUndo || u.Checkpoint.UndoTo != list[1].ID {
+		t.Fatalf("undo: %+v", u)
+	}
+	select {
+	case <-sleeping:
+	case <-time.After(10 * time.Second):
+		t.Fatal("the running command was not stopped by the undo")
+	}
+	after, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	if liveDiff(t, after) != liveDiff(t, d1) {
+		t.Fatalf("after undo the diff is\n%s\nafter turn 1 it was\n%s", liveDiff(t, after), liveDiff(t, d1))
+	}
+	if _, out := run(t, e, s.ID, "sh", "-c", "cat turn.txt hello.txt; ls old; readlink link; stat -c %a src/main.c"); out != "one\nhi\nc.txt\nhello.txt\n750\n" {
+		t.Errorf("the workspace after undo reads %q", out)
+	}
+	// The undo is undone.
+	_, err = e.Undo(ctx, s.ID, api.UndoRequest{Checkpoint: u.Before})
+	must(t, err)
+	again, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	if liveDiff(t, again) != liveDiff(t, d2) {
+		t.Fatalf("after undoing the undo the diff is\n%s\nafter turn 2 it was\n%s", liveDiff(t, again), liveDiff(t, d2))
+	}
+
+	// Fork from turn 1: new sessions with the workspace after it.
+	forked, err := e.Fork(ctx, s.ID, api.ForkRequest{Turn: 1, N: 2})
+	must(t, err)
+	if len(forked.Sessions) != 2 {
+		t.Fatalf("fork: %+v", forked)
+	}
+	for _, f := range forked.Sessions {
+		fd, err := e.Diff(ctx, f.ID, nil)
+		must(t, err)
+		if liveDiff(t, fd) != liveDiff(t, d1) {
+			t.Errorf("fork %s's diff\n%s\nwant turn 1's\n%s", f.ID, liveDiff(t, fd), liveDiff(t, d1))
+		}
+	}
+
+	// The checkpoints go with the session.
+	must(t, e.Remove(ctx, s.ID))
+	if _, err := os.Stat(timeline.Dir(e.StateDir, s.ID)); !os.IsNotExist(err) {
+		t.Errorf("checkpoints of a removed session: %v", err)
+	}
+}
