@@ -231,7 +231,10 @@ var routes = []route{
 		named("CheckpointDiff", api.CheckpointDiffQuery{From: 1, To: 3, ToCheckpoint: 9})},
 	{"POST /sessions/{id}/undo", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.Undo(ctx, id, api.UndoRequest{Turn: 2})
-	}, func(id string) any { u, _ := new(servertest.Engine).Undo(context.Background(), id, api.UndoRequest{}); return u }, 200,
+	}, func(id string) any {
+		u, _ := new(servertest.Engine).Undo(context.Background(), id, api.UndoRequest{})
+		return u
+	}, 200,
 		named("Undo", api.UndoRequest{Turn: 2})},
 	{"POST /sessions/{id}/fork", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.Fork(ctx, id, api.ForkRequest{Turn: 1, N: 3})
