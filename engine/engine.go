@@ -57,6 +57,14 @@ type Defaults struct {
 	// Review bounds what a review reads and renders of a session (zero
 	// fields: review.DefaultMaxText and the other defaults).
 	Review api.ReviewLimits
+	// CheckpointEvery is how often a session's changing workspace is
+	// checkpointed between turns and commands (default 60 s; negative:
+	// never); CheckpointKeep and CheckpointMaxBytes bound each session's
+	// checkpoints (default 200; 0: no size limit). Read when the engine
+	// starts.
+	CheckpointEvery    time.Duration
+	CheckpointKeep     int
+	CheckpointMaxBytes int64
 }
 
 // Built-in defaults.
@@ -115,9 +123,6 @@ type Options struct {
 	// NeverAsk keeps sessions under the ask mode from asking anyone:
 	// what no rule decides is denied (airlock ci).
 	NeverAsk bool
-	// Checkpoints tune the sessions' timelines: how often a changing
-	// workspace is checkpointed, how many checkpoints are kept.
-	Checkpoints timeline.Options
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -228,7 +233,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	e.meter = m
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	e.agents = newAgents(e)
-	e.timeline = newTimeline(e, opts.Checkpoints)
+	e.timeline = newTimeline(e, timeline.Options{Every: defs.CheckpointEvery, Keep: defs.CheckpointKeep, MaxBytes: defs.CheckpointMaxBytes})
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}

@@ -223,3 +223,41 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("checkpoints of a removed session: %v", err)
 	}
 }
+
+// TestTimelinePeriodicAndPrune: a workspace that changes while a command
+// still runs is checkpointed periodically; a session keeps at most
+// CheckpointKeep checkpoints.
+func TestTimelinePeriodicAndPrune(t *testing.T) {
+	e := enginetest.Start(t, func(o *engine.Options) {
+		o.Defaults.CheckpointEvery = 500 * time.Millisecond
+		o.Defaults.CheckpointKeep = 3
+	})
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	go e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "echo a > p.txt; sleep 600"}}, engine.ExecIO{})
+	deadline := time.Now().Add(10 * time.Second)
+	for {
+		list, err := e.Checkpoints(ctx, s.ID)
+		must(t, err)
+		if len(list) == 1 && list[0].Kind == api.CheckpointPeriodic && list[0].Files == 1 {
+			break
+		}
+		if len(list) > 1 || time.Now().After(deadline) {
+			t.Fatalf("no periodic checkpoint (one only: nothing changes after the first): %+v", list)
+		}
+		time.Sleep(100 * time.Millisecond)
+	}
+	for i := range 9 {
+		run(t, e, s.ID, "sh", "-c", fmt.Sprintf("echo %d > f%d", i, i))
+	}
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	var ids []int64
+	for _, c := range list {
+		ids = append(ids, c.ID)
+	}
+	if fmt.Sprint(ids) != "[8 9 10]" {
+		t.Fatalf("after 10 checkpoints with keep 3: %v", ids)
+	}
+}
