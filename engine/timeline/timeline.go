@@ -16,6 +16,7 @@ import (
 
 	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/checkpoint"
+	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 )
@@ -188,6 +189,9 @@ func (t *Timeline) Record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	// A command whose changes a periodic checkpoint took meanwhile is
 	// still recorded: its checkpoint names it.
 	always := m.Always || prev != nil && !m.Since.IsZero() && prev.Time.After(m.Since)
+	if prev == nil && !always && emptyDir(upper) {
+		return c, false, nil // as the session started: its implicit checkpoint 0
+	}
 	cp, err := s.RecordDir(ctx, upper, checkpoint.RecordOptions{Label: m.label(), IfChanged: !always})
 	if err != nil {
 		return c, false, fmt.Errorf("checkpoint session %s: %w", id, err)
@@ -228,6 +232,17 @@ func (t *Timeline) Record(ctx context.Context, id string, m Mark) (c api.Checkpo
 		t.prune(id, s)
 	}
 	return view(*cp, md, true), true, nil
+}
+
+// emptyDir says whether the directory dir (an upper layer) holds nothing.
+func emptyDir(dir string) bool {
+	r, err := confined.OpenRoot(dir)
+	if err != nil {
+		return false
+	}
+	defer r.Close()
+	names, err := r.ReadDirNames("", 1)
+	return err == nil && len(names) == 0
 }
 
 // newestBefore is the newest checkpoint recorded before time at and

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"strings"
+	"syscall"
 
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/confined"
@@ -368,7 +369,10 @@ func (w *writer) copyProject(dfd int, name, p string) error {
 		}
 		return err
 	}
-	st := fi.Sys().(*unix.Stat_t)
+	st, ok := statOf(fi)
+	if !ok {
+		return fmt.Errorf("%s: no stat data", p)
+	}
 	ts := []unix.Timespec{st.Mtim, st.Mtim}
 	switch {
 	case fi.Mode().IsRegular():
@@ -429,6 +433,17 @@ func (w *writer) copyProject(dfd int, name, p string) error {
 		return unix.UtimesNanoAt(d, "", ts, unix.AT_EMPTY_PATH)
 	}
 	return nil // the review never takes special files from the project
+}
+
+// statOf is the stat data behind fi.
+func statOf(fi os.FileInfo) (unix.Stat_t, bool) {
+	switch st := fi.Sys().(type) {
+	case *unix.Stat_t:
+		return *st, true
+	case *syscall.Stat_t:
+		return unix.Stat_t{Uid: st.Uid, Gid: st.Gid, Mode: st.Mode, Mtim: unix.Timespec(st.Mtim)}, true
+	}
+	return unix.Stat_t{}, false
 }
 
 // removeAll removes name from the directory dfd, with everything beneath

@@ -1,0 +1,68 @@
+package main_test
+
+import (
+	"encoding/json"
+	"strings"
+	"testing"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/enginetest"
+)
+
+// TestTurnsDiffUndoFork: two agent turns with the real binary and daemon;
+// airlock turns lists them, diff --turn shows one, undo goes back to
+// before the last (and is undone), fork --turn starts from the first.
+func TestTurnsDiffUndoFork(t *testing.T) {
+	c := newCLI(t)
+	p := sampleProject(t)
+	c.ok("image", "build", "--tiny")
+	_, _, errs := c.run("run", "--project", p, "--image", enginetest.Image, "--", "true")
+	m := sessionLine.FindStringSubmatch(errs)
+	if m == nil {
+		t.Fatalf("run did not print the session id: %q", errs)
+	}
+	id := m[1]
+	c.ok("agent", id, "--agent", "custom", "--cmd", "echo one > turn.txt; echo {prompt} >/dev/null", "first")
+	c.ok("agent", id, "--agent", "custom", "--cmd", "echo two >> turn.txt; rm README.md; echo {prompt} >/dev/null", "second")
+
+	table := c.ok("turns", id)
+	if !strings.Contains(table, "turn 1") || !strings.Contains(table, "turn 2") || !strings.Contains(table, "+1 -1") {
+		t.Fatalf("airlock turns:\n%s", table)
+	}
+	var list []api.Checkpoint
+	if err := json.Unmarshal([]byte(c.ok("turns", id, "--json")), &list); err != nil || len(list) != 2 {
+		t.Fatalf("airlock turns --json: %v %+v", err, list)
+	}
+	diff := c.ok("diff", id, "--turn", "2")
+	if !strings.Contains(diff, "+two") || !strings.Contains(diff, "README.md") || strings.Contains(diff, "+one") {
+		t.Fatalf("airlock diff --turn 2:\n%s", diff)
+	}
+	if stat := c.ok("diff", id, "--from", "0", "--to", "1", "--stat"); !strings.Contains(stat, "turn.txt") || strings.Contains(stat, "README") {
+		t.Fatalf("airlock diff --from 0 --to 1 --stat:\n%s", stat)
+	}
+	if code, _, errs := c.run("diff", id, "--turn", "7"); code != 66 || !strings.Contains(errs, "airlock turns") {
+		t.Errorf("diff of a turn without a checkpoint: exit %d, %q", code, errs)
+	}
+
+	undo := c.ok("undo", id)
+	if !strings.Contains(undo, "turn 1") {
+		t.Fatalf("airlock undo: %s", undo)
+	}
+	if stat := c.ok("diff", id, "--stat"); strings.Contains(stat, "README") || !strings.Contains(stat, "turn.txt") {
+		t.Fatalf("the session after undo:\n%s", stat)
+	}
+	if out := c.ok("exec", id, "--", "cat", "turn.txt"); out != "one\n" {
+		t.Fatalf("turn.txt after undo: %q", out)
+	}
+
+	forked := strings.Fields(c.ok("fork", id, "--turn", "2", "-n", "1"))
+	if len(forked) != 1 {
+		t.Fatalf("fork --turn 2: %v", forked)
+	}
+	if out := c.ok("exec", forked[0], "--", "cat", "turn.txt"); out != "one\ntwo\n" {
+		t.Fatalf("turn.txt in the fork of turn 2: %q", out)
+	}
+	if code, _, _ := c.run("undo", id, "--bogus"); code == 0 {
+		t.Error("undo took an unknown flag")
+	}
+}
