@@ -261,3 +261,62 @@ func TestTimelinePeriodicAndPrune(t *testing.T) {
 		t.Fatalf("after 10 checkpoints with keep 3: %v", ids)
 	}
 }
+
+// TestUndoHostile: a session that swaps a directory for a symlink to a
+// host directory after a checkpoint gets the directory back on undo, and
+// nothing is written through the symlink.
+func TestUndoHostile(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	host := t.TempDir()
+	run(t, e, s.ID, "sh", "-c", "mkdir -p keep/sub; echo k > keep/sub/k.txt; echo m > src/main.c")
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	first := list[len(list)-1].ID
+	run(t, e, s.ID, "sh", "-c", "rm -rf keep src; ln -s "+host+" keep; ln -s "+host+" src")
+	if _, err := e.Undo(ctx, s.ID, api.UndoRequest{Checkpoint: first}); err != nil {
+		t.Fatal(err)
+	}
+	if names, _ := os.ReadDir(host); len(names) != 0 {
+		t.Fatalf("the undo wrote into the host directory the session's symlink named: %v", names)
+	}
+	if _, out := run(t, e, s.ID, "sh", "-c", "cat keep/sub/k.txt src/main.c; test -L keep || echo dir"); out != "k\nm\ndir\n" {
+		t.Errorf("after undo: %q", out)
+	}
+}
+
+// TestUndoOpaque: undo across a directory the session replaced (an opaque
+// directory in the upper layer) brings the project's entries back, and
+// undoing that undo hides them again.
+func TestUndoOpaque(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: timelineProject(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo x > x.txt")
+	before, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "rm -r old; mkdir old; echo c > old/c.txt")
+	replaced, err := e.Diff(ctx, s.ID, nil)
+	must(t, err)
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	u, err := e.Undo(ctx, s.ID, api.UndoRequest{Checkpoint: list[0].ID})
+	must(t, err)
+	if got, _ := e.Diff(ctx, s.ID, nil); liveDiff(t, got) != liveDiff(t, before) {
+		t.Fatalf("after undo:\n%s\nwant\n%s", liveDiff(t, got), liveDiff(t, before))
+	}
+	if _, out := run(t, e, s.ID, "ls", "old"); out != "a.txt\nb.txt\n" {
+		t.Errorf("old/ after undo: %q", out)
+	}
+	_, err = e.Undo(ctx, s.ID, api.UndoRequest{Checkpoint: u.Before})
+	must(t, err)
+	if got, _ := e.Diff(ctx, s.ID, nil); liveDiff(t, got) != liveDiff(t, replaced) {
+		t.Fatalf("after undoing the undo:\n%s\nwant\n%s", liveDiff(t, got), liveDiff(t, replaced))
+	}
+	if _, out := run(t, e, s.ID, "ls", "old"); out != "c.txt\n" {
+		t.Errorf("old/ after undoing the undo: %q", out)
+	}
+}
