@@ -36,6 +36,16 @@ func (e *Engine) CheckpointDiff(ctx context.Context, id string, q api.Checkpoint
 	return e.timeline.Diff(ctx, rec.ID, q)
 }
 
+// Blame is the session's diff with, for each hunk, the checkpoint (turn
+// or command) that last changed its lines.
+func (e *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	d, err := e.Diff(ctx, id, paths)
+	if err != nil {
+		return api.Blame{}, err
+	}
+	return e.timeline.Blame(ctx, d.Session, d)
+}
+
 // Undo puts a session's workspace back to a checkpoint (see
 // timeline.Timeline.Undo).
 func (e *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {

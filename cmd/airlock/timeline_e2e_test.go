@@ -2,6 +2,7 @@ package main_test
 
 import (
 	"encoding/json"
+	"regexp"
 	"strings"
 	"testing"
 
@@ -42,6 +43,21 @@ func TestTurnsDiffUndoFork(t *testing.T) {
 	}
 	if code, _, errs := c.run("diff", id, "--turn", "7"); code != 66 || !strings.Contains(errs, "airlock turns") {
 		t.Errorf("diff of a turn without a checkpoint: exit %d, %q", code, errs)
+	}
+
+	blame := c.ok("diff", id, "--blame")
+	if !regexp.MustCompile(`(?m)^@@ .* @@.*\[turn 2, checkpoint \d+\]$`).MatchString(blame) || !strings.Contains(blame, "+two") {
+		t.Fatalf("airlock diff --blame:\n%s", blame)
+	}
+	t.Logf("diff --blame:\n%s", blame)
+	var b api.Blame
+	if err := json.Unmarshal([]byte(c.ok("diff", id, "--blame", "--json")), &b); err != nil || len(b.Hunks) == 0 || len(b.Diff.Files) == 0 {
+		t.Fatalf("diff --blame --json: %v %+v", err, b)
+	}
+	for _, h := range b.Hunks {
+		if h.Path == "turn.txt" && h.Turn != 2 {
+			t.Errorf("turn.txt's hunk (one, then two) was last changed by turn 2: %+v", h)
+		}
 	}
 
 	undo := c.ok("undo", id)

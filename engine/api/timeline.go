@@ -76,3 +76,24 @@ type ForkRequest struct {
 	Checkpoint int64 `json:"checkpoint,omitempty"`
 	N          int   `json:"n,omitempty"`
 }
+
+// Blame names, for each hunk of a session's diff, the checkpoint (turn or
+// command) that last changed its lines.
+type Blame struct {
+	Session string      `json:"session"`
+	Hunks   []HunkBlame `json:"hunks"`
+	// Diff is the diff the hunks are of (as GET .../diff gives it).
+	Diff Diff `json:"diff"`
+}
+
+// HunkBlame is one hunk's: Checkpoint 0 when its lines changed after the
+// newest checkpoint (not recorded yet) or were not found in any.
+type HunkBlame struct {
+	Path       string `json:"path"`
+	Hunk       string `json:"hunk"` // the hunk's id in the diff
+	NewStart   int    `json:"new_start"`
+	Checkpoint int64  `json:"checkpoint"`
+	Kind       string `json:"kind,omitempty"`
+	Turn       int    `json:"turn,omitempty"`
+	Command    int64  `json:"command,omitempty"`
+}

@@ -675,6 +675,17 @@ func (c *Client) Undo(ctx context.Context, id string, req api.UndoRequest) (api.
 	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/undo", nil, req, &out)
 }
 
+// Blame is a session's diff (of paths, or all) with, for each hunk, the
+// checkpoint that last changed it.
+func (c *Client) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	var q url.Values
+	if len(paths) > 0 {
+		q = url.Values{"path": paths}
+	}
+	var out api.Blame
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/blame", q, nil, &out)
+}
+
 // Fork makes new sessions from the state after a turn of a session.
 func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
 	var out api.Restored

@@ -236,6 +236,10 @@ var routes = []route{
 		return u
 	}, 200,
 		named("Undo", api.UndoRequest{Turn: 2})},
+	{"GET /sessions/{id}/blame", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.Blame(ctx, id, []string{"hello.txt"})
+	}, func(id string) any { b, _ := new(servertest.Engine).Blame(context.Background(), id, nil); return b }, 200,
+		named("Blame", []string{"hello.txt"})},
 	{"POST /sessions/{id}/fork", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.Fork(ctx, id, api.ForkRequest{Turn: 1, N: 3})
 	}, func(id string) any { return api.Restored{Sessions: []api.Session{servertest.Session("f1")}} }, 201,

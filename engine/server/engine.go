@@ -54,6 +54,7 @@ type Engine interface {
 	Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error)
 	CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error)
 	Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error)
+	Blame(ctx context.Context, id string, paths []string) (api.Blame, error)
 	Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error)
 
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)

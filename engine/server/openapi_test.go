@@ -41,7 +41,7 @@ var wireTypes = []any{
 	api.ReviewLimits{}, api.SessionEvent{}, api.Event{}, api.Usage{}, api.Diff{},
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
-	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{},
+	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{}, api.Blame{}, api.HunkBlame{},
 }
 
 // notOnTheWire are engine/api's struct types that no JSON body carries,

@@ -82,6 +82,7 @@ var routeCases = []routeCase{
 	{"GET", "/v1/sessions/s1/checkpoints", "", 200, "application/json"},
 	{"GET", "/v1/sessions/s1/checkpoints/diff", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/undo", `{"turn":1}`, 200, "application/json"},
+	{"GET", "/v1/sessions/s1/blame", "", 200, "application/json"},
 	{"POST", "/v1/sessions/s1/fork", `{"turn":1,"n":2}`, 201, "application/json"},
 	{"POST", "/v1/sessions/s1/snapshots", `{"name":"n"}`, 201, "application/json"},
 	{"GET", "/v1/snapshots", "", 200, "application/json"},

@@ -46,3 +46,8 @@ func (s *Server) undo(r *http.Request, req api.UndoRequest) (api.Undone, error) 
 func (s *Server) fork(r *http.Request, req api.ForkRequest) (api.Restored, error) {
 	return s.eng.Fork(r.Context(), r.PathValue("id"), req)
 }
+
+// blame takes the paths to diff as path=P query parameters, as diff does.
+func (s *Server) blame(r *http.Request, _ none) (api.Blame, error) {
+	return s.eng.Blame(r.Context(), r.PathValue("id"), r.URL.Query()["path"])
+}

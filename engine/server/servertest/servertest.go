@@ -324,6 +324,11 @@ func (f *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.
 	return api.Undone{To: api.Checkpoint{ID: 1, Kind: api.CheckpointTurn, Turn: 1, Time: When}, Checkpoint: api.Checkpoint{ID: 3, Kind: api.CheckpointUndo, UndoTo: 1, Time: When}, Before: 2, Stopped: 1, Files: 2}, f.call("Undo", id, req)
 }
 
+func (f *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	return api.Blame{Session: id, Hunks: []api.HunkBlame{{Path: "hello.txt", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1}},
+		Diff: api.Diff{Session: id, Files: []api.FileDiff{}, Stats: []api.Stat{}}}, f.call("Blame", id, paths)
+}
+
 func (f *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
 	return api.Restored{Sessions: []api.Session{Session("f1")}}, f.call("Fork", id, req)
 }

@@ -551,6 +551,26 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/blame": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /** The session's diff with, for each hunk, the checkpoint (turn or command) that last changed its lines. */
+    get: operations["blame"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/undo": {
     parameters: {
       query?: never;
@@ -1098,6 +1118,22 @@ export interface components {
       cpu_seconds?: number;
       usage?: components["schemas"]["Usage"];
       pins?: string[];
+    };
+    Blame: {
+      session: string;
+      hunks: components["schemas"]["HunkBlame"][];
+      diff: components["schemas"]["Diff"];
+    };
+    HunkBlame: {
+      path: string;
+      /** @description the hunk's id in the diff */
+      hunk: string;
+      new_start: number;
+      /** @description 0: changed after the newest checkpoint */
+      checkpoint: number;
+      kind?: string;
+      turn?: number;
+      command?: number;
     };
     UndoRequest: {
       turn?: number;
@@ -2190,6 +2226,33 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["Diff"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  blame: {
+    parameters: {
+      query?: {
+        /** @description only changes at or under these paths (repeat for more) */
+        path?: components["parameters"]["path"];
+      };
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the diff and its hunks' checkpoints */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Blame"];
         };
       };
       default: components["responses"]["Error"];
