@@ -139,9 +139,7 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 	if err != nil {
 		return nil, false, err
 	}
-	if c.Root.Opaque {
-		return nil, false, nil
-	}
+	hidden := c.Root.Opaque // the lower layer shows nowhere beneath an opaque directory
 	digest := c.Root.Digest
 	parts := strings.Split(p, "/")
 	for i, n := range parts {
@@ -151,17 +149,18 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 		}
 		x := t.byName()[n]
 		if x == nil {
-			return nil, true, nil
+			return nil, !hidden, nil
 		}
 		if i == len(parts)-1 {
 			return x, false, nil
 		}
-		if x.Type != Dir || x.Opaque {
+		if x.Type != Dir {
 			return nil, false, nil
 		}
+		hidden = hidden || x.Opaque
 		digest = x.Digest
 	}
-	return nil, true, nil
+	return nil, !hidden, nil
 }
 
 // sameDirMeta says whether two directories differ only by their contents

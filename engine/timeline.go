@@ -187,6 +187,11 @@ func (c timelineCore) Workspace(ctx context.Context, id string) (string, string,
 	return l.ws.Upper(), l.ws.Merged(), rec.Project, nil
 }
 
+func (c timelineCore) Project(ctx context.Context, id string) (string, error) {
+	rec, err := c.e.store.Session(ctx, id)
+	return rec.Project, err
+}
+
 func (c timelineCore) Active() []string {
 	c.e.mu.Lock()
 	ids := make([]string, 0, len(c.e.sessions))

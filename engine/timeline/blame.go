@@ -27,7 +27,7 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 		}
 		return out, err
 	}
-	_, _, project, err := t.core.Workspace(ctx, id)
+	project, err := t.core.Project(ctx, id)
 	if err != nil {
 		return out, err
 	}

@@ -37,7 +37,7 @@ func (t *Timeline) Diff(ctx context.Context, id string, q api.CheckpointDiffQuer
 	if s == nil {
 		return api.Diff{}, errdefs.NotFoundf("session %s has no checkpoints yet: they are made at the end of each agent turn and command", id)
 	}
-	_, _, project, err := t.core.Workspace(ctx, id)
+	project, err := t.core.Project(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
 	}
@@ -264,7 +264,7 @@ func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project str
 		if err != nil {
 			return nil, err
 		}
-		if x.same(y) || x.typ == string(review.Dir) && y.typ == string(review.Dir) || x.typ == "" && y.typ == string(review.Dir) || x.typ == string(review.Dir) && y.typ == "" {
+		if x.typ == "" && y.typ == "" || x.same(y) || x.typ == string(review.Dir) && y.typ == string(review.Dir) || x.typ == "" && y.typ == string(review.Dir) || x.typ == string(review.Dir) && y.typ == "" {
 			continue
 		}
 		f := api.FileDiff{Change: api.Change{Path: p, Type: y.typ, OldType: x.typ, Mode: y.mode, OldMode: x.mode, Size: y.size, OldSize: x.size, Link: y.link, OldLink: x.link}}

@@ -29,6 +29,9 @@ type Sessions interface {
 	// undo writes) and its project (the lower layer). An errdefs
 	// NotFound or Conflict error when it has none.
 	Workspace(ctx context.Context, id string) (upper, merged, project string, err error)
+	// Project is the session's project, also for a session without a
+	// workspace now (its diffs and blame are read from the checkpoints).
+	Project(ctx context.Context, id string) (string, error)
 	// Active lists the sessions whose workspace can change now (running,
 	// not paused): those a periodic checkpoint looks at.
 	Active() []string
