@@ -153,12 +153,8 @@ func (s *checkpointSource) fillWorkspace(upper string) error {
 func (*checkpointSource) racesBase() bool { return false }
 
 // checkpointCommand records the workspace after a command, when it
-// changed it. An undo under way is waited for.
+// changed it (after an undo under way: the timeline waits for it).
 func (e *Engine) checkpointCommand(id string, cmd int64, started time.Time) {
-	if l := e.liveSession(id); l != nil {
-		l.freeze.RLock()
-		defer l.freeze.RUnlock()
-	}
 	if _, _, err := e.timeline.Record(context.Background(), id, timeline.Mark{Kind: api.CheckpointCommand, Command: cmd, Since: started}); err != nil {
 		e.log.Warn("checkpoint after a command", "session", id, "command", cmd, "err", err)
 	}

@@ -75,6 +75,22 @@ type Timeline struct {
 
 	mu     sync.Mutex
 	stores map[string]*checkpoint.Store
+	// busy serializes, per session, what records or rewrites its
+	// workspace: a checkpoint never sees an undo half done.
+	busy map[string]*sync.Mutex
+}
+
+// lock takes session id's lock.
+func (t *Timeline) lock(id string) func() {
+	t.mu.Lock()
+	m := t.busy[id]
+	if m == nil {
+		m = new(sync.Mutex)
+		t.busy[id] = m
+	}
+	t.mu.Unlock()
+	m.Lock()
+	return m.Unlock
 }
 
 // Dir is where the checkpoints of session id are kept: the same path for
@@ -93,7 +109,7 @@ func New(stateDir string, core Sessions, opts Options) *Timeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}}
+	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}}
 }
 
 // Store opens (once) the checkpoint store of session id.
@@ -121,6 +137,7 @@ func (t *Timeline) existing(id string) (*checkpoint.Store, error) {
 
 // Remove deletes session id's checkpoints (the session is removed).
 func (t *Timeline) Remove(id string) error {
+	defer t.lock(id)()
 	t.mu.Lock()
 	delete(t.stores, id)
 	t.mu.Unlock()
@@ -175,8 +192,13 @@ func metaPath(s *checkpoint.Store, id checkpoint.ID) string {
 
 // Record checkpoints session id's workspace as m says. recorded is false
 // when nothing changed and nothing was recorded (a command that wrote
-// nothing).
+// nothing). An undo of the session under way is waited for.
 func (t *Timeline) Record(ctx context.Context, id string, m Mark) (c api.Checkpoint, recorded bool, err error) {
+	defer t.lock(id)()
+	return t.record(ctx, id, m)
+}
+
+func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpoint, recorded bool, err error) {
 	upper, _, project, err := t.core.Workspace(ctx, id)
 	if err != nil {
 		return c, false, err

@@ -23,7 +23,8 @@ import (
 // checkpointed (so the undo can be undone), and every path that differs
 // is written through the session's merged view — never into the upper
 // layer under the mounted overlay, which the kernel leaves undefined.
-// The result is recorded as a checkpoint of kind undo.
+// The result is recorded as a checkpoint of kind undo. Checkpoints of the
+// session (a command stopped by the undo, the periodic one) wait for it.
 func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
 	list, err := t.List(ctx, id)
 	if err != nil {
@@ -49,13 +50,14 @@ func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (ap
 	if err != nil {
 		return api.Undone{}, err
 	}
+	defer t.lock(id)()
 	stopped, release, err := t.core.StopProcesses(ctx, id)
 	if err != nil {
 		return api.Undone{}, err
 	}
 	defer release()
 	out := api.Undone{To: to, Stopped: stopped}
-	if _, _, err := t.Record(ctx, id, Mark{Kind: api.CheckpointPeriodic}); err != nil {
+	if _, _, err := t.record(ctx, id, Mark{Kind: api.CheckpointPeriodic}); err != nil {
 		return out, err
 	}
 	latest, err := s.Latest()
@@ -74,7 +76,7 @@ func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (ap
 	if out.Files, err = w.apply(ctx); err != nil {
 		return out, fmt.Errorf("undo session %s to checkpoint %d: %w (the workspace as it was is checkpoint %d: `airlock undo %s --checkpoint %d` puts it back)", id, to.ID, err, latest.ID, id, latest.ID)
 	}
-	c, _, err := t.Record(ctx, id, Mark{Kind: api.CheckpointUndo, UndoTo: to.ID, Always: true})
+	c, _, err := t.record(ctx, id, Mark{Kind: api.CheckpointUndo, UndoTo: to.ID, Always: true})
 	if err != nil {
 		return out, err
 	}
