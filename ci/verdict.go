@@ -59,6 +59,8 @@ type Verdict struct {
 	// Applied are the paths written into the project (--apply).
 	Applied []string `json:"applied"`
 	Patch   string   `json:"patch,omitempty"` // the patch file, relative to out/
+	// TurnPatches are turn-N.patch, one per agent turn (--patch-per-turn).
+	TurnPatches []string `json:"turn_patches,omitempty"`
 
 	Agent   *AgentResult   `json:"agent,omitempty"`
 	Command *CommandResult `json:"command,omitempty"`

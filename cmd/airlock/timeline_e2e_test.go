@@ -2,6 +2,9 @@ package main_test
 
 import (
 	"encoding/json"
+	"os"
+	"os/exec"
+	"path/filepath"
 	"regexp"
 	"strings"
 	"testing"
@@ -80,5 +83,29 @@ func TestTurnsDiffUndoFork(t *testing.T) {
 	}
 	if code, _, _ := c.run("undo", id, "--bogus"); code == 0 {
 		t.Error("undo took an unknown flag")
+	}
+}
+
+// TestCIPatchPerTurn: airlock ci --patch-per-turn writes what each agent
+// turn changed as a patch git applies to the checkout.
+func TestCIPatchPerTurn(t *testing.T) {
+	c := newCLI(t)
+	c.ok("image", "build", "--tiny")
+	c.stopEngine()
+	p := gitProject(t)
+	out := filepath.Join(t.TempDir(), "out")
+	prompt := filepath.Join(t.TempDir(), "task.md")
+	os.WriteFile(prompt, []byte("add a note"), 0o644)
+	code, _, errs := c.run("ci", "--project", p, "--image", enginetest.Image, "--out", out, "--patch-per-turn",
+		"--agent", "custom", "--cmd", "echo note > note.txt; echo {prompt} >/dev/null", "--prompt-file", prompt)
+	v := readVerdict(t, out)
+	if code != 0 || len(v.TurnPatches) != 1 || v.TurnPatches[0] != "turn-1.patch" {
+		t.Fatalf("ci --patch-per-turn: exit %d %+v\n%s", code, v, errs)
+	}
+	patch, _ := os.ReadFile(filepath.Join(out, "turn-1.patch"))
+	apply := exec.Command("git", "apply", "--check", filepath.Join(out, "turn-1.patch"))
+	apply.Dir = p
+	if b, err := apply.CombinedOutput(); err != nil || !strings.Contains(string(patch), "+note") {
+		t.Fatalf("turn-1.patch does not apply (%v %s):\n%s", err, b, patch)
 	}
 }

@@ -3,6 +3,7 @@ package timeline_test
 import (
 	"context"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"sort"
 	"strings"
@@ -118,5 +119,51 @@ func TestDiffOverTheProject(t *testing.T) {
 	}
 	if list, err := tl.List(ctx, "s1"); err != nil || len(list) != 0 {
 		t.Errorf("after Remove: %v %v", list, err)
+	}
+}
+
+// TestWritePatch: a checkpoint diff written as a patch is applied by git
+// to the project as the diff's start had it.
+func TestWritePatch(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("whiteouts need root")
+	}
+	ctx := context.Background()
+	f := &fakeSessions{upper: t.TempDir(), project: t.TempDir()}
+	write(t, filepath.Join(f.project, "README.md"), "# demo\n")
+	write(t, filepath.Join(f.project, "keep.txt"), "one\ntwo\n")
+	tl := timeline.New(t.TempDir(), f, timeline.Options{Every: -1})
+	write(t, filepath.Join(f.upper, "new.txt"), "new\nno newline")
+	write(t, filepath.Join(f.upper, "keep.txt"), "one\n2\n")
+	must(t, os.Chmod(filepath.Join(f.upper, "keep.txt"), 0o755))
+	must(t, unix.Mknod(filepath.Join(f.upper, "README.md"), unix.S_IFCHR, 0))
+	must(t, os.Symlink("keep.txt", filepath.Join(f.upper, "link")))
+	_, _, err := tl.Record(ctx, "s1", timeline.Mark{Kind: api.CheckpointTurn, Turn: 1, Always: true})
+	must(t, err)
+	d, err := tl.Diff(ctx, "s1", api.CheckpointDiffQuery{Turn: 1})
+	must(t, err)
+	var patch strings.Builder
+	must(t, timeline.WritePatch(&patch, d.Files))
+	repo := t.TempDir()
+	write(t, filepath.Join(repo, "README.md"), "# demo\n")
+	write(t, filepath.Join(repo, "keep.txt"), "one\ntwo\n")
+	cmd := exec.Command("git", "apply", "-")
+	cmd.Dir, cmd.Stdin = repo, strings.NewReader(patch.String())
+	if out, err := cmd.CombinedOutput(); err != nil {
+		t.Fatalf("git apply: %v %s\n%s", err, out, patch.String())
+	}
+	for p, want := range map[string]string{"new.txt": "new\nno newline", "keep.txt": "one\n2\n"} {
+		if b, _ := os.ReadFile(filepath.Join(repo, p)); string(b) != want {
+			t.Errorf("%s: %q, want %q", p, b, want)
+		}
+	}
+	if fi, err := os.Stat(filepath.Join(repo, "keep.txt")); err != nil || fi.Mode().Perm()&0o100 == 0 {
+		t.Errorf("keep.txt's mode: %v %v", fi.Mode(), err)
+	}
+	if _, err := os.Stat(filepath.Join(repo, "README.md")); !os.IsNotExist(err) {
+		t.Errorf("README.md is still there: %v", err)
+	}
+	if target, err := os.Readlink(filepath.Join(repo, "link")); err != nil || target != "keep.txt" {
+		t.Errorf("link: %q %v", target, err)
 	}
 }
