@@ -186,6 +186,9 @@ func TestTimeline(t *testing.T) {
 	case <-time.After(10 * time.Second):
 		t.Fatal("the running command was not stopped by the undo")
 	}
+	if l, _ := e.Checkpoints(ctx, s.ID); l[len(l)-1].Kind != api.CheckpointUndo {
+		t.Errorf("the command the undo stopped was checkpointed after it: %+v", l[len(l)-1])
+	}
 	after, err := e.Diff(ctx, s.ID, nil)
 	must(t, err)
 	if liveDiff(t, after) != liveDiff(t, d1) {

@@ -213,6 +213,11 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	}
 	// A command whose changes a periodic checkpoint took meanwhile is
 	// still recorded: its checkpoint names it.
+	if undoneSince(s, m.Since) {
+		// An undo stopped this turn or command and put the workspace
+		// back: what is there now is the undo's, not theirs.
+		return c, false, nil
+	}
 	always := m.Always || prev != nil && !m.Since.IsZero() && prev.Time.After(m.Since)
 	if prev == nil && !always && emptyDir(upper) {
 		return c, false, nil // as the session started: its implicit checkpoint 0
@@ -268,6 +273,23 @@ func emptyDir(dir string) bool {
 	defer r.Close()
 	names, err := r.ReadDirNames("", 1)
 	return err == nil && len(names) == 0
+}
+
+// undoneSince says whether an undo was recorded after since (zero: no).
+func undoneSince(s *checkpoint.Store, since time.Time) bool {
+	if since.IsZero() {
+		return false
+	}
+	list, err := s.List()
+	if err != nil {
+		return false
+	}
+	for i := len(list) - 1; i >= 0 && list[i].Time.After(since); i-- {
+		if strings.HasPrefix(list[i].Label, api.CheckpointUndo+" ") {
+			return true
+		}
+	}
+	return false
 }
 
 // newestBefore is the newest checkpoint recorded before time at and
