@@ -16,6 +16,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/network"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
@@ -306,6 +307,7 @@ func newCore(t *testing.T) *core {
 	e.nets = network.NewPool[*egress.Policy](c.links, c.fw, start,
 		network.Options{Owner: "airlock-test:" + dir, LockFile: filepath.Join(dir, "netalloc.lock")})
 	e.ports = newPorts(e)
+	e.timeline = newTimeline(e, timeline.Options{Every: -1})
 	c.e = e
 	t.Cleanup(func() {
 		// Whatever a failed test left mounted.
