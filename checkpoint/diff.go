@@ -128,26 +128,68 @@ func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 // checkpoint holds there (a Whiteout is a deletion), or nil when it holds
 // none. lower says whether, with no entry, an overlay over a lower layer
 // shows the lower layer's p: no directory on the way is opaque, a
-// whiteout, or something other than a directory.
+// whiteout, or something other than a directory. (NewResolver keeps the
+// trees for many paths.)
 func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
-	unlock, err := s.lock()
+	r, err := s.NewResolver(id)
 	if err != nil {
 		return nil, false, err
+	}
+	return r.Resolve(p)
+}
+
+// Resolver finds paths in one checkpoint (see Store.Resolve), keeping
+// the directories it read: resolving every path of a large change reads
+// each tree once.
+type Resolver struct {
+	s    *Store
+	root Entry
+	dirs map[string]map[string]*Entry // by tree digest
+}
+
+// NewResolver returns a Resolver of checkpoint id.
+func (s *Store) NewResolver(id ID) (*Resolver, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
 	}
 	defer unlock()
 	c, err := s.readRecord(id)
 	if err != nil {
-		return nil, false, err
+		return nil, err
 	}
-	hidden := c.Root.Opaque // the lower layer shows nowhere beneath an opaque directory
-	digest := c.Root.Digest
+	return &Resolver{s: s, root: c.Root, dirs: map[string]map[string]*Entry{}}, nil
+}
+
+func (r *Resolver) dir(digest string) (map[string]*Entry, error) {
+	if m, ok := r.dirs[digest]; ok {
+		return m, nil
+	}
+	unlock, err := r.s.lock()
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.s.readTree(digest)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	m := t.byName()
+	r.dirs[digest] = m
+	return m, nil
+}
+
+// Resolve is Store.Resolve of the Resolver's checkpoint.
+func (r *Resolver) Resolve(p string) (e *Entry, lower bool, err error) {
+	hidden := r.root.Opaque // the lower layer shows nowhere beneath an opaque directory
+	digest := r.root.Digest
 	parts := strings.Split(p, "/")
 	for i, n := range parts {
-		t, err := s.readTree(digest)
+		entries, err := r.dir(digest)
 		if err != nil {
 			return nil, false, err
 		}
-		x := t.byName()[n]
+		x := entries[n]
 		if x == nil {
 			return nil, !hidden, nil
 		}

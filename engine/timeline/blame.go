@@ -44,6 +44,14 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 	for _, c := range list {
 		byID[c.ID] = c
 	}
+	states := make([]state, 0, len(list)+1)
+	for _, id := range append([]int64{0}, ids(list)...) {
+		st, err := newState(s, checkpoint.ID(id), proj)
+		if err != nil {
+			return out, err
+		}
+		states = append(states, st)
+	}
 	for _, f := range d.Files {
 		if len(f.Hunks) == 0 {
 			continue
@@ -51,7 +59,7 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 		if err := ctx.Err(); err != nil {
 			return out, err
 		}
-		added, removed, err := lineHistory(s, proj, list, f.Path)
+		added, removed, err := lineHistory(states, f.Path)
 		if err != nil {
 			return out, fmt.Errorf("%s: %w", f.Path, err)
 		}
@@ -76,19 +84,26 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 	return out, nil
 }
 
-// lineHistory follows path p through the checkpoints in order: for each
-// line text, the newest checkpoint that added it and the newest that
-// removed it.
-func lineHistory(s *checkpoint.Store, proj *confined.Root, list []api.Checkpoint, p string) (added, removed map[string]int64, err error) {
+func ids(list []api.Checkpoint) []int64 {
+	out := make([]int64, len(list))
+	for i, c := range list {
+		out[i] = c.ID
+	}
+	return out
+}
+
+// lineHistory follows path p through the states (the session's start,
+// then its checkpoints in order): for each line text, the newest
+// checkpoint that added it and the newest that removed it.
+func lineHistory(states []state, p string) (added, removed map[string]int64, err error) {
 	added, removed = map[string]int64{}, map[string]int64{}
-	prev := state{s, 0, proj}
+	prev := states[0]
 	ps, err := prev.at(p)
 	if err != nil {
 		return nil, nil, err
 	}
 	budget := maxTotal
-	for _, c := range list {
-		cur := state{s, checkpoint.ID(c.ID), proj}
+	for _, cur := range states[1:] {
 		cs, err := cur.at(p)
 		if err != nil {
 			return nil, nil, err
@@ -109,9 +124,9 @@ func lineHistory(s *checkpoint.Store, proj *confined.Root, list []api.Checkpoint
 				for _, l := range h.Lines {
 					switch l[0] {
 					case '+':
-						added[l[1:]] = c.ID
+						added[l[1:]] = int64(cur.id)
 					case '-':
-						removed[l[1:]] = c.ID
+						removed[l[1:]] = int64(cur.id)
 					}
 				}
 			}

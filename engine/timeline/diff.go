@@ -139,11 +139,22 @@ type state struct {
 	s       *checkpoint.Store
 	id      checkpoint.ID
 	project *confined.Root
+	r       *checkpoint.Resolver // of id (nil for 0)
+}
+
+func newState(s *checkpoint.Store, id checkpoint.ID, project *confined.Root) (state, error) {
+	st := state{s: s, id: id, project: project}
+	if id == 0 {
+		return st, nil
+	}
+	var err error
+	st.r, err = s.NewResolver(id)
+	return st, err
 }
 
 func (st state) at(p string) (side, error) {
 	if st.id != 0 {
-		e, lower, err := st.s.Resolve(st.id, p)
+		e, lower, err := st.r.Resolve(p)
 		if err != nil {
 			return side{}, err
 		}
@@ -231,7 +242,14 @@ func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project str
 		return nil, fmt.Errorf("open the project %s: %w", project, err)
 	}
 	defer proj.Close()
-	sa, sb := state{s, a, proj}, state{s, b, proj}
+	sa, err := newState(s, a, proj)
+	if err != nil {
+		return nil, err
+	}
+	sb, err := newState(s, b, proj)
+	if err != nil {
+		return nil, err
+	}
 	// Paths to compare: those whose entries changed, and beneath a
 	// directory that was deleted, replaced or made opaque on either side,
 	// the project's names it hides or shows again.

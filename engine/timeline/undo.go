@@ -103,6 +103,7 @@ func lastTurnStart(list []api.Checkpoint, id string) (api.Checkpoint, error) {
 // from checkpoint now (the merged view as it is).
 type writer struct {
 	s       *checkpoint.Store
+	res     *checkpoint.Resolver // of to
 	to, now checkpoint.ID
 	merged  *confined.Root
 	project *confined.Root
@@ -121,7 +122,13 @@ func newWriter(s *checkpoint.Store, to, now checkpoint.ID, merged, project strin
 		m.Close()
 		return nil, err
 	}
-	return &writer{s: s, to: to, now: now, merged: m, project: p, buf: make([]byte, 1<<20)}, nil
+	res, err := s.NewResolver(to)
+	if err != nil {
+		m.Close()
+		p.Close()
+		return nil, err
+	}
+	return &writer{s: s, res: res, to: to, now: now, merged: m, project: p, buf: make([]byte, 1<<20)}, nil
 }
 
 func (w *writer) close() {
@@ -160,7 +167,7 @@ func (w *writer) apply(ctx context.Context) (int, error) {
 	}
 	for i := len(w.dirs) - 1; i >= 0; i-- {
 		p := w.dirs[i]
-		e, _, err := w.s.Resolve(w.to, p)
+		e, _, err := w.res.Resolve(p)
 		if err != nil || e == nil || e.Type != checkpoint.Dir {
 			continue
 		}
@@ -196,7 +203,7 @@ func (w *writer) put(p string, cur, want *checkpoint.Entry) error {
 	case want == nil:
 		// The checkpoint has no upper entry here: the project's p shows
 		// through (or nothing).
-		_, lower, err := w.s.Resolve(w.to, p)
+		_, lower, err := w.res.Resolve(p)
 		if err != nil {
 			return err
 		}
