@@ -273,7 +273,7 @@ func (e *Engine) Close(ctx context.Context) {
 		g.Close()
 	}
 	done := make(chan struct{})
-	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()
+	go func() { e.bg.Wait(); e.agents.Wait(); e.timeline.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

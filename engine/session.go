@@ -120,6 +120,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
 	}
+	e.timeline.Settle(rec.ID) // a command's checkpoint still being written
 	if l := e.liveSession(rec.ID); l != nil {
 		if l.stopCapture != nil {
 			l.stopCapture()

@@ -153,11 +153,9 @@ func (s *checkpointSource) fillWorkspace(upper string) error {
 func (*checkpointSource) racesBase() bool { return false }
 
 // checkpointCommand records the workspace after a command, when it
-// changed it (after an undo under way: the timeline waits for it).
+// changed it, in the background (see timeline.RecordLater).
 func (e *Engine) checkpointCommand(id string, cmd int64, started time.Time) {
-	if _, _, err := e.timeline.Record(context.Background(), id, timeline.Mark{Kind: api.CheckpointCommand, Command: cmd, Since: started}); err != nil {
-		e.log.Warn("checkpoint after a command", "session", id, "command", cmd, "err", err)
-	}
+	e.timeline.RecordLater(id, timeline.Mark{Kind: api.CheckpointCommand, Command: cmd, Since: started})
 }
 
 // newTimeline wires engine/timeline to the session core.

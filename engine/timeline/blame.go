@@ -18,6 +18,7 @@ import (
 // not changed the file), never from the live session.
 func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame, error) {
 	out := api.Blame{Session: id, Hunks: []api.HunkBlame{}, Diff: d}
+	t.Settle(id)
 	s, err := t.existing(id)
 	if err != nil || s == nil {
 		for _, f := range d.Files {

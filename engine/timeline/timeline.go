@@ -78,7 +78,72 @@ type Timeline struct {
 	// busy serializes, per session, what records or rewrites its
 	// workspace: a checkpoint never sees an undo half done.
 	busy map[string]*sync.Mutex
+	// pending counts, per session, the checkpoints RecordLater started
+	// that are not written yet: readers of the timeline wait for them.
+	pending map[string]*pending
+	all     sync.WaitGroup
 }
+
+// pending counts checkpoints under way (a WaitGroup may not be waited on
+// while another Add starts from zero: this may).
+type pending struct {
+	mu   sync.Mutex
+	cond *sync.Cond
+	n    int
+}
+
+func (p *pending) add(d int) {
+	p.mu.Lock()
+	p.n += d
+	if p.n == 0 {
+		p.cond.Broadcast()
+	}
+	p.mu.Unlock()
+}
+
+func (p *pending) wait() {
+	p.mu.Lock()
+	for p.n > 0 {
+		p.cond.Wait()
+	}
+	p.mu.Unlock()
+}
+
+func (t *Timeline) pendingOf(id string) *pending {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	p := t.pending[id]
+	if p == nil {
+		p = &pending{}
+		p.cond = sync.NewCond(&p.mu)
+		t.pending[id] = p
+	}
+	return p
+}
+
+// RecordLater is Record in the background, so that a command that wrote
+// many files returns before they are checkpointed (the checkpoint syncs
+// every new object). What reads session id's timeline (List, Diff,
+// Undo, Blame) waits for it first; a command started meanwhile may have
+// its first writes in it.
+func (t *Timeline) RecordLater(id string, m Mark) {
+	p := t.pendingOf(id)
+	p.add(1)
+	t.all.Add(1)
+	go func() {
+		defer t.all.Done()
+		defer p.add(-1)
+		if _, _, err := t.Record(context.Background(), id, m); err != nil {
+			t.log.Warn("checkpoint", "session", id, "kind", m.Kind, "err", err)
+		}
+	}()
+}
+
+// Settle waits for session id's checkpoints under way.
+func (t *Timeline) Settle(id string) { t.pendingOf(id).wait() }
+
+// Wait waits for every checkpoint under way (the engine closes).
+func (t *Timeline) Wait() { t.all.Wait() }
 
 // lock takes session id's lock.
 func (t *Timeline) lock(id string) func() {
@@ -109,7 +174,7 @@ func New(stateDir string, core Sessions, opts Options) *Timeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}}
+	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
 }
 
 // Store opens (once) the checkpoint store of session id.
@@ -137,6 +202,7 @@ func (t *Timeline) existing(id string) (*checkpoint.Store, error) {
 
 // Remove deletes session id's checkpoints (the session is removed).
 func (t *Timeline) Remove(id string) error {
+	t.Settle(id)
 	defer t.lock(id)()
 	t.mu.Lock()
 	delete(t.stores, id)
@@ -359,6 +425,7 @@ func view(c checkpoint.Checkpoint, md meta, counted bool) api.Checkpoint {
 // List returns session id's checkpoints, oldest first, with the usage of
 // the turn or command each ended.
 func (t *Timeline) List(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	t.Settle(id)
 	s, err := t.existing(id)
 	if err != nil || s == nil {
 		return []api.Checkpoint{}, err
