@@ -330,3 +330,21 @@ func TestUndoOpaque(t *testing.T) {
 		t.Errorf("old/ after undoing the undo: %q", out)
 	}
 }
+
+// TestUndoFirstTurn: undoing a session's first turn gives back the
+// workspace it started with.
+func TestUndoFirstTurn(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	customTurn(t, e, s.ID, "echo one > one.txt; rm README.md; echo x >> src/main.c")
+	u, err := e.Undo(ctx, s.ID, api.UndoRequest{})
+	must(t, err)
+	if u.To.ID != 0 || u.Files == 0 {
+		t.Fatalf("undo of the first turn: %+v", u)
+	}
+	if d, err := e.Diff(ctx, s.ID, nil); err != nil || len(d.Files) != 0 {
+		t.Fatalf("after undoing the first turn: %v %s", err, liveDiff(t, d))
+	}
+}

@@ -65,9 +65,6 @@ func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (ap
 		return out, err
 	}
 	out.Before = int64(latest.ID)
-	if to.ID == 0 {
-		return out, errdefs.Invalidf("nothing to undo to")
-	}
 	w, err := newWriter(s, checkpoint.ID(to.ID), latest.ID, merged, project)
 	if err != nil {
 		return out, err
@@ -91,7 +88,7 @@ func lastTurnStart(list []api.Checkpoint, id string) (api.Checkpoint, error) {
 	for i := len(list) - 1; i >= 0; i-- {
 		if list[i].Kind == api.CheckpointTurn {
 			if list[i].From == 0 {
-				return api.Checkpoint{}, errdefs.NotFoundf("session %s has no checkpoint from before its last turn (turn %d was its first): give `--to TURN` or `--checkpoint ID`", id, list[i].Turn)
+				return api.Checkpoint{Kind: "start"}, nil // the session as it started
 			}
 			return byID(list, id, list[i].From)
 		}
@@ -122,11 +119,13 @@ func newWriter(s *checkpoint.Store, to, now checkpoint.ID, merged, project strin
 		m.Close()
 		return nil, err
 	}
-	res, err := s.NewResolver(to)
-	if err != nil {
-		m.Close()
-		p.Close()
-		return nil, err
+	var res *checkpoint.Resolver // nil for 0: the empty upper layer a session starts with
+	if to != 0 {
+		if res, err = s.NewResolver(to); err != nil {
+			m.Close()
+			p.Close()
+			return nil, err
+		}
 	}
 	return &writer{s: s, res: res, to: to, now: now, merged: m, project: p, buf: make([]byte, 1<<20)}, nil
 }
@@ -143,6 +142,14 @@ func (w *writer) under(p string) bool {
 		}
 	}
 	return false
+}
+
+// resolve is what checkpoint to holds at p (see checkpoint.Resolve).
+func (w *writer) resolve(p string) (*checkpoint.Entry, bool, error) {
+	if w.res == nil {
+		return nil, true, nil
+	}
+	return w.res.Resolve(p)
 }
 
 // apply writes every path that differs, parents first, then directories'
@@ -167,7 +174,7 @@ func (w *writer) apply(ctx context.Context) (int, error) {
 	}
 	for i := len(w.dirs) - 1; i >= 0; i-- {
 		p := w.dirs[i]
-		e, _, err := w.res.Resolve(p)
+		e, _, err := w.resolve(p)
 		if err != nil || e == nil || e.Type != checkpoint.Dir {
 			continue
 		}
@@ -203,7 +210,7 @@ func (w *writer) put(p string, cur, want *checkpoint.Entry) error {
 	case want == nil:
 		// The checkpoint has no upper entry here: the project's p shows
 		// through (or nothing).
-		_, lower, err := w.res.Resolve(p)
+		_, lower, err := w.resolve(p)
 		if err != nil {
 			return err
 		}
