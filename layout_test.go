@@ -261,7 +261,7 @@ func TestWireIsALeaf(t *testing.T) {
 // import package engine (nor its store, server or client, nor Docker),
 // so they are tested with fakes and the core does not leak into them.
 func TestCapabilitiesStayOutOfTheCore(t *testing.T) {
-	capabilities := []string{"engine/agent", "engine/ports", "engine/schedule"}
+	capabilities := []string{"engine/agent", "engine/ports", "engine/schedule", "engine/timeline"}
 	forbidden := []string{mod + "/engine", mod + "/engine/store", mod + "/engine/server", mod + "/engine/client"}
 	for _, p := range listPackages(t) {
 		rel := strings.TrimPrefix(strings.TrimPrefix(p.ImportPath, mod), "/")

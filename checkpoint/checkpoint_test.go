@@ -247,3 +247,41 @@ func TestRestoreRefuses(t *testing.T) {
 		t.Errorf("restore of a damaged object: %v", err)
 	}
 }
+
+// TestIfChangedAndResolve: a Record with IfChanged writes nothing for a
+// directory as the newest checkpoint has it (even one just written,
+// whose racy files are read again), and a checkpoint's paths resolve to
+// their entries or to the lower layer.
+func TestIfChangedAndResolve(t *testing.T) {
+	dir := t.TempDir()
+	s := openStore(t)
+	must(t, os.MkdirAll(filepath.Join(dir, "d/e"), 0o755))
+	write(t, filepath.Join(dir, "d/e/f"), "f")
+	write(t, filepath.Join(dir, "x"), "x")
+	first := record(t, s, dir)
+	again, err := s.RecordDir(context.Background(), dir, RecordOptions{IfChanged: true})
+	must(t, err)
+	if again.ID != first.ID {
+		t.Fatalf("an unchanged directory was recorded again as %d", again.ID)
+	}
+	write(t, filepath.Join(dir, "d/e/g"), "g")
+	next, err := s.RecordDir(context.Background(), dir, RecordOptions{IfChanged: true})
+	must(t, err)
+	if next.ID == first.ID {
+		t.Fatal("a new file was not recorded")
+	}
+	must(t, os.Remove(filepath.Join(dir, "x")))
+	if c, _ := s.RecordDir(context.Background(), dir, RecordOptions{IfChanged: true}); c.ID == next.ID {
+		t.Fatal("a removed file was not recorded")
+	}
+	e, lower, err := s.Resolve(next.ID, "d/e/g")
+	if err != nil || e == nil || e.Type != File || lower {
+		t.Fatalf("d/e/g: %+v %v %v", e, lower, err)
+	}
+	if e, lower, _ := s.Resolve(next.ID, "d/none"); e != nil || !lower {
+		t.Fatalf("d/none: %+v %v: want the lower layer", e, lower)
+	}
+	if e, lower, _ := s.Resolve(next.ID, "x/below"); e != nil || lower {
+		t.Fatalf("x/below: %+v %v: below a file nothing shows", e, lower)
+	}
+}

@@ -8,6 +8,7 @@ import (
 	"os"
 	"path"
 	"slices"
+	"strings"
 )
 
 // Kind is how a path changed between two checkpoints.
@@ -120,6 +121,88 @@ func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 		}
 	}
 	return nil
+}
+
+// Resolve finds the path p (slash-separated, relative to the recorded
+// directory) in checkpoint id, read from its trees: e is the entry the
+// checkpoint holds there (a Whiteout is a deletion), or nil when it holds
+// none. lower says whether, with no entry, an overlay over a lower layer
+// shows the lower layer's p: no directory on the way is opaque, a
+// whiteout, or something other than a directory. (NewResolver keeps the
+// trees for many paths.)
+func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
+	r, err := s.NewResolver(id)
+	if err != nil {
+		return nil, false, err
+	}
+	return r.Resolve(p)
+}
+
+// Resolver finds paths in one checkpoint (see Store.Resolve), keeping
+// the directories it read: resolving every path of a large change reads
+// each tree once.
+type Resolver struct {
+	s    *Store
+	root Entry
+	dirs map[string]map[string]*Entry // by tree digest
+}
+
+// NewResolver returns a Resolver of checkpoint id.
+func (s *Store) NewResolver(id ID) (*Resolver, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	c, err := s.readRecord(id)
+	if err != nil {
+		return nil, err
+	}
+	return &Resolver{s: s, root: c.Root, dirs: map[string]map[string]*Entry{}}, nil
+}
+
+func (r *Resolver) dir(digest string) (map[string]*Entry, error) {
+	if m, ok := r.dirs[digest]; ok {
+		return m, nil
+	}
+	unlock, err := r.s.lock()
+	if err != nil {
+		return nil, err
+	}
+	t, err := r.s.readTree(digest)
+	unlock()
+	if err != nil {
+		return nil, err
+	}
+	m := t.byName()
+	r.dirs[digest] = m
+	return m, nil
+}
+
+// Resolve is Store.Resolve of the Resolver's checkpoint.
+func (r *Resolver) Resolve(p string) (e *Entry, lower bool, err error) {
+	hidden := r.root.Opaque // the lower layer shows nowhere beneath an opaque directory
+	digest := r.root.Digest
+	parts := strings.Split(p, "/")
+	for i, n := range parts {
+		entries, err := r.dir(digest)
+		if err != nil {
+			return nil, false, err
+		}
+		x := entries[n]
+		if x == nil {
+			return nil, !hidden, nil
+		}
+		if i == len(parts)-1 {
+			return x, false, nil
+		}
+		if x.Type != Dir {
+			return nil, false, nil
+		}
+		hidden = hidden || x.Opaque
+		digest = x.Digest
+	}
+	return nil, !hidden, nil
 }
 
 // sameDirMeta says whether two directories differ only by their contents

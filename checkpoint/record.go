@@ -29,6 +29,11 @@ type RecordOptions struct {
 	// Attempts is how often a file that changes while it is read is read
 	// again before it is recorded as unstable (default 3).
 	Attempts int
+	// IfChanged records nothing when the directory is as the newest
+	// checkpoint has it (same root tree and metadata, nothing unstable):
+	// Record then returns the newest checkpoint itself, whose ID is not
+	// new. A command that changed nothing costs a walk, no record.
+	IfChanged bool
 }
 
 // Limits of what one checkpoint records, against a hostile directory.
@@ -124,6 +129,9 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	c.Unstable, c.Skipped = r.unstable, r.skipped
+	if opts.IfChanged && prev != nil && !r.changed && len(c.Unstable) == 0 && len(prev.Unstable) == 0 && sameDirMeta(&c.Root, &prev.Root) {
+		return prev, nil // its trees stay the ones compared against
+	}
 	r.stats.Duration = time.Since(start)
 	c.Stats = r.stats
 	data, err := json.Marshal(c)
@@ -169,6 +177,9 @@ type recorder struct {
 	// pending are objects written and not yet synced and named.
 	pending        []pendingObject
 	pendingDigests map[string]bool
+	// changed is set once an entry differs from the parent's in what
+	// Diff compares (not only in its stat key).
+	changed bool
 }
 
 // errChanged: the entry changed while it was read (or was swapped for
@@ -214,9 +225,15 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 			ce.Name = n
 			t.Entries = append(t.Entries, ce)
 			same = same && old[n] != nil && ce.sameAs(old[n]) && sameStat(ce.Stat, old[n].Stat)
+			if o := old[n]; o == nil || ce.Type == Dir && o.Type == Dir && !sameDirMeta(&ce, o) || (ce.Type != Dir || o.Type != Dir) && !ce.sameAs(o) {
+				r.changed = true
+			}
 		} else {
 			same = false
 		}
+	}
+	if prevTree != nil && len(t.Entries) != len(prevTree.Entries) || prevTree == nil && len(t.Entries) > 0 {
+		r.changed = true // names went away (or a directory that was not one before)
 	}
 	if same {
 		// Every entry as before: the same tree, not encoded again.

@@ -27,6 +27,7 @@ import (
 	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
@@ -52,6 +53,9 @@ type Options struct {
 	Keep bool
 	// RequireClean refuses a checkout with uncommitted changes.
 	RequireClean bool
+	// PatchPerTurn also writes turn-N.patch for each agent turn: what
+	// that turn changed, from the session's checkpoints.
+	PatchPerTurn bool
 	// Create is the session's settings (image, limits, egress, env); its
 	// Project is set from Project.
 	Create   api.CreateRequest
@@ -360,6 +364,11 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 		}
 		v.Patch = "changes.patch"
 	}
+	if o.PatchPerTurn {
+		if err := turnPatches(ctx, e, s.ID, o.Out, v); err != nil {
+			return finish(OutputFailed, outputError(o.Out, err).Error())
+		}
+	}
 	egress(ctx, e, s.ID, v)
 	if m, err := e.Meter(ctx, s.ID); err == nil {
 		v.Usage = Usage{CPUSeconds: m.CPUSeconds, CostUSD: m.CostUSD, MemoryPeak: m.MemoryPeak, WorkspaceBytes: m.WorkspaceBytes}
@@ -537,4 +546,28 @@ func (r *recordingWriter) Write(b []byte) (int, error) {
 		r.err = err
 	}
 	return n, err
+}
+
+// turnPatches writes turn-N.patch for each agent turn of the session
+// (what the turn changed, from its checkpoints) and lists them in v.
+func turnPatches(ctx context.Context, e *engine.Engine, id, out string, v *Verdict) error {
+	list, err := e.Checkpoints(ctx, id)
+	if err != nil {
+		return err
+	}
+	for _, c := range list {
+		if c.Kind != api.CheckpointTurn {
+			continue
+		}
+		d, err := e.CheckpointDiff(ctx, id, api.CheckpointDiffQuery{Turn: c.Turn})
+		if err != nil {
+			return err
+		}
+		name := fmt.Sprintf("turn-%d.patch", c.Turn)
+		if err := atomicfile.WriteFrom(filepath.Join(out, name), 0o644, func(w io.Writer) error { return timeline.WritePatch(w, d.Files) }); err != nil {
+			return err
+		}
+		v.TurnPatches = append(v.TurnPatches, name)
+	}
+	return nil
 }

@@ -61,6 +61,8 @@ type Verdict struct {
 	Patch   string   `json:"patch,omitempty"` // the patch file, relative to out/
 	// Audit is the run's audit bundle (docs/AUDIT.md), relative to out/.
 	Audit string `json:"audit,omitempty"`
+	// TurnPatches are turn-N.patch, one per agent turn (--patch-per-turn).
+	TurnPatches []string `json:"turn_patches,omitempty"`
 
 	Agent   *AgentResult   `json:"agent,omitempty"`
 	Command *CommandResult `json:"command,omitempty"`

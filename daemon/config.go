@@ -39,6 +39,12 @@ type config struct {
 	Workspace string `yaml:"workspace"`
 	// CostPerCoreHour prices active CPU.
 	CostPerCoreHour float64 `yaml:"cost_per_core_hour"`
+	// Checkpoints: how often a changing workspace is checkpointed
+	// between turns ("off": never), how many checkpoints and how many
+	// bytes of them each session keeps.
+	CheckpointEvery   string `yaml:"checkpoint_every"`
+	CheckpointKeep    int    `yaml:"checkpoint_keep"`
+	CheckpointMaxSize string `yaml:"checkpoint_max_size"`
 }
 
 type egressConfig struct {
@@ -118,6 +124,21 @@ func (c config) defaults() (engine.Defaults, error) {
 	default:
 		return d, errdefs.Invalidf("config workspace %q: write tmpfs (in memory) or disk", c.Workspace)
 	}
+	switch c.CheckpointEvery {
+	case "":
+	case "off", "never":
+		d.CheckpointEvery = -1
+	default:
+		t, err := time.ParseDuration(c.CheckpointEvery)
+		if err != nil || t <= 0 {
+			return d, errdefs.Invalidf("config checkpoint_every %q: write a duration like 60s, or off", c.CheckpointEvery)
+		}
+		d.CheckpointEvery = t
+	}
+	if c.CheckpointKeep < 0 {
+		return d, errdefs.Invalidf("config checkpoint_keep must be positive")
+	}
+	d.CheckpointKeep = c.CheckpointKeep
 	if c.CostPerCoreHour < 0 {
 		return d, errdefs.Invalidf("config cost_per_core_hour must be positive")
 	}
@@ -155,6 +176,9 @@ func (c config) defaults() (engine.Defaults, error) {
 		return d, err
 	}
 	if d.Limits.Memory, err = ParseSize("memory", c.Memory); err != nil {
+		return d, err
+	}
+	if d.CheckpointMaxBytes, err = ParseSize("checkpoint_max_size", c.CheckpointMaxSize); err != nil {
 		return d, err
 	}
 	return d, nil

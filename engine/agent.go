@@ -11,6 +11,7 @@ import (
 	"github.com/airlock/airlock/engine/egress"
 	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/docker/docker/api/types/container"
 )
@@ -54,6 +55,11 @@ func newAgents(e *Engine) *agent.Runner {
 		Defaults:    func(name string) agent.Defaults { return e.defs().Agents[name] },
 		AgentsImage: DefaultAgentsImage,
 		Logger:      e.log,
+		Ended: func(ctx context.Context, t api.Turn) {
+			if _, _, err := e.timeline.Record(ctx, t.Session, timeline.Mark{Kind: api.CheckpointTurn, Turn: t.N, Since: t.Started, Always: true}); err != nil {
+				e.log.Warn("checkpoint after a turn", "session", t.Session, "turn", t.N, "err", err)
+			}
+		},
 	})
 }
 
@@ -81,7 +87,7 @@ func (c agentCore) Working(ctx context.Context, id string) (func(), error) {
 }
 
 func (c agentCore) Exec(ctx context.Context, id string, argv, env []string, stdout, stderr io.Writer) (int, error) {
-	return c.e.Exec(ctx, id, api.ExecRequest{Argv: argv, Env: env}, ExecIO{Stdout: stdout, Stderr: stderr})
+	return c.e.Exec(ctx, id, api.ExecRequest{Argv: argv, Env: env}, ExecIO{Stdout: stdout, Stderr: stderr, noCheckpoint: true})
 }
 
 // InstalledAgents reads the AgentsLabel of the image the session's

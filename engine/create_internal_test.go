@@ -19,6 +19,7 @@ import (
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
 	"github.com/docker/docker/api/types"
@@ -309,6 +310,7 @@ func newCore(t *testing.T) *core {
 	e.nets = network.NewPool[*egress.Policy](c.links, c.fw, start,
 		network.Options{Owner: "airlock-test:" + dir, LockFile: filepath.Join(dir, "netalloc.lock")})
 	e.ports = newPorts(e)
+	e.timeline = newTimeline(e, timeline.Options{Every: -1})
 	c.e = e
 	t.Cleanup(func() {
 		// Whatever a failed test left mounted.

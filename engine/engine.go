@@ -32,6 +32,7 @@ import (
 	"github.com/airlock/airlock/engine/schedule"
 	"github.com/airlock/airlock/engine/secrets"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
 	"github.com/airlock/airlock/snapshot"
@@ -63,6 +64,14 @@ type Defaults struct {
 	// Review bounds what a review reads and renders of a session (zero
 	// fields: review.DefaultMaxText and the other defaults).
 	Review api.ReviewLimits
+	// CheckpointEvery is how often a session's changing workspace is
+	// checkpointed between turns and commands (default 60 s; negative:
+	// never); CheckpointKeep and CheckpointMaxBytes bound each session's
+	// checkpoints (default 200; 0: no size limit). Read when the engine
+	// starts.
+	CheckpointEvery    time.Duration
+	CheckpointKeep     int
+	CheckpointMaxBytes int64
 }
 
 // Built-in defaults.
@@ -180,6 +189,8 @@ type Engine struct {
 	// peeks are hibernated sessions' workspaces restored for reading
 	// (hibernate.go).
 	peeks peeks
+	// timeline keeps the sessions' checkpoints (engine/timeline).
+	timeline *timeline.Timeline
 }
 
 // live is the in-memory side of a session.
@@ -253,6 +264,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	e.meter = carriedMeter{Meter: m, store: st}
 	e.nets = newNetPool(opts.StateDir, opts.SpareNetworks, log, e.startGateway)
 	e.agents = newAgents(e)
+	e.timeline = newTimeline(e, timeline.Options{Every: defs.CheckpointEvery, Keep: defs.CheckpointKeep, MaxBytes: defs.CheckpointMaxBytes})
 	if err := e.adopt(ctx); err != nil {
 		return nil, err
 	}
@@ -267,6 +279,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	go e.watchIdle(wctx, every)
 	e.schedules = newSchedules(e)
 	e.schedules.Start()
+	go e.timeline.Run(wctx)
 	return e, nil
 }
 
@@ -297,7 +310,7 @@ func (e *Engine) Close(ctx context.Context) {
 		g.Close()
 	}
 	done := make(chan struct{})
-	go func() { e.bg.Wait(); e.agents.Wait(); close(done) }()
+	go func() { e.bg.Wait(); e.agents.Wait(); e.timeline.Wait(); close(done) }()
 	select {
 	case <-done:
 	case <-ctx.Done():

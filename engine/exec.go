@@ -26,6 +26,9 @@ type ExecIO struct {
 	Signal <-chan syscall.Signal
 	// Started is called once the command runs, with its record's id.
 	Started func(commandID int64)
+	// noCheckpoint: the command is part of an agent turn, whose end is
+	// checkpointed instead.
+	noCheckpoint bool
 }
 
 // Output kept per command: the head and the tail, so that both how it
@@ -107,6 +110,9 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 		err := cmd.pump(io.MultiWriter(rc, stdout), io.MultiWriter(rc, stderr))
 		code, state := cmd.exit()
 		rc.finish(code, state)
+		if !sio.noCheckpoint {
+			e.checkpointCommand(rec.ID, cmdID, started)
+		}
 		done()
 		pumpDone <- err
 	}()

@@ -122,6 +122,7 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 		outM.flush()
 		errM.flush()
 		e.finishFirst(rc, code, sess.ContainerID)
+		e.checkpointCommand(sess.ID, cmdID, first.started)
 	}()
 	go e.forwardControls("", nil, sio.Signal, func(sig syscall.Signal) { e.signalFirst(sess.ContainerID, sig) }, pumpDone)
 	select {

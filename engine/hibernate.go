@@ -15,6 +15,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -44,13 +45,11 @@ const DefaultHibernateAfter = 2 * time.Hour
 // Where a session's checkpoints are: the workspace layer's at
 // checkpoints/ID (shared with the turns' timeline), the container
 // layer's and the home's in the session's directory, removed with it.
-func (e *Engine) checkpointDir(id string) string {
-	return filepath.Join(e.stateDir, "checkpoints", id)
-}
+func (e *Engine) checkpointDir(id string) string { return timeline.Dir(e.stateDir, id) }
 
-func (e *Engine) checkpoints(id string) (*checkpoint.Store, error) {
-	return checkpoint.Open(e.checkpointDir(id))
-}
+// checkpoints is the workspace's store, the timeline's own (one Store per
+// session in the engine, whose records hibernation's join).
+func (e *Engine) checkpoints(id string) (*checkpoint.Store, error) { return e.timeline.Store(id) }
 
 func containerCheckpoints(dir string) (*checkpoint.Store, error) {
 	return checkpoint.Open(filepath.Join(dir, "checkpoints", "container"))

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"github.com/airlock/airlock/engine/timeline"
 	"log/slog"
 	"os"
 	"path/filepath"
@@ -52,6 +53,7 @@ func TestRemoveForgetsSessionSecrets(t *testing.T) {
 	e := &Engine{docker: d, store: st, stateDir: dir, log: slog.New(slog.DiscardHandler),
 		sessions: map[string]*live{}, secrets: sec, meter: quietMeter{}}
 	e.ports = newPorts(e)
+	e.timeline = newTimeline(e, timeline.Options{Every: -1})
 	const id, name = "0123456789ab", "ANTHROPIC_API_KEY"
 	if err := os.MkdirAll(e.sessionDir(id), 0o700); err != nil {
 		t.Fatal(err)

@@ -120,6 +120,7 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	if err := review.Recover(e.journalPath(rec.ID)); err != nil {
 		return err
 	}
+	e.timeline.Settle(rec.ID) // a command's checkpoint still being written
 	if l := e.liveSession(rec.ID); l != nil {
 		if l.stopCapture != nil {
 			l.stopCapture()
@@ -140,6 +141,9 @@ func (e *Engine) Remove(ctx context.Context, id string) error {
 	e.removeCheckpoints(rec.ID)
 	e.secrets.Forget(rec.ID)
 	e.ports.Forget(rec.ID)
+	if err := e.timeline.Remove(rec.ID); err != nil {
+		e.log.Warn("remove a session's checkpoints", "session", rec.ID, "err", err)
+	}
 	e.log.Info("session removed", "session", rec.ID)
 	return e.store.DeleteSession(ctx, rec.ID)
 }

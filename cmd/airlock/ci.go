@@ -16,7 +16,7 @@ func ciCmd(g *globals) *cobra.Command {
 	f := &createFlags{}
 	af := &agentFlags{}
 	var policy, out string
-	var apply, keep, requireClean bool
+	var apply, keep, requireClean, patchPerTurn bool
 	cmd := &cobra.Command{
 		Use:   "ci [flags] (--agent NAME --prompt-file FILE | -- COMMAND...)",
 		Short: "For CI: task to patch and verdict in one process (no daemon), with documented exit codes",
@@ -35,7 +35,7 @@ format.`,
 			"  airlock ci --apply --out out/ -- make fmt",
 		RunE: func(cmd *cobra.Command, args []string) error {
 			o := ci.Options{Project: f.project, Command: args, PolicyFile: policy, Out: out, Apply: apply, Keep: keep,
-				RequireClean: requireClean, Summary: os.Getenv("GITHUB_STEP_SUMMARY"), Progress: os.Stderr}
+				RequireClean: requireClean, PatchPerTurn: patchPerTurn, Summary: os.Getenv("GITHUB_STEP_SUMMARY"), Progress: os.Stderr}
 			if os.Getenv("AIRLOCK_DEBUG") != "" {
 				o.Log = slog.New(slog.NewTextHandler(os.Stderr, nil))
 			}
@@ -73,5 +73,6 @@ format.`,
 	fl.BoolVar(&apply, "apply", false, "write the changes that need no human into the checkout")
 	fl.BoolVar(&keep, "keep", false, "leave the session and its state for debugging")
 	fl.BoolVar(&requireClean, "require-clean", false, "refuse a checkout with uncommitted changes")
+	fl.BoolVar(&patchPerTurn, "patch-per-turn", false, "also write out/turn-N.patch: what each agent turn changed")
 	return cmd
 }

@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
@@ -15,8 +16,9 @@ import (
 )
 
 func diffCmd(g *globals) *cobra.Command {
-	var stat, asJSON, patch bool
+	var stat, asJSON, patch, blame bool
 	var color string
+	var q api.CheckpointDiffQuery
 	cmd := &cobra.Command{
 		Use:   "diff ID [PATH...]",
 		Short: "Show a session's changes against the current project",
@@ -33,12 +35,36 @@ func diffCmd(g *globals) *cobra.Command {
 				return err
 			}
 			id, paths := args[0], args[1:]
+			byTurn := q != (api.CheckpointDiffQuery{}) || cmd.Flags().Changed("from") || cmd.Flags().Changed("to")
+			if byTurn && (patch || len(paths) > 0) {
+				return usageErr("--turn, --from and --to show whole checkpoints: leave out --patch and paths")
+			}
+			if blame && (byTurn || patch || stat) {
+				return usageErr("--blame annotates the session's whole diff: leave out --turn, --from, --to, --patch and --stat")
+			}
 			if patch {
 				return c.Patch(ctx, id, paths, os.Stdout)
+			}
+			if blame {
+				b, err := c.Blame(ctx, id, paths)
+				if err != nil {
+					return err
+				}
+				if asJSON {
+					return writeJSON(os.Stdout, b, true)
+				}
+				out := bufio.NewWriterSize(os.Stdout, 64<<10)
+				defer out.Flush()
+				return printBlame(out, b)
 			}
 			get := c.Diff
 			if stat && !asJSON {
 				get = c.DiffStat
+			}
+			if byTurn {
+				get = func(ctx context.Context, id string, _ []string) (api.Diff, error) {
+					return c.CheckpointDiff(ctx, id, q)
+				}
 			}
 			d, err := get(ctx, id, paths)
 			if err != nil {
@@ -79,7 +105,53 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: every file with kind, modes, sizes and hunks")
 	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
 	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
+	cmd.Flags().BoolVar(&blame, "blame", false, "name beside each hunk the checkpoint (turn or command) that last changed it")
+	cmd.Flags().IntVar(&q.Turn, "turn", 0, "what agent turn N changed, from the session's checkpoints (the session is not touched)")
+	cmd.Flags().IntVar(&q.From, "from", 0, "from the workspace after turn N (with --to; 0: the session's start)")
+	cmd.Flags().IntVar(&q.To, "to", 0, "to the workspace after turn N (default with --from: the newest checkpoint)")
+	cmd.MarkFlagsMutuallyExclusive("turn", "from")
+	cmd.MarkFlagsMutuallyExclusive("turn", "to")
 	return cmd
+}
+
+// printBlame prints the diff of b with each hunk's header followed by
+// the turn or command that last changed it.
+func printBlame(w io.Writer, b api.Blame) error {
+	byHunk := map[string]api.HunkBlame{}
+	for _, h := range b.Hunks {
+		byHunk[h.Path+"\x00"+h.Hunk] = h
+	}
+	for _, f := range b.Diff.Files {
+		files, err := reviewFiles([]api.FileDiff{f})
+		if err != nil {
+			return err
+		}
+		var buf strings.Builder
+		if err := review.Unified(&buf, files, false); err != nil {
+			return err
+		}
+		i := 0
+		for _, line := range strings.SplitAfter(buf.String(), "\n") {
+			if strings.HasPrefix(line, "@@") && i < len(f.Hunks) {
+				line = strings.TrimSuffix(line, "\n") + "  " + blameText(byHunk[f.Path+"\x00"+f.Hunks[i].ID]) + "\n"
+				i++
+			}
+			io.WriteString(w, line)
+		}
+	}
+	return nil
+}
+
+func blameText(h api.HunkBlame) string {
+	switch {
+	case h.Checkpoint == 0:
+		return "[not checkpointed yet]"
+	case h.Kind == api.CheckpointTurn:
+		return fmt.Sprintf("[turn %d, checkpoint %d]", h.Turn, h.Checkpoint)
+	case h.Kind == api.CheckpointCommand && h.Command > 0:
+		return fmt.Sprintf("[command %d, checkpoint %d]", h.Command, h.Checkpoint)
+	}
+	return fmt.Sprintf("[%s, checkpoint %d]", h.Kind, h.Checkpoint)
 }
 
 // reviewFiles is the wire's diff in the review's types, for

@@ -63,7 +63,7 @@ func newRoot(g *globals) *cobra.Command {
 		snapshotCmd(g), snapshotsCmd(g, "snapshots"), restoreCmd(g), forkCmd(g), uiCmd(g), installServiceCmd(g), ciCmd(g),
 		serveCmd(g), runCmd(g), execCmd(g), shellCmd(g), lsCmd(g), diffCmd(g),
 		acceptCmd(g), discardCmd(g), logsCmd(g), rmCmd(g), imageCmd(g), portCmd(g),
-		versionCmd(g), manCmd(), mcpCmd(g), scheduleCmd(g),
+		versionCmd(g), manCmd(), mcpCmd(g), scheduleCmd(g), turnsCmd(g), undoCmd(g),
 	)
 	root.InitDefaultCompletionCmd() // now, so that strictGroups covers it too
 	strictGroups(root)

@@ -145,11 +145,12 @@ func restoreCmd(g *globals) *cobra.Command {
 }
 
 func forkCmd(g *globals) *cobra.Command {
-	return forkish(g, "fork SNAPSHOT", "N new sessions from one snapshot, made in parallel", true)
+	return forkish(g, "fork SNAPSHOT | fork ID --turn N", "N new sessions from one snapshot (or a session's turn), made in parallel", true)
 }
 
 func forkish(g *globals, use, short string, fork bool) *cobra.Command {
-	var n int
+	var n, turn int
+	var checkpoint int64
 	var project, image, user string
 	var asJSON bool
 	cmd := &cobra.Command{
@@ -174,7 +175,15 @@ did not carry its image; user, limits and network policy are then yours
 					return err
 				}
 			}
-			out, err := c.Restore(cmd.Context(), args[0], api.RestoreRequest{N: n, Project: project, Image: image, User: user})
+			var out api.Restored
+			if turn > 0 || checkpoint > 0 {
+				if project != "" || image != "" || user != "" {
+					return usageErr("a fork from a turn keeps the session's project, image and user: leave out --project, --image and --user")
+				}
+				out, err = c.Fork(cmd.Context(), args[0], api.ForkRequest{Turn: turn, Checkpoint: checkpoint, N: n})
+			} else {
+				out, err = c.Restore(cmd.Context(), args[0], api.RestoreRequest{N: n, Project: project, Image: image, User: user})
+			}
 			if err != nil {
 				return err
 			}
@@ -195,6 +204,10 @@ did not carry its image; user, limits and network policy are then yours
 	}
 	if fork {
 		cmd.Flags().IntVarP(&n, "n", "n", 2, "how many sessions")
+		cmd.Flags().IntVar(&turn, "turn", 0, "fork session ID from the state after this agent turn (airlock turns ID lists them)")
+		cmd.Flags().Int64Var(&checkpoint, "checkpoint", 0, "fork session ID from this checkpoint")
+		cmd.MarkFlagsMutuallyExclusive("turn", "checkpoint")
+		cmd.Long += "\n\nWith --turn N (or --checkpoint C) the argument is a session: the new sessions\nstart from its workspace as it was after that turn, with its settings."
 	} else {
 		n = 1
 	}

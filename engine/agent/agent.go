@@ -113,6 +113,10 @@ type Options struct {
 	Dial func(ctx context.Context, network, addr string) (net.Conn, error)
 	// DialTimeout bounds that connect (default 3 s).
 	DialTimeout time.Duration
+	// Ended, when set, is called with each turn as it ended, before the
+	// session is marked idle and the caller hears of the end (the
+	// engine checkpoints the workspace there).
+	Ended func(ctx context.Context, t api.Turn)
 	// ReachableFor is how long an endpoint found reachable is trusted
 	// without connecting again (default a minute), so that a
 	// conversation does not pay a connect per turn.
@@ -186,7 +190,11 @@ func (r *Runner) Run(ctx context.Context, id string, req api.AgentRequest, sink 
 		// The session is idle again before the caller hears of the end.
 		done <- func() api.Turn {
 			defer finished()
-			return r.runTurn(context.WithoutCancel(ctx), p, turn, out.emit)
+			t := r.runTurn(context.WithoutCancel(ctx), p, turn, out.emit)
+			if r.opts.Ended != nil {
+				r.opts.Ended(context.WithoutCancel(ctx), t)
+			}
+			return t
 		}()
 	}()
 	select {

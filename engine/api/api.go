@@ -28,7 +28,9 @@ const Version = "v1"
 // CreateRequest.Workspace; /schedules; a diff's stats as text lines
 // (StatLines) for a client that accepts them.
 // Level 5: GET /sessions/{id}/ports/listening, basic auth on ports.
-const Level = 5
+// Level 6: /sessions/{id}/checkpoints, .../checkpoints/diff, .../undo,
+// .../fork, .../blame (the timeline of checkpoints).
+const Level = 6
 
 // Session states.
 const (

@@ -719,6 +719,51 @@ func (c *Client) ListeningPorts(ctx context.Context, id string) ([]api.Listening
 	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/ports/listening", nil, nil, &out)
 }
 
+// Checkpoints lists a session's checkpoints (its timeline), oldest first.
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	var out []api.Checkpoint
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/checkpoints", nil, nil, &out)
+}
+
+// CheckpointDiff is what changed between two of a session's checkpoints:
+// one turn's, or from turn q.From to turn q.To, or between two
+// checkpoints by id.
+func (c *Client) CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error) {
+	v := url.Values{}
+	for name, n := range map[string]int64{"turn": int64(q.Turn), "from": int64(q.From), "to": int64(q.To),
+		"from_checkpoint": q.FromCheckpoint, "to_checkpoint": q.ToCheckpoint} {
+		if n != 0 {
+			v.Set(name, strconv.FormatInt(n, 10))
+		}
+	}
+	var out api.Diff
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/checkpoints/diff", v, nil, &out)
+}
+
+// Undo puts a session's workspace back to a checkpoint, stopping its
+// processes first.
+func (c *Client) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
+	var out api.Undone
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/undo", nil, req, &out)
+}
+
+// Blame is a session's diff (of paths, or all) with, for each hunk, the
+// checkpoint that last changed it.
+func (c *Client) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	var q url.Values
+	if len(paths) > 0 {
+		q = url.Values{"path": paths}
+	}
+	var out api.Blame
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/blame", q, nil, &out)
+}
+
+// Fork makes new sessions from the state after a turn of a session.
+func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
+	var out api.Restored
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/fork", nil, req, &out)
+}
+
 // ClosePort ends the forward of a session's port.
 func (c *Client) ClosePort(ctx context.Context, id string, port int) error {
 	return c.do(ctx, "DELETE", "/sessions/"+url.PathEscape(id)+"/ports/"+strconv.Itoa(port), nil, nil, nil)

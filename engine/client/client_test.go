@@ -236,6 +236,27 @@ var routes = []route{
 	}, func(id string) any { return servertest.Port(id, 5173) }, 201, named("OpenPort", api.PortRequest{Port: 5173})},
 	{"GET /sessions/{id}/ports", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Ports(ctx, id) },
 		func(id string) any { return []api.Port{servertest.Port(id, 5173)} }, 200, named("Ports", nil)},
+	{"GET /sessions/{id}/checkpoints", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Checkpoints(ctx, id) },
+		func(id string) any { l, _ := new(servertest.Engine).Checkpoints(context.Background(), id); return l }, 200, named("Checkpoints", nil)},
+	{"GET /sessions/{id}/checkpoints/diff", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.CheckpointDiff(ctx, id, api.CheckpointDiffQuery{From: 1, To: 3, ToCheckpoint: 9})
+	}, func(id string) any { return api.Diff{Session: id, Files: []api.FileDiff{}, Stats: []api.Stat{}} }, 200,
+		named("CheckpointDiff", api.CheckpointDiffQuery{From: 1, To: 3, ToCheckpoint: 9})},
+	{"POST /sessions/{id}/undo", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.Undo(ctx, id, api.UndoRequest{Turn: 2})
+	}, func(id string) any {
+		u, _ := new(servertest.Engine).Undo(context.Background(), id, api.UndoRequest{})
+		return u
+	}, 200,
+		named("Undo", api.UndoRequest{Turn: 2})},
+	{"GET /sessions/{id}/blame", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.Blame(ctx, id, []string{"hello.txt"})
+	}, func(id string) any { b, _ := new(servertest.Engine).Blame(context.Background(), id, nil); return b }, 200,
+		named("Blame", []string{"hello.txt"})},
+	{"POST /sessions/{id}/fork", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.Fork(ctx, id, api.ForkRequest{Turn: 1, N: 3})
+	}, func(id string) any { return api.Restored{Sessions: []api.Session{servertest.Session("f1")}} }, 201,
+		named("Fork", api.ForkRequest{Turn: 1, N: 3})},
 	{"DELETE /sessions/{id}/ports/{port}", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return nil, c.ClosePort(ctx, id, 5173)
 	}, func(string) any { return nil }, 204, named("ClosePort", 5173)},

@@ -58,6 +58,12 @@ type Engine interface {
 	ClosePort(ctx context.Context, id string, port int) error
 	ListeningPorts(ctx context.Context, id string) ([]api.ListeningPort, error)
 
+	Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error)
+	CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error)
+	Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error)
+	Blame(ctx context.Context, id string, paths []string) (api.Blame, error)
+	Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error)
+
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)
 	GetSnapshot(ctx context.Context, ref string) (api.Snapshot, error)

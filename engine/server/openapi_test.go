@@ -42,13 +42,15 @@ var wireTypes = []any{
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
 	api.Schedule{}, api.ScheduleRun{}, api.ScheduleRunRequest{},
+	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{}, api.Blame{}, api.HunkBlame{},
 }
 
 // notOnTheWire are engine/api's struct types that no JSON body carries,
 // each with the reason.
 var notOnTheWire = map[string]string{
-	"FrameWriter": "writes exec frames; it is code, not a message",
-	"Change":      "embedded in FileDiff, whose schema has its fields",
+	"FrameWriter":         "writes exec frames; it is code, not a message",
+	"Change":              "embedded in FileDiff, whose schema has its fields",
+	"CheckpointDiffQuery": "the query parameters of GET .../checkpoints/diff",
 }
 
 // specExceptions are where the spec says less than reflection over the Go

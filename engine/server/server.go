@@ -108,6 +108,12 @@ func (s *Server) routes() http.Handler {
 	m.HandleFunc("GET "+p+"/sessions/{id}/ports", serve(200, s.listPorts))
 	m.HandleFunc("DELETE "+p+"/sessions/{id}/ports/{port}", serve(http.StatusNoContent, s.closePort))
 	m.HandleFunc("GET "+p+"/sessions/{id}/ports/listening", serve(200, s.listeningPorts))
+	// timeline.go
+	m.HandleFunc("GET "+p+"/sessions/{id}/checkpoints", serve(200, s.checkpoints))
+	m.HandleFunc("GET "+p+"/sessions/{id}/checkpoints/diff", serve(200, s.checkpointDiff))
+	m.HandleFunc("POST "+p+"/sessions/{id}/undo", serve(200, s.undo))
+	m.HandleFunc("GET "+p+"/sessions/{id}/blame", serve(200, s.blame))
+	m.HandleFunc("POST "+p+"/sessions/{id}/fork", serve(http.StatusCreated, s.fork))
 	// snapshots.go
 	m.HandleFunc("POST "+p+"/sessions/{id}/snapshots", serve(http.StatusCreated, s.takeSnapshot))
 	m.HandleFunc("GET "+p+"/snapshots", serve(200, s.listSnapshots))

@@ -340,6 +340,30 @@ func (f *Engine) ListeningPorts(ctx context.Context, id string) ([]api.Listening
 	return []api.ListeningPort{{Port: 8123, Addresses: []string{"0.0.0.0"}}}, f.call("ListeningPorts", id, nil)
 }
 
+func (f *Engine) Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	return []api.Checkpoint{
+		{ID: 1, Kind: api.CheckpointTurn, Turn: 1, Time: When, Files: 2, Added: 3, Removed: 1, Usage: &api.Usage{InputTokens: 10, OutputTokens: 5, CostUSD: 0.01}},
+		{ID: 2, Kind: api.CheckpointCommand, Command: 7, Time: When, From: 1, Files: 1, Added: 1},
+	}, f.call("Checkpoints", id, nil)
+}
+
+func (f *Engine) CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error) {
+	return api.Diff{Session: id, Files: []api.FileDiff{}, Stats: []api.Stat{}}, f.call("CheckpointDiff", id, q)
+}
+
+func (f *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
+	return api.Undone{To: api.Checkpoint{ID: 1, Kind: api.CheckpointTurn, Turn: 1, Time: When}, Checkpoint: api.Checkpoint{ID: 3, Kind: api.CheckpointUndo, UndoTo: 1, Time: When}, Before: 2, Stopped: 1, Files: 2}, f.call("Undo", id, req)
+}
+
+func (f *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	return api.Blame{Session: id, Hunks: []api.HunkBlame{{Path: "hello.txt", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1}},
+		Diff: api.Diff{Session: id, Files: []api.FileDiff{}, Stats: []api.Stat{}}}, f.call("Blame", id, paths)
+}
+
+func (f *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
+	return api.Restored{Sessions: []api.Session{Session("f1")}}, f.call("Fork", id, req)
+}
+
 // Port is the forward the fake answers for a session's port.
 func Port(id string, port int) api.Port {
 	return api.Port{Session: id, Port: port, Listen: "127.0.0.1:40123", URL: "http://127.0.0.1:40123/"}

@@ -604,6 +604,106 @@ export interface paths {
     patch?: never;
     trace?: never;
   };
+  "/v1/sessions/{id}/checkpoints": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /** The session's timeline: a checkpoint of its workspace after each agent turn, each command that changed it, periodically while it changes, and each undo. */
+    get: operations["listCheckpoints"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/checkpoints/diff": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /** What changed between two checkpoints, computed from the stored checkpoints and the project: the live session is not touched. */
+    get: operations["checkpointDiff"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/blame": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    /** The session's diff with, for each hunk, the checkpoint (turn or command) that last changed its lines. */
+    get: operations["blame"];
+    put?: never;
+    post?: never;
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/undo": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** Put the workspace back to a checkpoint (default: before the last turn). The session's processes are stopped first; the undo is a checkpoint too. */
+    post: operations["undo"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
+  "/v1/sessions/{id}/fork": {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    get?: never;
+    put?: never;
+    /** New sessions from the state after a turn (or a checkpoint) of the session. */
+    post: operations["forkTurn"];
+    delete?: never;
+    options?: never;
+    head?: never;
+    patch?: never;
+    trace?: never;
+  };
   "/v1/sessions/{id}/meter": {
     parameters: {
       query?: never;
@@ -1258,6 +1358,56 @@ export interface components {
     ScheduleRunRequest: {
       /** @description answer once the run ended */
       wait?: boolean;
+    };
+    Checkpoint: {
+      id: number;
+      /** @description turn, command, periodic, undo, fork (or another recorder's, e.g. hibernate) */
+      kind: string;
+      /** Format: date-time */
+      time: string;
+      turn?: number;
+      command?: number;
+      undo_to?: number;
+      /** @description the checkpoint its changes are counted from (0: the session's start) */
+      from: number;
+      files: number;
+      added: number;
+      removed: number;
+      cpu_seconds?: number;
+      usage?: components["schemas"]["Usage"];
+      pins?: string[];
+    };
+    Blame: {
+      session: string;
+      hunks: components["schemas"]["HunkBlame"][];
+      diff: components["schemas"]["Diff"];
+    };
+    HunkBlame: {
+      path: string;
+      /** @description the hunk's id in the diff */
+      hunk: string;
+      new_start: number;
+      /** @description 0: changed after the newest checkpoint */
+      checkpoint: number;
+      kind?: string;
+      turn?: number;
+      command?: number;
+    };
+    UndoRequest: {
+      turn?: number;
+      checkpoint?: number;
+    };
+    Undone: {
+      to: components["schemas"]["Checkpoint"];
+      checkpoint: components["schemas"]["Checkpoint"];
+      before: number;
+      stopped: number;
+      files: number;
+    };
+    ForkRequest: {
+      turn?: number;
+      checkpoint?: number;
+      n?: number;
     };
     Secret: {
       name: string;
@@ -2383,6 +2533,148 @@ export interface operations {
         };
         content: {
           "application/json": components["schemas"]["ListeningPort"][];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  listCheckpoints: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the checkpoints, oldest first */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Checkpoint"][];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  checkpointDiff: {
+    parameters: {
+      query?: {
+        /** @description one turn's changes */
+        turn?: number;
+        /** @description from the state after this turn (0: the session's start) */
+        from?: number;
+        /** @description to the state after this turn (default: the newest checkpoint) */
+        to?: number;
+        /** @description from this checkpoint (by id) */
+        from_checkpoint?: number;
+        /** @description to this checkpoint (by id) */
+        to_checkpoint?: number;
+      };
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the diff */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Diff"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  blame: {
+    parameters: {
+      query?: {
+        /** @description only changes at or under these paths (repeat for more) */
+        path?: components["parameters"]["path"];
+      };
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody?: never;
+    responses: {
+      /** @description the diff and its hunks' checkpoints */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Blame"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  undo: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["UndoRequest"];
+      };
+    };
+    responses: {
+      /** @description what the undo did */
+      200: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Undone"];
+        };
+      };
+      default: components["responses"]["Error"];
+    };
+  };
+  forkTurn: {
+    parameters: {
+      query?: never;
+      header?: never;
+      path: {
+        /** @description a session id or a unique prefix of one */
+        id: components["parameters"]["id"];
+      };
+      cookie?: never;
+    };
+    requestBody: {
+      content: {
+        "application/json": components["schemas"]["ForkRequest"];
+      };
+    };
+    responses: {
+      /** @description the new sessions */
+      201: {
+        headers: {
+          [name: string]: unknown;
+        };
+        content: {
+          "application/json": components["schemas"]["Restored"];
         };
       };
       default: components["responses"]["Error"];

@@ -1,0 +1,315 @@
+package engine
+
+import (
+	"context"
+	"errors"
+	"fmt"
+	"os"
+	"strconv"
+	"strings"
+	"sync"
+	"syscall"
+	"time"
+
+	"github.com/airlock/airlock/checkpoint"
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/timeline"
+	"github.com/airlock/airlock/errdefs"
+)
+
+// Checkpoints lists a session's checkpoints (its timeline).
+func (e *Engine) Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return nil, err
+	}
+	return e.timeline.List(ctx, rec.ID)
+}
+
+// CheckpointDiff is what changed between two of a session's checkpoints
+// (a turn's), from the stored checkpoints: the session is not touched.
+func (e *Engine) CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Diff{}, err
+	}
+	return e.timeline.Diff(ctx, rec.ID, q)
+}
+
+// Blame is the session's diff with, for each hunk, the checkpoint (turn
+// or command) that last changed its lines.
+func (e *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	d, err := e.Diff(ctx, id, paths)
+	if err != nil {
+		return api.Blame{}, err
+	}
+	return e.timeline.Blame(ctx, d.Session, d)
+}
+
+// Undo puts a session's workspace back to a checkpoint (see
+// timeline.Timeline.Undo).
+func (e *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Undone{}, err
+	}
+	if rec.State != api.StateRunning && rec.State != api.StatePaused {
+		return api.Undone{}, errdefs.Conflictf("session %s is %s: only a running session's workspace is put back", rec.ID, rec.State)
+	}
+	l := e.liveSession(rec.ID)
+	if l == nil {
+		return api.Undone{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
+	}
+	l.mu.Lock() // no accept or discard meanwhile
+	defer l.mu.Unlock()
+	out, err := e.timeline.Undo(ctx, rec.ID, req)
+	if err == nil {
+		e.log.Info("session undone", "session", rec.ID, "to", out.To.ID, "stopped", out.Stopped, "files", out.Files)
+	}
+	return out, err
+}
+
+// Fork makes new sessions from the state after a turn (or a checkpoint)
+// of a session: each starts as a session made from its settings, its
+// workspace's upper layer filled from the checkpoint before the overlay
+// is mounted. The checkpoint is pinned while they are made.
+func (e *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	n := req.N
+	if n == 0 {
+		n = 1
+	}
+	if n < 0 || n > maxFork {
+		return api.Restored{}, errdefs.Invalidf("-n %d: a fork makes 1 to %d sessions", n, maxFork)
+	}
+	list, err := e.timeline.List(ctx, rec.ID)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	var cid int64
+	for _, c := range list {
+		if req.Checkpoint > 0 && c.ID == req.Checkpoint || req.Checkpoint == 0 && c.Kind == api.CheckpointTurn && c.Turn == req.Turn {
+			cid = c.ID
+		}
+	}
+	if cid == 0 {
+		return api.Restored{}, errdefs.NotFoundf("session %s has no checkpoint of turn %d (checkpoint %d): `airlock turns %s` lists them", rec.ID, req.Turn, req.Checkpoint, rec.ID)
+	}
+	st, err := e.timeline.Store(rec.ID)
+	if err != nil {
+		return api.Restored{}, err
+	}
+	pin := "fork:" + newID()
+	if err := st.Pin(checkpoint.ID(cid), pin); err != nil {
+		return api.Restored{}, err
+	}
+	defer st.Unpin(checkpoint.ID(cid), pin)
+	spec := newSnapshot(rec, "", "", 0).Spec
+	src := &checkpointSource{store: st, id: checkpoint.ID(cid)}
+	var out api.Restored
+	sessions := make([]api.Session, n)
+	errs := make([]error, n)
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			sessions[i], errs[i] = e.create(ctx, spec, src)
+		}()
+	}
+	wg.Wait()
+	for i := range n {
+		if errs[i] == nil {
+			out.Sessions = append(out.Sessions, sessions[i])
+			// The new session's timeline starts where it forked from.
+			e.timeline.Record(context.WithoutCancel(ctx), sessions[i].ID, timeline.Mark{Kind: api.CheckpointFork, Always: true})
+		}
+	}
+	if err := errors.Join(errs...); err != nil {
+		if len(out.Sessions) == 0 {
+			return out, firstErr(errs)
+		}
+		out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(out.Sessions), n, firstErr(errs)))
+	}
+	e.log.Info("session forked", "session", rec.ID, "checkpoint", cid, "sessions", len(out.Sessions))
+	return out, nil
+}
+
+// checkpointSource is the create mode of a fork from a checkpoint: idle,
+// its workspace's upper directory restored from the checkpoint.
+type checkpointSource struct {
+	idle
+	store *checkpoint.Store
+	id    checkpoint.ID
+}
+
+func (s *checkpointSource) fillWorkspace(upper string) error {
+	return s.store.RestoreDir(context.Background(), s.id, upper)
+}
+
+func (*checkpointSource) racesBase() bool { return false }
+
+// checkpointCommand records the workspace after a command, when it
+// changed it, in the background (see timeline.RecordLater).
+func (e *Engine) checkpointCommand(id string, cmd int64, started time.Time) {
+	e.timeline.RecordLater(id, timeline.Mark{Kind: api.CheckpointCommand, Command: cmd, Since: started})
+}
+
+// newTimeline wires engine/timeline to the session core.
+func newTimeline(e *Engine, opts timeline.Options) *timeline.Timeline {
+	opts.Logger = e.log
+	return timeline.New(e.stateDir, timelineCore{e}, opts)
+}
+
+// timelineCore is the session core as engine/timeline sees it.
+type timelineCore struct{ e *Engine }
+
+var _ timeline.Sessions = timelineCore{}
+
+func (c timelineCore) Workspace(ctx context.Context, id string) (string, string, string, error) {
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil {
+		return "", "", "", err
+	}
+	l := c.e.liveSession(rec.ID)
+	if l == nil || l.ws == nil {
+		return "", "", "", errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
+	}
+	return l.ws.Upper(), l.ws.Merged(), rec.Project, nil
+}
+
+func (c timelineCore) Project(ctx context.Context, id string) (string, error) {
+	rec, err := c.e.store.Session(ctx, id)
+	return rec.Project, err
+}
+
+func (c timelineCore) Active() []string {
+	c.e.mu.Lock()
+	ids := make([]string, 0, len(c.e.sessions))
+	for id := range c.e.sessions {
+		ids = append(ids, id)
+	}
+	c.e.mu.Unlock()
+	var out []string
+	for _, id := range ids {
+		if rec, err := c.e.store.Session(context.Background(), id); err == nil && rec.State == api.StateRunning {
+			out = append(out, id)
+		}
+	}
+	return out
+}
+
+func (c timelineCore) Turns(ctx context.Context, id string) ([]api.Turn, error) {
+	return c.e.agents.Turns(ctx, id)
+}
+
+func (c timelineCore) Commands(ctx context.Context, id string) ([]api.Command, error) {
+	return c.e.Commands(ctx, id, false)
+}
+
+// StopProcesses implements timeline.Sessions: new work waits (the
+// session's freeze, which snapshots hold too), then every process in the
+// session's container but its main process and what that runs (the idle
+// loop) is killed, until none is left.
+func (c timelineCore) StopProcesses(ctx context.Context, id string) (int, func(), error) {
+	l := c.e.liveSession(id)
+	if l == nil {
+		return 0, nil, errdefs.Conflictf("session %s has no workspace", id)
+	}
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil {
+		return 0, nil, err
+	}
+	l.freeze.Lock()
+	release := func() { l.freeze.Unlock() }
+	if rec.State == api.StatePaused {
+		if err := c.e.resume(ctx, rec.ID, rec.ContainerID, "undo"); err != nil {
+			release()
+			return 0, nil, err
+		}
+	}
+	ins, err := c.e.docker.ContainerInspect(ctx, rec.ContainerID)
+	if err != nil || ins.State == nil || ins.State.Pid <= 0 {
+		release()
+		return 0, nil, errdefs.Conflictf("session %s's container is not running", rec.ID)
+	}
+	if ins.Config != nil && ins.Config.Labels[labelFirst] == "1" && len(childPids(ins.State.Pid)) > 0 && !idleMain(ins.State.Pid) {
+		// The first command is the container's main process: stopping
+		// it would stop the session.
+		release()
+		return 0, nil, errdefs.Conflictf("session %s's first command is still running: wait for it to end (or stop it), then undo", rec.ID)
+	}
+	stopped := 0
+	for range 50 {
+		pids := strayPids(rec.ContainerID, ins.State.Pid)
+		if len(pids) == 0 {
+			return stopped, release, nil
+		}
+		for _, p := range pids {
+			if syscall.Kill(p, syscall.SIGKILL) == nil {
+				stopped++
+			}
+		}
+		time.Sleep(20 * time.Millisecond)
+	}
+	release()
+	return stopped, nil, errdefs.Unavailablef("session %s's processes did not stop: try again", rec.ID)
+}
+
+// idleMain says whether the container's main process runs the idle loop
+// (after the first command ended, or for a session made idle).
+func idleMain(pid int) bool {
+	for _, c := range append([]int{pid}, childPids(pid)...) {
+		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
+		if strings.Contains(string(b), "sleep 86400") {
+			return true
+		}
+	}
+	return false
+}
+
+// strayPids lists the processes of container cid that are not its main
+// process main nor beneath it: commands run as execs and what they left.
+func strayPids(cid string, main int) []int {
+	ents, err := os.ReadDir("/proc")
+	if err != nil {
+		return nil
+	}
+	var out []int
+	for _, d := range ents {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil || pid == main || !inContainer(pid, cid) || descends(pid, main) {
+			continue
+		}
+		out = append(out, pid)
+	}
+	return out
+}
+
+// descends says whether pid is below main in the process tree.
+func descends(pid, main int) bool {
+	for i := 0; i < 64 && pid > 1; i++ {
+		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
+		if err != nil {
+			return false
+		}
+		s := string(b)
+		j := strings.LastIndexByte(s, ')')
+		if j < 0 {
+			return false
+		}
+		f := strings.Fields(s[j+1:])
+		if len(f) < 2 {
+			return false
+		}
+		ppid, _ := strconv.Atoi(f[1])
+		if ppid == main {
+			return true
+		}
+		pid = ppid
+	}
+	return false
+}
