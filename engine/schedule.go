@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"fmt"
+	"path/filepath"
 	"io"
 	"strings"
 
@@ -88,6 +89,19 @@ func (c scheduleCore) Run(ctx context.Context, s api.Schedule, started func(stri
 	return 0, nil
 }
 
+// Accept accepts everything the session changed, as `airlock accept`
+// does: what the project's policy holds or a scanner flagged stays.
+func (c scheduleCore) Accept(ctx context.Context, session string) (int, error) {
+	out, err := c.e.Accept(ctx, session, api.Selection{})
+	n := 0
+	for _, o := range out.Outcomes {
+		if o.Applied {
+			n++
+		}
+	}
+	return n, err
+}
+
 func (c scheduleCore) Changed(ctx context.Context, session string) int {
 	s, err := c.e.Get(ctx, session)
 	if err != nil || s.Changed < 0 {
@@ -101,13 +115,17 @@ func (c scheduleCore) Changed(ctx context.Context, session string) int {
 // policy holds for a human, or a scanner's finding, breaks it; the error
 // names them.
 func (c scheduleCore) CheckPolicy(ctx context.Context, session, file string) error {
-	pol, err := review.LoadPolicy(file, false)
-	if err != nil {
-		return errdefs.Wrap(errdefs.Invalid, err)
-	}
 	sid, l, layers, err := c.e.reviewable(ctx, session)
 	if err != nil {
 		return err
+	}
+	optional := false
+	if file == "" { // the project's own, if it has one
+		file, optional = filepath.Join(layers.Project, review.PolicyFile), true
+	}
+	pol, err := review.LoadPolicy(file, optional)
+	if err != nil {
+		return errdefs.Wrap(errdefs.Invalid, err)
 	}
 	h, err := c.e.heavy(ctx, sid, l)
 	if err != nil {

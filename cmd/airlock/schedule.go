@@ -48,8 +48,10 @@ func scheduleAddCmd(g *globals) *cobra.Command {
 			"the engine's time zone, or @hourly, @daily, @weekly, @every 2h. A prompt file is read now.\n" +
 			"The agent's API key is the engine's (`airlock secret set`): no terminal is there to give it.\n" +
 			"--on-done runs on this host after each run, in the project folder, as the folder's owner,\n" +
-			"with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME (done, failed, policy, error),\n" +
-			"AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED (paths changed) and AIRLOCK_PROJECT in its environment.",
+			"with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME (done, applied, failed, policy, error),\n" +
+			"AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED (paths changed) and AIRLOCK_PROJECT in its environment.\n" +
+			"--apply-policy accepts a run's changes into the project when they pass the accept policy\n" +
+			"(--policy, else the project's .airlock/policy.yaml), as `airlock ci --apply` does.",
 		Example: "  airlock schedule add nightly --cron \"0 6 * * 1-5\" --project ~/src/app --agent claude --prompt-file nightly.md --cost-budget 0.50\n" +
 			"  airlock schedule add deps --cron @weekly -- sh -c 'go get -u ./... && go mod tidy'",
 		Args: cobra.MinimumNArgs(1),
@@ -127,6 +129,7 @@ func scheduleAddCmd(g *globals) *cobra.Command {
 	fl.Float64Var(&s.CostBudget, "cost-budget", 0, "pause each run's session once it cost this much, in USD")
 	fl.StringVar(&policy, "policy", "", "accept policy file each run's changes are checked against (a violation is the run's outcome; the session still waits for review)")
 	fl.StringVar(&s.OnDone, "on-done", "", "shell command run on this host after each run (see AIRLOCK_* above)")
+	fl.BoolVar(&s.ApplyPolicy, "apply-policy", false, "accept each run's changes into the project when they pass the accept policy (held or flagged changes: the run waits for review)")
 	fl.BoolVar(&s.AllowOverlap, "allow-overlap", false, "start a run even while the last one still runs (default: skip it, and log that)")
 	out = addOutputFlags(cmd, "the schedule")
 	return cmd
@@ -221,6 +224,9 @@ func scheduleRunCmd(g *globals) *cobra.Command {
 			switch run.Outcome {
 			case api.RunDone:
 				summarize(ctx, c, run.Session)
+				return nil
+			case api.RunApplied:
+				fmt.Fprintf(os.Stderr, "airlock: schedule %s: %d path(s) accepted into %s (they passed the accept policy)\n", run.Schedule, run.Applied, orDash(run.Session))
 				return nil
 			case api.RunFailed:
 				fmt.Fprintf(os.Stderr, "airlock: schedule %s: the run failed%s\n", run.Schedule, orNothing(run.Error))

@@ -91,6 +91,25 @@ func TestScheduleCLI(t *testing.T) {
 	}
 	c.ok("schedule", "rm", "guarded")
 
+	// Under --apply-policy, changes that pass are accepted into the
+	// project; changes the policy holds wait for review.
+	c.ok("schedule", "add", "applied", "--cron", "@daily", "--project", p, "--image", enginetest.Image, "--apply-policy",
+		"--", "sh", "-c", "echo applied > applied.txt")
+	c.ok("schedule", "run", "applied")
+	if b, err := os.ReadFile(filepath.Join(p, "applied.txt")); err != nil || string(b) != "applied\n" {
+		t.Errorf("--apply-policy: the project's applied.txt is %q, %v", b, err)
+	}
+	c.ok("schedule", "add", "held", "--cron", "@daily", "--project", p, "--image", enginetest.Image, "--apply-policy", "--policy", policy,
+		"--", "sh", "-c", "echo hi > hello.txt")
+	if code, _, errs := c.run("schedule", "run", "held"); code != 1 || !strings.Contains(errs, "held by policy") {
+		t.Errorf("--apply-policy of a held change: exit %d, %q", code, errs)
+	}
+	if _, err := os.Stat(filepath.Join(p, "hello.txt")); err == nil {
+		t.Errorf("--apply-policy accepted a change the policy holds")
+	}
+	c.ok("schedule", "rm", "applied")
+	c.ok("schedule", "rm", "held")
+
 	enginetest.StopDaemon(c.socket) // the next command starts another engine
 	if log := c.ok("schedule", "log", "nightly"); !strings.Contains(log, id) || !strings.Contains(log, "done") {
 		t.Errorf("after the engine's restart, schedule log:\n%s", log)

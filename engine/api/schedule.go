@@ -34,6 +34,11 @@ type Schedule struct {
 	// ends, as the project folder's owner, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME,
 	// AIRLOCK_EXIT_CODE and AIRLOCK_CHANGED in its environment.
 	OnDone string `json:"on_done,omitempty"`
+	// ApplyPolicy accepts each run's changes into the project when they
+	// pass the accept policy (Policy, else the project's
+	// .airlock/policy.yaml), as `airlock ci --apply` does; a run whose
+	// changes break it waits for review.
+	ApplyPolicy bool `json:"apply_policy,omitempty"`
 	// AllowOverlap lets a run start while the last one still runs
 	// (otherwise that occurrence is skipped and logged).
 	AllowOverlap bool      `json:"allow_overlap,omitempty"`
@@ -48,6 +53,7 @@ type Schedule struct {
 const (
 	RunRunning = "running" // the session runs the turn or command
 	RunDone    = "done"    // it ended well: the session waits for review
+	RunApplied = "applied" // it ended well and its changes passed the policy: accepted (ApplyPolicy)
 	RunFailed  = "failed"  // the command exited non-zero or the turn failed
 	RunPolicy  = "policy"  // the changes break the schedule's accept policy
 	RunError   = "error"   // no session could run it (Error says why)
@@ -75,7 +81,9 @@ type ScheduleRun struct {
 	Outcome  string     `json:"outcome"`
 	ExitCode *int       `json:"exit_code,omitempty"`
 	// Changed counts the session's changed paths once the run ended.
-	Changed int    `json:"changed,omitempty"`
+	Changed int `json:"changed,omitempty"`
+	// Applied counts the paths accepted into the project (ApplyPolicy).
+	Applied int    `json:"applied,omitempty"`
 	Error   string `json:"error,omitempty"`
 }
 

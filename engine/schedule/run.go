@@ -114,9 +114,17 @@ func (s *Scheduler) execute(ctx context.Context, sch api.Schedule, f *flight) {
 	}
 	if run.Session != "" {
 		run.Changed = s.sessions.Changed(ctx, run.Session)
-		if run.Outcome == api.RunDone && sch.Policy != "" {
+		if run.Outcome == api.RunDone && (sch.Policy != "" || sch.ApplyPolicy) {
 			if err := s.sessions.CheckPolicy(ctx, run.Session, sch.Policy); err != nil {
 				run.Outcome, run.Error = api.RunPolicy, err.Error()
+			} else if sch.ApplyPolicy {
+				n, err := s.sessions.Accept(ctx, run.Session)
+				run.Applied = n
+				if err != nil {
+					run.Outcome, run.Error = api.RunFailed, "accepting the changes: "+err.Error()+": review the session"
+				} else {
+					run.Outcome = api.RunApplied
+				}
 			}
 		}
 	}

@@ -25,6 +25,9 @@ type Sessions interface {
 	// CheckPolicy checks the session's changes against the accept policy
 	// in file; the error says what breaks it.
 	CheckPolicy(ctx context.Context, session, file string) error
+	// Accept accepts all of the session's changes into its project (what
+	// the project's policy holds stays) and counts the paths written.
+	Accept(ctx context.Context, session string) (int, error)
 }
 
 // Store keeps schedules and their runs. The engine's is SQLite

@@ -34,6 +34,8 @@ type sessions struct {
 	exit    int
 	fail    error // before a session exists
 	policy  error
+	// accepted are the sessions whose changes were accepted.
+	accepted []string
 }
 
 func (f *sessions) Run(ctx context.Context, s api.Schedule, started func(string)) (int, error) {
@@ -59,6 +61,13 @@ func (f *sessions) Run(ctx context.Context, s api.Schedule, started func(string)
 func (f *sessions) Changed(ctx context.Context, session string) int { return 2 }
 
 func (f *sessions) CheckPolicy(ctx context.Context, session, file string) error { return f.policy }
+
+func (f *sessions) Accept(ctx context.Context, session string) (int, error) {
+	f.mu.Lock()
+	defer f.mu.Unlock()
+	f.accepted = append(f.accepted, session)
+	return 2, nil
+}
 
 func (f *sessions) count() int { f.mu.Lock(); defer f.mu.Unlock(); return len(f.runs) }
 
@@ -294,6 +303,37 @@ func TestScheduleRunNowAndOutcomes(t *testing.T) {
 			want := "job " + run.Session + " " + tc.outcome
 			if !strings.HasPrefix(string(got), want) {
 				t.Errorf("on-done saw %q, want %q...", got, want)
+			}
+		})
+	}
+}
+
+// With ApplyPolicy a run whose changes pass the policy is accepted into
+// the project; one whose changes break it is left for review.
+func TestScheduleApplyPolicy(t *testing.T) {
+	ctx := context.Background()
+	for _, tc := range []struct {
+		name     string
+		breaks   error
+		outcome  string
+		accepted int
+	}{
+		{"passes", nil, api.RunApplied, 1},
+		{"breaks", errors.New("secrets.env: a protected path"), api.RunPolicy, 0},
+	} {
+		t.Run(tc.name, func(t *testing.T) {
+			r := newRig(t)
+			r.fake.policy = tc.breaks
+			r.weekdays("job", func(s *api.Schedule) { s.ApplyPolicy = true })
+			run, err := r.s.RunNow(ctx, "job", true)
+			if err != nil {
+				t.Fatal(err)
+			}
+			r.fake.mu.Lock()
+			accepted := len(r.fake.accepted)
+			r.fake.mu.Unlock()
+			if run.Outcome != tc.outcome || accepted != tc.accepted || tc.accepted > 0 && run.Applied != 2 {
+				t.Errorf("run %+v, %d accepted: want outcome %s and %d accepted", run, accepted, tc.outcome, tc.accepted)
 			}
 		})
 	}

@@ -1323,6 +1323,8 @@ export interface components {
       policy?: string;
       /** @description a shell command run on the engine's host after each run, as the project folder's owner, with AIRLOCK_SCHEDULE, AIRLOCK_SESSION, AIRLOCK_OUTCOME, AIRLOCK_EXIT_CODE, AIRLOCK_CHANGED and AIRLOCK_PROJECT set */
       on_done?: string;
+      /** @description accept each run's changes when they pass the accept policy (policy, else the project's) */
+      apply_policy?: boolean;
       allow_overlap?: boolean;
       /** Format: date-time */
       created: string;
@@ -1348,11 +1350,13 @@ export interface components {
       /** Format: date-time */
       ended?: string;
       session?: string;
-      /** @description running, done (waits for review), failed, policy (the changes break the schedule's policy), error (no session ran it) or skipped (the last run still ran) */
+      /** @description running, done (waits for review), applied (accepted under apply_policy), failed, policy (the changes break the schedule's policy), error (no session ran it) or skipped (the last run still ran) */
       outcome: string;
       exit_code?: number;
       /** @description the session's changed paths once the run ended */
       changed?: number;
+      /** @description paths accepted into the project (apply_policy) */
+      applied?: number;
       error?: string;
     };
     ScheduleRunRequest: {
