@@ -3,8 +3,8 @@ package engine
 import (
 	"context"
 	"fmt"
-	"path/filepath"
 	"io"
+	"path/filepath"
 	"strings"
 
 	"github.com/airlock/airlock/engine/api"
