@@ -2,6 +2,7 @@ package engine_test
 
 import (
 	"context"
+	"fmt"
 	"os"
 	"path/filepath"
 	"slices"
@@ -9,7 +10,6 @@ import (
 	"testing"
 	"time"
 
-	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
@@ -141,11 +141,15 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	s, err := e.Create(ctx, api.CreateRequest{Project: p})
 	must(t, err)
 	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt && rm README.md")
-	cs, err := checkpoint.Open(filepath.Join(e.StateDir, "checkpoints", s.ID))
+	list, err := e.Checkpoints(ctx, s.ID) // the command's checkpoint, once written
 	must(t, err)
-	c, err := cs.RecordDir(ctx, filepath.Join(e.StateDir, "sessions", s.ID, "ws", "upper"), checkpoint.RecordOptions{Label: "test"})
-	must(t, err)
-	run(t, e, s.ID, "sh", "-c", "echo lost > lost.txt")
+	if len(list) == 0 {
+		t.Fatal("no checkpoint after a command that changed the workspace")
+	}
+	c := list[len(list)-1]
+	// Written since the last checkpoint, as a process that ran on would:
+	// lost with the reboot.
+	must(t, os.WriteFile(filepath.Join(e.StateDir, "sessions", s.ID, "merged", "lost.txt"), []byte("lost\n"), 0o644))
 
 	// The reboot.
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
@@ -162,7 +166,7 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	if got.State != api.StateHibernated || got.Hibernation == nil || got.Hibernation.Checkpoint != uint64(c.ID) {
 		t.Fatalf("after a reboot: %s %+v", got.State, got.Hibernation)
 	}
-	if r := got.Hibernation.Reason; !strings.Contains(r, "restored from checkpoint 1 of "+c.Time.UTC().Format(time.RFC3339)) {
+	if r := got.Hibernation.Reason; !strings.Contains(r, fmt.Sprintf("restored from checkpoint %d of %s", c.ID, c.Time.UTC().Format(time.RFC3339))) {
 		t.Errorf("reason %q does not say what it was restored from", r)
 	}
 	_, out := run(t, e2, s.ID, "sh", "-c", "cat kept.txt; ls lost.txt README.md 2>&1 | sort")

@@ -13,6 +13,7 @@ import (
 
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/fastexec"
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 )
@@ -264,24 +265,38 @@ func (c timelineCore) StopProcesses(ctx context.Context, id string) (int, func()
 func idleMain(pid int) bool {
 	for _, c := range append([]int{pid}, childPids(pid)...) {
 		b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", c))
-		if strings.Contains(string(b), "sleep 86400") {
+		if strings.Contains(string(b), "sleep 86400") || isInit(c) {
 			return true
 		}
 	}
 	return false
 }
 
+// isInit says whether pid is the session's init (engine/fastexec), whose
+// children are commands, not part of the idle container.
+func isInit(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.HasPrefix(string(b), fastexec.InitPath+"\x00")
+}
+
 // strayPids lists the processes of container cid that are not its main
-// process main nor beneath it: commands run as execs and what they left.
+// process main nor beneath it — commands run as execs and what they left
+// — and those beneath the fast exec init, which are commands too.
 func strayPids(cid string, main int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
+	initPid := 0 // the fast exec init: what it runs are commands
+	for _, c := range childPids(main) {
+		if isInit(c) {
+			initPid = c
+		}
+	}
 	var out []int
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == main || !inContainer(pid, cid) || descends(pid, main) {
+		if err != nil || pid == main || pid == initPid || !inContainer(pid, cid) || descends(pid, main) && (initPid == 0 || !descends(pid, initPid)) {
 			continue
 		}
 		out = append(out, pid)
