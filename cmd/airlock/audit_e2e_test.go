@@ -54,6 +54,17 @@ func readBundle(t *testing.T, file string) (audit.Index, string) {
 	return ix, patch
 }
 
+// hasCheckpoint tells whether the bundle lists checkpoint id (any, for
+// 0) that is as ok says.
+func hasCheckpoint(ix audit.Index, id int64, ok ...func(audit.Checkpoint) bool) bool {
+	for _, c := range ix.Checkpoints {
+		if (id == 0 || c.ID == id) && (len(ok) == 0 || ok[0](c)) {
+			return true
+		}
+	}
+	return false
+}
+
 // The audit bundle of a session (airlock audit) and of a ci run (beside
 // verdict.json), and the saved per-project policy new sessions start
 // from, with the real binary, daemon and Docker.
@@ -138,9 +149,14 @@ func TestAuditAndSavedPolicy(t *testing.T) {
 	if strings.Join(types, " ") != "tool_call file_edit tool_call command" {
 		t.Errorf("the turn's calls: %v", types)
 	}
-	if len(cix.Patch.Files) != 1 || cix.Patch.Files[0].Path != "fix.txt" || len(cix.Patch.Files[0].Hunks) != 1 ||
-		cix.Patch.Files[0].Hunks[0].Producer == nil || *cix.Patch.Files[0].Hunks[0].Producer != (audit.CallRef{Turn: 1, Seq: edit}) {
-		t.Errorf("ci's patch and who made it: %+v", cix.Patch)
+	if len(cix.Patch.Files) != 1 || cix.Patch.Files[0].Path != "fix.txt" || len(cix.Patch.Files[0].Hunks) != 1 {
+		t.Fatalf("ci's patch: %+v", cix.Patch)
+	}
+	if pr := cix.Patch.Files[0].Hunks[0].Producer; pr == nil || pr.Turn != 1 || pr.Seq != edit || !hasCheckpoint(cix, pr.Checkpoint) {
+		t.Errorf("ci's hunk was produced by %+v; want turn 1's edit (seq %d) and a checkpoint of %+v", pr, edit, cix.Checkpoints)
+	}
+	if !hasCheckpoint(cix, 0, func(c audit.Checkpoint) bool { return c.Kind == "turn" && c.Turn == 1 && c.Files == 1 && c.Added == 1 }) {
+		t.Errorf("ci's checkpoints lack turn 1's: %+v", cix.Checkpoints)
 	}
 	if cix.Policy == nil || cix.Policy.Mode != "ask" {
 		t.Errorf("ci's session did not start from the project's saved policy: %+v", cix.Policy)
