@@ -172,9 +172,27 @@ func TestAuditAndSavedPolicy(t *testing.T) {
 	}
 }
 
+// keyAbsent fails t when the bytes of key are in the bundle, compressed
+// or not.
+func keyAbsent(t *testing.T, file, key string) {
+	t.Helper()
+	raw, _ := os.ReadFile(file)
+	gz, err := gzip.NewReader(bytes.NewReader(raw))
+	if err != nil {
+		t.Fatal(err)
+	}
+	tarBytes, _ := io.ReadAll(gz)
+	for _, b := range [][]byte{raw, tarBytes} {
+		if bytes.Contains(b, []byte(key)) || bytes.Contains(b, []byte(key[3:])) {
+			t.Errorf("the key's value is in the bundle %s", file)
+		}
+	}
+}
+
 // The audit bundle of a real agent run: Claude Code against the mock
 // model, two turns (a file written, a command that writes another, the
-// first file rewritten), and a command of the user's. The bundle lists
+// first file rewritten), and a command of the user's; then a turn under
+// airlock ci, whose bundle beside verdict.json says the same. The bundle lists
 // every tool call the CLI reported, every connection (the model's with its
 // rule), the key's use by name and host and never its value, every
 // checkpoint, and traces every hunk of changes.patch to the turn (and the
@@ -183,7 +201,7 @@ func TestAuditOfARealAgentRun(t *testing.T) {
 	c := newCLI(t)
 	c.env = append(c.env, "AIRLOCK_CONFIG="+enginetest.ModelConfig(t)) // trust the mock model's TLS
 	d := enginetest.Require(t)
-	enginetest.AgentsImage(t, d)
+	image := enginetest.AgentsImage(t, d)
 	model, base := enginetest.Model(t, d,
 		mockmodel.Reply{Tool: "Write", Input: map[string]any{"file_path": "/workspace/notes.md", "content": "# notes\n"}},
 		mockmodel.Reply{Tool: "Bash", Input: map[string]any{"command": "echo built > build.txt"}},
@@ -268,17 +286,7 @@ func TestAuditOfARealAgentRun(t *testing.T) {
 	if len(ix.Secrets) != 1 || ix.Secrets[0].Name != "ANTHROPIC_API_KEY" || ix.Secrets[0].Host != modelHost || ix.Secrets[0].Connections == 0 {
 		t.Errorf("the bundle's secrets: %+v, want ANTHROPIC_API_KEY for %s", ix.Secrets, modelHost)
 	}
-	raw, _ := os.ReadFile(file)
-	gz, err := gzip.NewReader(bytes.NewReader(raw))
-	if err != nil {
-		t.Fatal(err)
-	}
-	tarBytes, _ := io.ReadAll(gz)
-	for _, b := range [][]byte{raw, tarBytes} {
-		if bytes.Contains(b, []byte(key)) || bytes.Contains(b, []byte(key[3:])) {
-			t.Errorf("the key's value is in the bundle")
-		}
-	}
+	keyAbsent(t, file, key)
 
 	// Every checkpoint: both turns' and the command's.
 	cmdID := int64(0)
@@ -327,5 +335,66 @@ func TestAuditOfARealAgentRun(t *testing.T) {
 	}
 	if hunks != 3 {
 		t.Errorf("the index lists %d hunks, changes.patch has 3: %+v", hunks, ix.Patch.Files)
+	}
+
+	// airlock ci: its own engine, the key from the environment; the
+	// bundle beside verdict.json lists and traces the same.
+	c.stopEngine()
+	model.Push(
+		mockmodel.Reply{Tool: "Write", Input: map[string]any{"file_path": "/workspace/fix.md", "content": "fixed\n"}},
+		mockmodel.Reply{Tool: "Bash", Input: map[string]any{"command": "echo made > made.txt"}},
+		mockmodel.Reply{Text: "Fixed."},
+	)
+	c.env = append(c.env, "ANTHROPIC_API_KEY="+key)
+	outDir := filepath.Join(t.TempDir(), "out")
+	_, _, ciErr := c.run("ci", "--project", sampleProject(t), "--out", outDir, "--image", image, "--agent", "claude", "--prompt", "fix it")
+	v := readVerdict(t, outDir)
+	if v.Audit != ci.AuditFile {
+		t.Fatalf("verdict's audit %q, want %q (%s)", v.Audit, ci.AuditFile, v.Message)
+	}
+	cfile := filepath.Join(outDir, ci.AuditFile)
+	cix, _ := readBundle(t, cfile)
+	keyAbsent(t, cfile, key)
+	if len(cix.Turns) != 1 {
+		t.Fatalf("ci's turns: %+v; verdict %+v\n%s", cix.Turns, v, ciErr)
+	}
+	var tools []string
+	fixSeq := 0
+	for _, call := range cix.Turns[0].Calls {
+		if call.Type == "tool_call" {
+			tools = append(tools, call.Tool)
+		}
+		if call.Type == "file_edit" && call.Path == "fix.md" {
+			fixSeq = call.Seq
+		}
+	}
+	if strings.Join(tools, " ") != "Write Bash" || fixSeq == 0 {
+		t.Errorf("ci's tool calls %v, fix.md edited at %d", tools, fixSeq)
+	}
+	toModel = 0
+	for _, e := range cix.Connections {
+		if e.Host == host && strconv.Itoa(e.Port) == port && e.Allowed && e.Rule != "" {
+			toModel++
+		}
+	}
+	if toModel == 0 || len(cix.Secrets) != 1 || cix.Secrets[0].Name != "ANTHROPIC_API_KEY" || cix.Secrets[0].Host != modelHost || cix.Secrets[0].Connections == 0 {
+		t.Errorf("ci's connections to the model %d, secrets %+v", toModel, cix.Secrets)
+	}
+	if !hasCheckpoint(cix, 0, func(c audit.Checkpoint) bool { return c.Kind == "turn" && c.Turn == 1 && c.Files == 2 }) {
+		t.Errorf("ci's checkpoints lack the turn's: %+v", cix.Checkpoints)
+	}
+	want = map[string]audit.Producer{"fix.md": {Kind: "turn", Turn: 1, Seq: fixSeq}, "made.txt": {Kind: "turn", Turn: 1}}
+	hunks = 0
+	for _, f := range cix.Patch.Files {
+		for _, h := range f.Hunks {
+			hunks++
+			if pr := h.Producer; pr == nil || !hasCheckpoint(cix, pr.Checkpoint) ||
+				(audit.Producer{Kind: pr.Kind, Turn: pr.Turn, Seq: pr.Seq, Command: pr.Command}) != want[f.Path] {
+				t.Errorf("ci's %s %s was produced by %+v, want %+v", f.Path, h.Header, pr, want[f.Path])
+			}
+		}
+	}
+	if hunks != 2 {
+		t.Errorf("ci's patch has %d hunks, want 2: %+v", hunks, cix.Patch.Files)
 	}
 }
