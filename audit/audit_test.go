@@ -233,3 +233,24 @@ func untar(t *testing.T, b []byte) map[string]string {
 		out[h.Name] = string(c)
 	}
 }
+
+// A patch's hunk headers match the blame's hunks by their numbers,
+// however the counts are written.
+func TestHunkRange(t *testing.T) {
+	for _, tc := range []struct{ header, want string }{
+		{"@@ -1,3 +1,4 @@", "1 3 1 4"},
+		{"@@ -0,0 +1 @@", "0 0 1 1"},
+		{"@@ -5,2 +4,0 @@ func f()", "5 2 4 0"},
+		{"@@ -x +1 @@", ""},
+		{"@@ garbage", ""},
+	} {
+		if got := hunkRange(tc.header); got != tc.want {
+			t.Errorf("hunkRange(%q) = %q, want %q", tc.header, got, tc.want)
+		}
+	}
+	h := api.Hunk{OldStart: 5, OldLines: 2, NewStart: 4}
+	if got := blameByRange(api.Blame{Diff: api.Diff{Files: []api.FileDiff{{Change: api.Change{Path: "f"}, Hunks: []api.Hunk{{ID: "a", OldStart: 5, OldLines: 2, NewStart: 4}}}}},
+		Hunks: []api.HunkBlame{{Path: "f", Hunk: "a", Checkpoint: 7}}}); got["f\x00"+hunkRange("@@ -5,2 +4,0 @@")].Checkpoint != 7 {
+		t.Errorf("blame of %+v by range: %+v", h, got)
+	}
+}
