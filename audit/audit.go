@@ -1,11 +1,12 @@
 // Package audit writes a run's audit bundle: one gzipped tar per session
 // (`airlock audit ID`, and `airlock ci` beside verdict.json) holding an
-// index (index.json, schema airlock.audit/v1, documented in
+// index (index.json, schema airlock.audit/v2, documented in
 // docs/AUDIT.md) of what the run did — every command and agent tool call
 // with its time, exit code and output digest, every connection with its
 // decision and rule, every secret injected (name and host, never the
-// value), every snapshot, the project files the patch changes and the
-// turns that edited them — and the final patch itself. It reads the
+// value), every snapshot and checkpoint, the project files the patch
+// changes and, for each hunk, the turn (or command) and tool call that
+// produced it — and the final patch itself. It reads the
 // session through Source, which the engine (for ci) and the API client
 // (for the CLI) both provide, so it knows nothing of how either works.
 package audit
@@ -32,7 +33,7 @@ import (
 
 // Schema names the index's format; a change that removes or changes a
 // field gets a new version.
-const Schema = "airlock.audit/v1"
+const Schema = "airlock.audit/v2"
 
 // Files of the bundle.
 const (
@@ -49,7 +50,9 @@ type Source interface {
 	Events(ctx context.Context, id string, turn int) ([]api.Event, error)
 	EgressLog(ctx context.Context, id string, blockedOnly bool, limit int) ([]api.EgressEntry, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)
+	Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error)
 	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
+	Blame(ctx context.Context, id string, paths []string) (api.Blame, error)
 }
 
 // Index is index.json.
@@ -65,7 +68,9 @@ type Index struct {
 	Connections []api.EgressEntry `json:"connections"`
 	Secrets     []SecretUse       `json:"secrets"`
 	Snapshots   []Snapshot        `json:"snapshots"`
-	Patch       Patch             `json:"patch"`
+	// Checkpoints are the session's timeline, oldest first.
+	Checkpoints []Checkpoint `json:"checkpoints"`
+	Patch       Patch        `json:"patch"`
 }
 
 // Session is the session the bundle is of.
@@ -141,6 +146,22 @@ type Snapshot struct {
 	Digest  string    `json:"digest"`
 }
 
+// Checkpoint is a recorded state of the session's workspace: at the end
+// of a turn, of a command that changed it, periodically, after an undo.
+// Files, Added and Removed are what changed since checkpoint From.
+type Checkpoint struct {
+	ID      int64     `json:"id"`
+	Kind    string    `json:"kind"`
+	Time    time.Time `json:"time"`
+	Turn    int       `json:"turn,omitempty"`
+	Command int64     `json:"command,omitempty"`
+	UndoTo  int64     `json:"undo_to,omitempty"`
+	From    int64     `json:"from"`
+	Files   int       `json:"files"`
+	Added   int       `json:"added"`
+	Removed int       `json:"removed"`
+}
+
 // Patch is the final patch (changes.patch in the bundle) and, for each
 // file it changes, its hunks and the agent calls that edited the file.
 type Patch struct {
@@ -151,21 +172,31 @@ type Patch struct {
 }
 
 // PatchFile is one file of the patch. EditedBy lists the calls whose
-// file_edit event names the file, oldest first; each hunk's Producer is
-// the last of them (the edit the file's final content comes from). A
-// file no event names was changed by a command (a shell, a build): its
-// hunks have no producer, and the turns' commands are the candidates.
+// file_edit event names the file, oldest first, in any turn.
 type PatchFile struct {
 	Path     string    `json:"path"`
 	Hunks    []Hunk    `json:"hunks"`
 	EditedBy []CallRef `json:"edited_by"`
 }
 
-// Hunk is one hunk of a file's diff, by its header.
+// Hunk is one hunk of a file's diff, by its header. Producer is nil when
+// no checkpoint holds its lines (they changed after the newest).
 type Hunk struct {
-	Header   string   `json:"header"`
-	SHA256   string   `json:"sha256"`
-	Producer *CallRef `json:"producer,omitempty"`
+	Header   string    `json:"header"`
+	SHA256   string    `json:"sha256"`
+	Producer *Producer `json:"producer,omitempty"`
+}
+
+// Producer is what produced a hunk (see docs/AUDIT.md for the rule): the
+// checkpoint that last changed its lines and its kind, the turn or
+// command that checkpoint belongs to, and within the turn the call (Seq)
+// that edited the hunk's file, when an event of the turn names it.
+type Producer struct {
+	Checkpoint int64  `json:"checkpoint,omitempty"`
+	Kind       string `json:"kind,omitempty"`
+	Turn       int    `json:"turn,omitempty"`
+	Seq        int    `json:"seq,omitempty"`
+	Command    int64  `json:"command,omitempty"`
 }
 
 // CallRef names a call: turn N's event Seq.
@@ -183,7 +214,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 	ix := &Index{Schema: Schema, Written: time.Now().UTC(), Policy: s.Egress,
 		Session:  Session{ID: s.ID, Project: s.Project, Image: s.Image, Created: s.Created, State: s.State, Agent: s.Agent},
 		Commands: []Command{}, Turns: []Turn{}, Connections: []api.EgressEntry{}, Secrets: []SecretUse{}, Snapshots: []Snapshot{},
-		Patch: Patch{Files: []PatchFile{}}}
+		Checkpoints: []Checkpoint{}, Patch: Patch{Files: []PatchFile{}}}
 
 	cmds, err := src.Commands(ctx, id, true)
 	if err != nil {
@@ -198,7 +229,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 	if err != nil {
 		return nil, fmt.Errorf("the session's turns: %w", err)
 	}
-	edits := map[string][]CallRef{} // by path
+	edits := edits{all: map[string][]CallRef{}, last: map[int]map[string]int{}}
 	for _, t := range turns {
 		evs, err := src.Events(ctx, id, t.N)
 		if err != nil {
@@ -218,8 +249,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 			}
 			tu.Calls = append(tu.Calls, c)
 			if ev.Type == api.EventFileEdit && ev.Path != "" {
-				p := strings.TrimPrefix(strings.TrimPrefix(ev.Path, "/workspace/"), "./")
-				edits[p] = append(edits[p], CallRef{Turn: t.N, Seq: i + 1})
+				edits.add(t.N, i+1, ev.Path)
 			}
 		}
 		ix.Turns = append(ix.Turns, tu)
@@ -244,6 +274,16 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 		}
 	}
 
+	cps, err := src.Checkpoints(ctx, id)
+	if err != nil {
+		return nil, fmt.Errorf("the session's checkpoints: %w", err)
+	}
+	ix.Checkpoints = make([]Checkpoint, 0, len(cps))
+	for _, c := range cps {
+		ix.Checkpoints = append(ix.Checkpoints, Checkpoint{ID: c.ID, Kind: c.Kind, Time: c.Time, Turn: c.Turn, Command: c.Command,
+			UndoTo: c.UndoTo, From: c.From, Files: c.Files, Added: c.Added, Removed: c.Removed})
+	}
+
 	// The patch goes through a temporary file: it can be larger than
 	// is reasonable to hold, and is read twice (its hunks, the tar).
 	patch, err := os.CreateTemp("", "airlock-audit-*.patch")
@@ -265,7 +305,16 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 		if _, err := patch.Seek(0, io.SeekStart); err != nil {
 			return nil, err
 		}
-		if ix.Patch.Files, err = patchFiles(patch, edits); err != nil {
+		blame, err := src.Blame(ctx, id, nil)
+		if err != nil {
+			return nil, fmt.Errorf("which turn changed each hunk: %w", err)
+		}
+		at := attribution{edits: edits, blame: blameByRange(blame), byID: map[int64]Checkpoint{}, turns: ix.Turns, commands: ix.Commands,
+			untracked: len(ix.Checkpoints) == 0}
+		for _, c := range ix.Checkpoints {
+			at.byID[c.ID] = c
+		}
+		if ix.Patch.Files, err = patchFiles(patch, edits.all, at.producer); err != nil {
 			return nil, fmt.Errorf("read the session's patch: %w", err)
 		}
 	}
@@ -346,9 +395,9 @@ func hostMatch(rule, host string) bool {
 	return host == rule
 }
 
-// patchFiles reads the files and hunks of a git patch and attributes
-// each hunk to the last call that edited its file.
-func patchFiles(patch io.Reader, edits map[string][]CallRef) ([]PatchFile, error) {
+// patchFiles reads the files and hunks of a git patch, with the calls
+// that edited each file and what produced each hunk.
+func patchFiles(patch io.Reader, edits map[string][]CallRef, producer func(path, header string) *Producer) ([]PatchFile, error) {
 	var files []PatchFile
 	var cur *PatchFile
 	var hunk *Hunk
@@ -375,11 +424,7 @@ func patchFiles(patch io.Reader, edits map[string][]CallRef) ([]PatchFile, error
 			}
 		case cur != nil && strings.HasPrefix(line, "@@"):
 			endHunk()
-			hunk = &Hunk{Header: line}
-			if e := cur.EditedBy; len(e) > 0 {
-				last := e[len(e)-1]
-				hunk.Producer = &last
-			}
+			hunk = &Hunk{Header: line, Producer: producer(cur.Path, line)}
 		case hunk != nil:
 			io.WriteString(body, line+"\n")
 		}

@@ -18,7 +18,7 @@ func auditCmd(g *globals) *cobra.Command {
 	var file string
 	cmd := &cobra.Command{
 		Use:   "audit ID",
-		Short: "Write the session's audit bundle: commands, agent tool calls, connections with their decisions, secrets injected, snapshots, the patch and which turn edited each hunk (index.json, schema " + audit.Schema + ")",
+		Short: "Write the session's audit bundle: commands, agent tool calls, connections with their decisions, secrets injected, snapshots, checkpoints, the patch and which turn and call produced each hunk (index.json, schema " + audit.Schema + ")",
 		Example: "  airlock audit 3f2a -o run.tar.gz\n" +
 			"  airlock audit 3f2a -o - | tar -xzO index.json | jq .connections",
 		Args: cobra.ExactArgs(1),
