@@ -168,12 +168,14 @@ type recorder struct {
 	// links maps device and inode of files with several names to the
 	// entry of the first name met.
 	links        map[[2]uint64]*Entry
-	trees        map[string]*tree // written or reused by this Record
+	trees        map[string]*tree // written or reused by this Record (nil: too many to keep)
+	cached       int              // entries in trees
 	prevUnstable map[string]bool
 	unstable     []string
 	skipped      []string
 	stats        Stats
 	buf          []byte
+	small        []byte // storeSmall's, reused
 	// pending are objects written and not yet synced and named.
 	pending        []pendingObject
 	pendingDigests map[string]bool
@@ -237,7 +239,7 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	}
 	if same {
 		// Every entry as before: the same tree, not encoded again.
-		r.trees[prev.Digest] = prevTree
+		r.keepTree(prev.Digest, prevTree)
 		e.Digest = prev.Digest
 		r.stats.Entries++
 		return e, nil
@@ -250,10 +252,29 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	if err != nil {
 		return e, err
 	}
-	r.trees[digest] = t
+	r.keepTree(digest, t)
 	e.Digest = digest
 	r.stats.Entries++
 	return e, nil
+}
+
+// maxCachedEntries bounds the trees a store keeps in memory between
+// Records (about 300 bytes an entry): a larger directory tree is read
+// back from its objects by the next Record, so that a session of
+// hundreds of thousands of files costs the engine no memory between its
+// checkpoints.
+const maxCachedEntries = 20000
+
+// keepTree keeps t for the next Record while the trees kept stay small.
+func (r *recorder) keepTree(digest string, t *tree) {
+	if r.trees == nil {
+		return
+	}
+	if r.cached += len(t.Entries); r.cached > maxCachedEntries {
+		r.trees = nil
+		return
+	}
+	r.trees[digest] = t
 }
 
 // entry records the name n of directory d (the path rel): ok is false
@@ -533,6 +554,9 @@ func copyRegions(fd int, regions []Region, buf []byte, put func(b []byte, off in
 // returns its digest. The object is synced and named with the others at
 // the end of the Record (flush).
 func (r *recorder) store(fd int, st *unix.Stat_t, regions []Region, sparse bool) (string, error) {
+	if !sparse && st.Size <= smallObject {
+		return r.storeSmall(fd, st, regions)
+	}
 	tmp, err := os.CreateTemp(r.s.tmpDir(), "obj-*")
 	if err != nil {
 		return "", err
@@ -581,6 +605,42 @@ func (r *recorder) store(fd int, st *unix.Stat_t, regions []Region, sparse bool)
 		return digest, nil // stored before: the copy is dropped
 	}
 	kept = true
+	return digest, r.add(tmp, digest)
+}
+
+// smallObject is the size up to which a file is read whole before it is
+// written: an object the store holds already (an empty file, a file
+// unchanged but for its stat data) then costs no temporary file.
+const smallObject = 64 << 10
+
+// storeSmall is store for a file of at most smallObject bytes.
+func (r *recorder) storeSmall(fd int, st *unix.Stat_t, regions []Region) (string, error) {
+	data := r.small[:0]
+	n, err := copyRegions(fd, dataOf(st.Size, regions, false), r.buf, func(b []byte, off int64) error {
+		data = append(data, b...)
+		return nil
+	})
+	r.small = data[:0]
+	r.stats.BytesRead += n
+	if err != nil {
+		return "", err
+	}
+	h := contentHash(st.Size, regions, false)
+	h.Write(data)
+	digest := digestOf(h)
+	if r.has(digest) {
+		return digest, nil
+	}
+	tmp, err := os.CreateTemp(r.s.tmpDir(), "obj-*")
+	if err != nil {
+		return "", err
+	}
+	if _, err := tmp.Write(data); err != nil {
+		tmp.Close()
+		os.Remove(tmp.Name())
+		return "", err
+	}
+	r.stats.BytesWritten += int64(len(data))
 	return digest, r.add(tmp, digest)
 }
 
