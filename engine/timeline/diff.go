@@ -233,22 +233,37 @@ func (st state) text(p string, sd side) (string, bool, string, error) {
 // workspace (upper layer over the project as it is now) from checkpoint
 // a to checkpoint b.
 func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project string, a, b checkpoint.ID) ([]api.FileDiff, error) {
-	changes, err := s.Diff(a, b)
+	out := []api.FileDiff{}
+	err := t.eachBetween(ctx, s, project, a, b, func(f api.FileDiff) error {
+		out = append(out, f)
+		return nil
+	})
 	if err != nil {
 		return nil, err
 	}
+	return out, nil
+}
+
+// eachBetween is between handing each file diff on in path order instead
+// of keeping them: a checkpoint's counts never hold a large command's
+// every diff at once.
+func (t *Timeline) eachBetween(ctx context.Context, s *checkpoint.Store, project string, a, b checkpoint.ID, each func(api.FileDiff) error) error {
+	changes, err := s.Diff(a, b)
+	if err != nil {
+		return err
+	}
 	proj, err := confined.OpenRoot(project)
 	if err != nil {
-		return nil, fmt.Errorf("open the project %s: %w", project, err)
+		return fmt.Errorf("open the project %s: %w", project, err)
 	}
 	defer proj.Close()
 	sa, err := newState(s, a, proj)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	sb, err := newState(s, b, proj)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	// Paths to compare: those whose entries changed, and beneath a
 	// directory that was deleted, replaced or made opaque on either side,
@@ -268,19 +283,18 @@ func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project str
 			}
 		}
 	})
-	out := []api.FileDiff{}
 	total := 0
 	for _, p := range sorted {
 		if err := ctx.Err(); err != nil {
-			return nil, err
+			return err
 		}
 		x, err := sa.at(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		y, err := sb.at(p)
 		if err != nil {
-			return nil, err
+			return err
 		}
 		if x.typ == "" && y.typ == "" || x.same(y) || x.typ == string(review.Dir) && y.typ == string(review.Dir) || x.typ == "" && y.typ == string(review.Dir) || x.typ == string(review.Dir) && y.typ == "" {
 			continue
@@ -300,12 +314,14 @@ func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project str
 		}
 		if f.Kind != string(review.Mode) {
 			if err := diffText(&f, sa, sb, p, x, y, &total); err != nil {
-				return nil, fmt.Errorf("%s: %w", p, err)
+				return fmt.Errorf("%s: %w", p, err)
 			}
 		}
-		out = append(out, f)
+		if err := each(f); err != nil {
+			return err
+		}
 	}
-	return out, nil
+	return nil
 }
 
 func diffText(f *api.FileDiff, sa, sb state, p string, x, y side, total *int) error {

@@ -299,21 +299,21 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	if !m.Since.IsZero() {
 		md.From = int64(newestBefore(s, m.Since, cp.ID))
 	}
-	if files, err := t.between(ctx, s, project, checkpoint.ID(md.From), cp.ID); err == nil {
-		md.Files = len(files)
-		for _, f := range files {
-			for _, h := range f.Hunks {
-				for _, l := range h.Lines {
-					switch l[0] {
-					case '+':
-						md.Added++
-					case '-':
-						md.Removed++
-					}
+	err = t.eachBetween(ctx, s, project, checkpoint.ID(md.From), cp.ID, func(f api.FileDiff) error {
+		md.Files++
+		for _, h := range f.Hunks {
+			for _, l := range h.Lines {
+				switch l[0] {
+				case '+':
+					md.Added++
+				case '-':
+					md.Removed++
 				}
 			}
 		}
-	} else {
+		return nil
+	})
+	if err != nil {
 		t.log.Warn("count a checkpoint's changes", "session", id, "checkpoint", cp.ID, "err", err)
 	}
 	data, _ := json.Marshal(md)
