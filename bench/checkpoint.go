@@ -51,9 +51,9 @@ func (b *bench) newestRecord(id string) recordStats {
 // bigSession runs a session whose workspace holds mb MiB of random data
 // in files of fileMB MiB, 20 to a directory, and waits for its first
 // (full) checkpoint.
-func (b *bench) bigSession(ctx context.Context, c *client.Client, project string, mb, fileMB int) string {
+func (b *bench) bigSession(ctx context.Context, c *client.Client, project, image string, mb, fileMB int) string {
 	fill := fmt.Sprintf("n=0; while [ $n -lt %d ]; do d=d$((n/20)); mkdir -p $d; head -c %d /dev/urandom > $d/f$((n%%20)); n=$((n+1)); done", mb/fileMB, fileMB<<20)
-	out, err := b.cmd(b.bin, "run", "--project", project, "--image", "airlock/tiny", "--workspace-size", fmt.Sprintf("%dm", mb+mb/4+64),
+	out, err := b.cmd(b.bin, "run", "--project", project, "--image", image, "--workspace-size", fmt.Sprintf("%dm", mb+mb/4+64),
 		"--memory", fmt.Sprintf("%dm", 2*mb+256), "--", "sh", "-c", fill).CombinedOutput()
 	check(errorf(err, out))
 	m := sessionRE.FindStringSubmatch(string(out))
@@ -79,7 +79,7 @@ func (b *bench) checkpoints(runs int) {
 	b.log("")
 
 	// (a) A command that changed 10 files in a 1 GB workspace.
-	id := b.bigSession(ctx, c, project, 1024, 1)
+	id := b.bigSession(ctx, c, project, "airlock/tiny", 1024, 1)
 	var cpTime []time.Duration
 	var cpWritten, cpRead int64
 	var cpFiles int
@@ -117,12 +117,13 @@ func (b *bench) checkpoints(runs int) {
 	b.log("| `airlock snapshot ID` | %s | | %s |", ms(pct(snapTime, .5)), megabytes(snapBytes))
 	b.log("")
 
-	// (b) Wake of a hibernated 500 MB workspace to its first command.
-	id = b.bigSession(ctx, c, project, 500, 10)
+	// (b) Wake of a hibernated 500 MB workspace to its first command
+	// (b.image: its date prints nanoseconds).
+	id = b.bigSession(ctx, c, project, b.image, 500, 10)
 	plain := "airlock-bench-wake"
-	fill := "mkdir -p /data && cd /data && if [ ! -e /done ]; then for i in $(seq 0 49); do head -c 10485760 /dev/urandom > f$i; done; touch /done; fi; exec sleep 3600"
+	fill := "mkdir -p /data && cd /data && if [ ! -e /done ]; then i=0; while [ $i -lt 50 ]; do head -c 10485760 /dev/urandom > f$i; i=$((i+1)); done; touch /done; fi; exec sleep 3600"
 	runOutCmd("docker", "rm", "-f", plain)
-	_, err := runOutCmd("docker", "run", "-d", "--name", plain, "airlock/tiny", "sh", "-c", fill)
+	_, err := runOutCmd("docker", "run", "-d", "--name", plain, b.image, "sh", "-c", fill)
 	check(err)
 	defer runOutCmd("docker", "rm", "-f", plain)
 	waitFor(func() bool {
@@ -149,7 +150,7 @@ func (b *bench) checkpoints(runs int) {
 		dstart, dstartTotal = append(dstart, d), append(dstartTotal, dt)
 	}
 	check(c.Remove(ctx, id))
-	b.log("A session with 500 MiB of random data in its workspace (50 files of 10 MiB) is hibernated and woken by `airlock exec ID -- date` (%d runs); Docker's counterpart is a stopped container holding the same bytes in its own filesystem, `docker start` then `docker exec C date`. Time to first command is the command's clock minus the launch.", runs)
+	b.log("A session (%s) with 500 MiB of random data in its workspace (50 files of 10 MiB) is hibernated and woken by `airlock exec ID -- date` (%d runs); Docker's counterpart is a stopped container holding the same bytes in its own filesystem, `docker start` then `docker exec C date`. Time to first command is the command's clock minus the launch.", b.image, runs)
 	b.log("")
 	b.log("| | to first command p50 | whole p50 |")
 	b.log("|---|---|---|")
