@@ -13,6 +13,9 @@
 //  12. engine CPU spent watching 50 idle sessions
 //  16. engine memory on hostile workspaces; diff of 200,000 added files vs git status
 //  17. `airlock exec ID -- true` vs `docker exec C true`
+//  18. checkpoint after 10 changed files in 1 GB vs `airlock snapshot`;
+//     wake of a hibernated 500 MB session vs `docker start`; what 20
+//     hibernated sessions hold
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -117,6 +120,9 @@ func main() {
 	}
 	if want("17") {
 		b.execVsDockerExec(50)
+	}
+	if want("18") {
+		b.checkpoints(3)
 	}
 	if *only != "" {
 		return

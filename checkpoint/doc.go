@@ -56,6 +56,11 @@
 // their data, so a 40 GB file of a few bytes is read, hashed and restored
 // in microseconds.
 //
+// A restore makes every file anew (new inodes and ctimes), so Restore
+// keeps the stat keys of the files it made, and the next Record of the
+// directory restored into (a woken session's workspace, container layer
+// or home) reads only what changed after it (restored.go).
+//
 // Pins (Pin, Unpin) keep a checkpoint a snapshot or a fork uses: Prune
 // and Remove never delete a pinned checkpoint, nor the newest one (the
 // base of the next Record).

@@ -122,6 +122,7 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 	if err := unix.Fstat(root.Fd(), &st); err != nil {
 		return nil, err
 	}
+	r.restored = s.loadRestored(&st)
 	if c.Root, err = r.directory(root, "", &st, prevRoot); err != nil {
 		return nil, err
 	}
@@ -146,6 +147,12 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	s.trees = r.trees
+	if r.restored != nil {
+		// The checkpoint carries the restored files' keys on.
+		if err := s.dropRestored(); err != nil {
+			return nil, err
+		}
+	}
 	return c, nil
 }
 
@@ -167,9 +174,12 @@ type recorder struct {
 	racy  time.Duration
 	// links maps device and inode of files with several names to the
 	// entry of the first name met.
-	links        map[[2]uint64]*Entry
-	trees        map[string]*tree // written or reused by this Record (nil: too many to keep)
-	cached       int              // entries in trees
+	links  map[[2]uint64]*Entry
+	trees  map[string]*tree // written or reused by this Record (nil: too many to keep)
+	cached int              // entries in trees
+	// restored are the files the last Restore made in this directory,
+	// with their stat keys then (nil when it was into another one).
+	restored     map[string]Entry
 	prevUnstable map[string]bool
 	unstable     []string
 	skipped      []string
@@ -399,10 +409,13 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 			return link, true, nil
 		}
 	}
+	restored, wasRestored := r.restored[rel]
 	switch {
-	case prev != nil && prev.Type == File && prev.Stat != nil && *prev.Stat == *key &&
-		prev.Mode == e.Mode && prev.UID == e.UID && prev.GID == e.GID && prev.Mtime == e.Mtime && prev.Size == e.Size:
+	case unread(prev, key, &e):
 		e = *prev
+		e.HardLink = ""
+	case wasRestored && unread(&restored, key, &e):
+		e = restored
 		e.HardLink = ""
 	default:
 		if e, err = r.read(fd, st, rel, prev); err != nil {
@@ -421,6 +434,13 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 		r.links[[2]uint64{st.Dev, st.Ino}] = &first
 	}
 	return e, true, nil
+}
+
+// unread says whether the file whose stat key and entry (from its stat)
+// are key and e is the one prev was read from, unchanged since.
+func unread(prev *Entry, key *StatKey, e *Entry) bool {
+	return prev != nil && prev.Type == File && prev.Stat != nil && *prev.Stat == *key &&
+		prev.Mode == e.Mode && prev.UID == e.UID && prev.GID == e.GID && prev.Mtime == e.Mtime && prev.Size == e.Size
 }
 
 // racy says whether the file changed so close to the Record's start that

@@ -26,6 +26,11 @@ import (
 // meanwhile is followed. Every object is checked against its digest as it
 // is copied: a damaged store fails the restore (ErrCorrupt), and the
 // caller discards the target.
+//
+// Restore keeps the stat keys of the files it made, so that the next
+// Record of target reads only what changed after the restore (see
+// restored.go); it returns once they can be trusted (at most two clock
+// ticks after the last file was made).
 func (s *Store) Restore(ctx context.Context, id ID, target *confined.Root) error {
 	unlock, err := s.lock()
 	if err != nil {
@@ -43,11 +48,26 @@ func (s *Store) Restore(ctx context.Context, id ID, target *confined.Root) error
 	if len(names) > 0 {
 		return errdefs.Conflictf("restore into %s: the directory is not empty: restore into a new, empty directory", target.Name())
 	}
-	rs := &restorer{s: s, ctx: ctx, target: target, buf: make([]byte, 1<<20)}
+	if err := s.dropRestored(); err != nil {
+		return err
+	}
+	rs := &restorer{s: s, ctx: ctx, target: target, buf: make([]byte, 1<<20), files: map[string]Entry{}}
 	if err := rs.dir(target.Fd(), "", c.Root.Digest); err != nil {
 		return fmt.Errorf("restore checkpoint %s: %w", id, err)
 	}
-	return rs.meta(target.Fd(), &c.Root)
+	if err := rs.meta(target.Fd(), &c.Root); err != nil {
+		return err
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(target.Fd(), &st); err != nil {
+		return err
+	}
+	if err := s.saveRestored(id, &st, rs.files, rs.newest); err != nil {
+		// The restore itself is whole: without the keys the next
+		// Record reads every file once.
+		s.dropRestored()
+	}
+	return nil
 }
 
 // RestoreDir is Restore into the directory dir (a path the caller
@@ -66,6 +86,10 @@ type restorer struct {
 	ctx    context.Context
 	target *confined.Root
 	buf    []byte
+	// files are the regular files made, by path, with their new stat
+	// keys; newest is the latest ctime among them.
+	files  map[string]Entry
+	newest int64
 }
 
 // dir fills the directory dfd (the path rel) from the tree digest.
@@ -131,7 +155,10 @@ func (rs *restorer) entry(dfd int, rel string, e *Entry) error {
 		if err := rs.content(fd, e); err != nil {
 			return err
 		}
-		return rs.meta(fd, e)
+		if err := rs.meta(fd, e); err != nil {
+			return err
+		}
+		return rs.made(fd, rel, e)
 	case Symlink:
 		if err := unix.Symlinkat(e.Target, dfd, n); err != nil {
 			return err
@@ -161,6 +188,19 @@ func (rs *restorer) entry(dfd int, rel string, e *Entry) error {
 	return unix.UtimesNanoAt(dfd, n, ts, unix.AT_SYMLINK_NOFOLLOW)
 }
 
+// made keeps the stat key of the file just restored at rel.
+func (rs *restorer) made(fd int, rel string, e *Entry) error {
+	var st unix.Stat_t
+	if err := unix.Fstat(fd, &st); err != nil {
+		return err
+	}
+	k := *e
+	k.Stat = &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	rs.files[rel] = k
+	rs.newest = max(rs.newest, st.Ctim.Nano(), st.Mtim.Nano())
+	return nil
+}
+
 // link makes e another name of the file restored at e.HardLink, found
 // beneath the target without following a symlink.
 func (rs *restorer) link(dfd int, e *Entry) error {
@@ -169,6 +209,8 @@ func (rs *restorer) link(dfd int, e *Entry) error {
 		return fmt.Errorf("%w: hard link to %s: %v", ErrCorrupt, e.HardLink, err)
 	}
 	defer unix.Close(fd)
+	// A new link changes the file's ctime: its first name is read again.
+	delete(rs.files, e.HardLink)
 	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), dfd, e.Name, unix.AT_SYMLINK_FOLLOW)
 }
 

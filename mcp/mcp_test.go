@@ -222,7 +222,7 @@ func TestTools(t *testing.T) {
 		schemas[tool.Name] = string(b)
 	}
 	slices.Sort(tools)
-	want := []string{"create_session", "diff", "list_files", "list_snapshots", "read_file", "run_command", "session_info", "snapshot", "write_file"}
+	want := []string{"checkpoint_diff", "create_session", "diff", "list_checkpoints", "list_files", "list_snapshots", "read_file", "run_command", "session_info", "snapshot", "write_file"}
 	if !slices.Equal(tools, want) {
 		t.Fatalf("tools %v, want %v (accept only with --allow-accept)", tools, want)
 	}
@@ -342,6 +342,35 @@ func TestTools(t *testing.T) {
 		_, info := call(t, cs, "session_info", nil)
 		if info["project"] != p || info["image"] != enginetest.Image || info["changed"].(float64) < 4 {
 			t.Errorf("session_info: %v", info)
+		}
+	})
+
+	t.Run("checkpoints", func(t *testing.T) {
+		newest := func() (id float64, kind string) {
+			_, list := call(t, cs, "list_checkpoints", nil)
+			cps, _ := list["checkpoints"].([]any)
+			if len(cps) == 0 {
+				return 0, ""
+			}
+			m := cps[len(cps)-1].(map[string]any)
+			id, _ = m["id"].(float64)
+			kind, _ = m["kind"].(string)
+			return id, kind
+		}
+		before, _ := newest()
+		call(t, cs, "run_command", map[string]any{"argv": []string{"sh", "-c", "echo done > made.txt"}})
+		// The command's checkpoint is recorded as it ends, in the background.
+		made, kind := newest()
+		for deadline := time.Now().Add(30 * time.Second); made == before && time.Now().Before(deadline); {
+			time.Sleep(200 * time.Millisecond)
+			made, kind = newest()
+		}
+		if made == before || kind != "command" {
+			t.Fatalf("list_checkpoints: newest %v (%s), %v before the command; want the command's checkpoint", made, kind, before)
+		}
+		_, d := call(t, cs, "checkpoint_diff", map[string]any{"checkpoint": made})
+		if patch, _ := d["patch"].(string); !strings.Contains(patch, "+++ b/made.txt") || !strings.Contains(patch, "+done") {
+			t.Errorf("checkpoint_diff of the command's checkpoint %v: %v", made, d)
 		}
 	})
 

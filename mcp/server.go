@@ -2,9 +2,10 @@
 // official Go SDK) through which an agent client — Claude Code, Codex,
 // Cursor, Claude Desktop — works inside an Airlock session instead of on
 // the host. Its tools run commands and read, write and list files in the
-// session, show the session's diff and take snapshots; accepting the
-// changes into the project stays with the human unless the server was
-// started with AllowAccept, and even then the project's policy and
+// session, show the session's diff, list its checkpoints (one per agent
+// turn and per command) with what each changed, and take snapshots;
+// accepting the changes into the project stays with the human unless the
+// server was started with AllowAccept, and even then the project's policy and
 // scanners decide what is left in the session.
 //
 // It is a client of the engine's API (engine/client) and nothing more: it
@@ -34,6 +35,8 @@ type Engine interface {
 	Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error)
 	Snapshots(ctx context.Context) ([]api.Snapshot, error)
 	Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)
+	Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error)
+	CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error)
 }
 
 var _ Engine = (*client.Client)(nil)
@@ -67,6 +70,7 @@ func New(connect func(context.Context) (Engine, error), o Options) *sdk.Server {
 	s.addCommandTool(srv)
 	s.addFileTools(srv)
 	s.addReviewTools(srv)
+	s.addCheckpointTools(srv)
 	return srv
 }
 
