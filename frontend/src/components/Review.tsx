@@ -26,7 +26,7 @@ interface Props {
 
 // DiffBlock renders one hunk (or a whole file) with diff2html, syntax
 // highlighted, side by side or unified.
-function DiffBlock({ patch, split, theme }: { patch: string; split: boolean; theme: string }) {
+export function DiffBlock({ patch, split, theme }: { patch: string; split: boolean; theme: string }) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!ref.current) return;

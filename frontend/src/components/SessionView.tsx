@@ -86,6 +86,8 @@ export function SessionView({
           <Agent
             client={client}
             session={session.id}
+            theme={theme}
+            onOpen={onOpen}
             defaultAgent={session.agent}
             initial={pendingPrompt}
             onInitialTaken={onPromptTaken}
