@@ -1,11 +1,16 @@
 import { cleanup, fireEvent, render, screen, waitFor } from "@testing-library/react";
 import { afterEach, describe, expect, it, vi } from "vitest";
 import { Agent } from "../components/Agent";
+import { Review } from "../components/Review";
 import { Sessions } from "../components/Sessions";
+import { SessionView } from "../components/SessionView";
 import { Timeline } from "../components/Timeline";
 import { Client } from "../api/client";
 import type { Checkpoint, Diff, Session } from "../api/types";
 import type { Transport } from "../api/transport";
+
+// The terminal (xterm) is not part of these views and needs a canvas.
+vi.mock("../components/Terminal", () => ({ Terminal: () => null }));
 
 const checkpoints: Checkpoint[] = [
   {
@@ -198,5 +203,75 @@ describe("Sessions", () => {
     expect(asleep.textContent).toContain("4.0 KB on disk · processes not kept");
     fireEvent.click([...asleep.querySelectorAll("button")].find((b) => b.textContent === "Wake")!);
     expect(onWake).toHaveBeenCalledWith("bbbb00000002");
+  });
+});
+
+describe("Review's blame", () => {
+  it("names the turn or command that last changed each hunk, and hides it on request", async () => {
+    const d: Diff = diffOf("src/app.py", "hi");
+    d.files[0].hunks!.push({ id: "h2", old_start: 9, old_lines: 1, new_start: 9, new_lines: 1, lines: ["+late\n"], digest: "sha256:h2" });
+    const t: Transport = {
+      kind: "browser",
+      async request<T>(_m: string, path: string) {
+        if (path === "/sessions/s1/diff") return d as T;
+        if (path === "/sessions/s1/blame")
+          return {
+            session: "s1",
+            diff: d,
+            hunks: [
+              { path: "src/app.py", hunk: "h1", new_start: 1, checkpoint: 2, kind: "turn", turn: 2 },
+              { path: "src/app.py", hunk: "h2", new_start: 9, checkpoint: 0 },
+            ],
+          } as T;
+        return [] as T;
+      },
+      async stream() {},
+      watch: () => ({ ended: new Promise<void>(() => {}), close() {} }),
+      terminal: () => ({ write() {}, resize() {}, close() {} }),
+      pickFolder: async () => null,
+    };
+    render(<Review client={new Client(t)} session="s1" theme="light" onError={vi.fn()} />);
+    await waitFor(() => expect(document.querySelector('[data-hunk="h1"] .blame')).toBeTruthy());
+    expect(document.querySelector('[data-hunk="h1"] .blame')!.textContent).toBe("turn 2");
+    expect(document.querySelector('[data-hunk="h2"] .blame')!.textContent).toBe("since the last checkpoint");
+    fireEvent.click(screen.getByLabelText("turns"));
+    expect(document.querySelector(".blame")).toBeNull();
+    expect(localStorage.getItem("airlock.blame")).toBe("0");
+    localStorage.removeItem("airlock.blame");
+  });
+});
+
+describe("SessionView", () => {
+  it("hibernates a running session after a confirm, and wakes a hibernated one", async () => {
+    const posts: string[] = [];
+    const t: Transport = {
+      kind: "browser",
+      async request<T>(method: string, path: string) {
+        if (method === "POST") posts.push(path);
+        return [] as T;
+      },
+      async stream() {},
+      watch: () => ({ ended: new Promise<void>(() => {}), close() {} }),
+      terminal: () => ({ write() {}, resize() {}, close() {} }),
+      pickFolder: async () => null,
+    };
+    const client = new Client(t);
+    const onChanged = vi.fn();
+    const props = { client, tab: "snapshots" as const, theme: "light" as const, onTab: vi.fn(), onPath: vi.fn(), onOpen: vi.fn() };
+    vi.spyOn(window, "confirm").mockReturnValue(true);
+    const { rerender } = render(
+      <SessionView {...props} session={session("aaaa00000001")} onChanged={onChanged} onError={vi.fn()} onPromptTaken={vi.fn()} />,
+    );
+    fireEvent.click(screen.getByRole("button", { name: "Hibernate" }));
+    await waitFor(() => expect(posts).toEqual(["/sessions/aaaa00000001/hibernate"]));
+    await waitFor(() => expect(onChanged).toHaveBeenCalled());
+    const asleep = {
+      ...session("aaaa00000001", "hibernated"),
+      hibernation: { time: "2026-11-25T10:00:00Z", disk_bytes: 2048, reason: "idle 2h" },
+    };
+    rerender(<SessionView {...props} session={asleep} onChanged={onChanged} onError={vi.fn()} onPromptTaken={vi.fn()} />);
+    expect(screen.getByText(/idle 2h.*2\.0 KB on disk · processes not kept/)).toBeTruthy();
+    fireEvent.click(screen.getByRole("button", { name: "Wake" }));
+    await waitFor(() => expect(posts).toEqual(["/sessions/aaaa00000001/hibernate", "/sessions/aaaa00000001/wake"]));
   });
 });

@@ -30,7 +30,8 @@ function changeQuery(c: Checkpoint) {
 }
 
 function Stats({ c }: { c: Checkpoint }) {
-  const u = c.usage;
+  // A turn whose agent reported no tokens shows none.
+  const u = c.usage && (c.usage.input_tokens || c.usage.output_tokens) ? c.usage : undefined;
   return (
     <div className="muted small">
       {c.files} file{c.files === 1 ? "" : "s"} · <span className="plus">+{c.added}</span> <span className="minus">−{c.removed}</span>
