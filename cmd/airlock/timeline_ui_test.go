@@ -15,7 +15,9 @@ import (
 // TestBrowserTimeline: a real session with two agent turns and a command;
 // the Agent tab's timeline lists them newest first, a turn shows its own
 // diff (not the other turn's), and Undo to here puts the workspace back
-// and says what it did. AIRLOCK_SCREENSHOTS keeps timeline.png.
+// and says what it did; a fork from a turn links to the new session; the
+// review names the turn beside each hunk; the header hibernates and wakes
+// the session. AIRLOCK_SCREENSHOTS keeps the screenshots.
 func TestBrowserTimeline(t *testing.T) {
 	c := newCLI(t)
 	d := enginetest.Require(t)
@@ -71,6 +73,41 @@ func TestBrowserTimeline(t *testing.T) {
 	if out := c.ok("exec", id, "--", "cat", "turn.txt"); out != "one\n" {
 		t.Errorf("after the undo turn.txt is %q, want turn 1's", out)
 	}
+
+	// Fork from turn 1: a link to the new session, which opens it.
+	var forked string
+	step(t, ctx, "fork from turn 1",
+		clickText(".turn-view", "Fork from here"),
+		chromedp.WaitVisible(`.callout.forked a`),
+		chromedp.Text(`.callout.forked a`, &forked),
+		chromedp.Click(`.callout.forked a`),
+		chromedp.Poll(`location.hash.startsWith("#/s/`+forked+`")`, nil, chromedp.WithPollingTimeout(20*time.Second)),
+	)
+	if len(forked) != 12 || strings.HasPrefix(id, forked) {
+		t.Errorf("the fork links to %q", forked)
+	}
+
+	// The review names the turn that last changed each hunk.
+	var marks []string
+	step(t, ctx, "blame beside the hunks",
+		chromedp.Navigate(u+"#/s/"+id+"/review/turn.txt"),
+		chromedp.WaitVisible(`.hunk .blame`),
+		chromedp.Evaluate(`[...document.querySelectorAll(".hunk .blame")].map((b) => b.textContent)`, &marks),
+		screenshot(t, "review-blame"),
+	)
+	if strings.Join(marks, ",") != "turn 1" {
+		t.Errorf("turn.txt's hunks are marked %q, want turn 1", marks)
+	}
+
+	// Hibernate and wake from the session's header.
+	step(t, ctx, "hibernate and wake",
+		chromedp.Evaluate(`window.confirm = () => true`, nil),
+		clickText(".session-header", "Hibernate"),
+		chromedp.WaitVisible(`.session-header .pill.hibernated`),
+		screenshot(t, "hibernated"),
+		clickText(".session-header", "Wake"),
+		chromedp.WaitVisible(`.session-header .pill.running`),
+	)
 }
 
 // screenshot saves the page as name.png in AIRLOCK_SCREENSHOTS, or in the
