@@ -207,6 +207,11 @@ export function App() {
               onPause={(id) => act(() => client.pause(id))}
               onResume={(id) => act(() => client.resume(id))}
               onWake={(id) => act(() => client.wake(id))}
+              onHibernate={(s) =>
+                confirm(
+                  `Hibernate the session on ${s.project}? Its workspace is kept on disk and its memory freed; processes running in it are stopped. New work wakes it.`,
+                ) && act(() => client.hibernate(s.id))
+              }
               onSnapshot={(id) => act(() => client.snapshot(id))}
               onDelete={(s) =>
                 confirm(`Delete the session on ${s.project}? Its changes that were not accepted are lost.`) &&

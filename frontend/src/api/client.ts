@@ -1,5 +1,10 @@
 import type {
   AgentLine,
+  Blame,
+  Checkpoint,
+  ForkRequest,
+  UndoRequest,
+  Undone,
   AgentEvent,
   AgentRequest,
   Command,
@@ -58,6 +63,21 @@ export class Client {
   events = (id: string) => this.t.request<AgentEvent[]>("GET", `/sessions/${p(id)}/events`);
   agent = (id: string, req: AgentRequest, onLine: (l: AgentLine) => void) =>
     this.t.stream("POST", `/sessions/${p(id)}/agent`, req, (l) => onLine(l as AgentLine));
+
+  // The timeline: checkpoints oldest first, what one changed (one turn, or
+  // between two checkpoints by id; 0: the session's start), undo and fork.
+  checkpoints = (id: string) => this.t.request<Checkpoint[]>("GET", `/sessions/${p(id)}/checkpoints`);
+  checkpointDiff = (id: string, q: { turn: number } | { from_checkpoint: number; to_checkpoint: number }) =>
+    this.t.request<Diff>(
+      "GET",
+      `/sessions/${p(id)}/checkpoints/diff?` +
+        Object.entries(q)
+          .map(([k, v]) => `${k}=${v}`)
+          .join("&"),
+    );
+  undo = (id: string, req: UndoRequest) => this.t.request<Undone>("POST", `/sessions/${p(id)}/undo`, req);
+  fork = (id: string, req: ForkRequest) => this.t.request<Restored>("POST", `/sessions/${p(id)}/fork`, req);
+  blame = (id: string) => this.t.request<Blame>("GET", `/sessions/${p(id)}/blame`);
 
   netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
   allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });

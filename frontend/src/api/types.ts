@@ -118,3 +118,17 @@ export type SnapshotLayer = Narrow<Schemas["SnapshotLayer"], { what: "container"
 export type Port = Schemas["Port"];
 // A port the session listens on that is not forwarded (engine/api ListeningPort).
 export type ListeningPort = Schemas["ListeningPort"];
+
+// The session's timeline (engine/api Checkpoint): one state of its
+// workspace, after a turn, a command, an undo, a fork, or periodically.
+export type Checkpoint = Narrow<
+  Schemas["Checkpoint"],
+  { kind: "turn" | "command" | "periodic" | "undo" | "fork" | "hibernate" | (string & {}) }
+>;
+// What an undo did.
+export type Undone = Narrow<Schemas["Undone"], { to: Checkpoint; checkpoint: Checkpoint }>;
+export type UndoRequest = Schemas["UndoRequest"];
+export type ForkRequest = Schemas["ForkRequest"];
+// A session's diff with, for each hunk, the checkpoint that last changed it.
+export type HunkBlame = Schemas["HunkBlame"];
+export type Blame = Narrow<Schemas["Blame"], { diff: Diff }>;

@@ -2,6 +2,7 @@ import { useCallback, useEffect, useRef, useState } from "react";
 import type { Client } from "../api/client";
 import type { AgentEvent, Turn, Usage } from "../api/types";
 import { seconds, usd } from "../lib/format";
+import { Timeline } from "./Timeline";
 
 export const AGENTS = ["claude", "codex", "opencode", "aider", "custom"];
 
@@ -54,10 +55,13 @@ function total(turns: Turn[]): Usage {
 }
 
 // Agent is the session's conversation: every turn's events, live while a
-// turn runs, and the prompt for the next turn.
+// turn runs, and the prompt for the next turn; and its timeline of turns
+// and commands, each with its diff, undo and fork.
 export function Agent({
   client,
   session,
+  theme = "dark",
+  onOpen = () => {},
   defaultAgent,
   initial,
   onInitialTaken,
@@ -66,6 +70,9 @@ export function Agent({
 }: {
   client: Client;
   session: string;
+  theme?: "dark" | "light";
+  // onOpen opens another session (one forked from a turn).
+  onOpen?: (id: string) => void;
   defaultAgent?: string;
   // initial is a first task to send as soon as the view opens.
   initial?: { agent: string; model?: string; cmd?: string; events?: string; prompt: string };
@@ -81,6 +88,7 @@ export function Agent({
   const [cmd, setCmd] = useState("");
   const [running, setRunning] = useState(false);
   const [touched, setTouched] = useState<string[]>([]);
+  const [view, setView] = useState<"conversation" | "timeline">("conversation");
   const end = useRef<HTMLDivElement>(null);
 
   const load = useCallback(async () => {
@@ -136,8 +144,25 @@ export function Agent({
 
   const u = total(turns);
   const current = [...events].reverse().find((e) => e.type === "tool_call");
+  const views = (
+    <div className="agent-views" role="tablist">
+      {(["conversation", "timeline"] as const).map((v) => (
+        <button key={v} role="tab" aria-selected={v === view} className={v === view ? "active" : ""} onClick={() => setView(v)}>
+          {v === "conversation" ? "Conversation" : "Timeline"}
+        </button>
+      ))}
+    </div>
+  );
+  if (view === "timeline")
+    return (
+      <div className="agent">
+        {views}
+        <Timeline client={client} session={session} theme={theme} onOpen={onOpen} onChanged={onTurnDone} onError={onError} />
+      </div>
+    );
   return (
     <div className="agent">
+      {views}
       <div className="agent-stream">
         {events.length === 0 && !running && (
           <div className="empty small">No agent has worked in this session yet. Give it a task below.</div>

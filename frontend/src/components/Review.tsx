@@ -3,7 +3,7 @@ import { Diff2HtmlUI } from "diff2html/lib-esm/ui/js/diff2html-ui-slim.js";
 import { ColorSchemeType } from "diff2html/lib-esm/types";
 import "diff2html/bundles/css/diff2html.min.css";
 import type { Client } from "../api/client";
-import type { Conflict, Diff, FileDiff, Outcome, Selection } from "../api/types";
+import type { Conflict, Diff, FileDiff, HunkBlame, Outcome, Selection } from "../api/types";
 import { badges, hunkPatch, tree } from "../lib/patch";
 import { acceptConflict, acceptFile, acceptHunk, acceptShown } from "../lib/select";
 import { bytes } from "../lib/format";
@@ -26,7 +26,7 @@ interface Props {
 
 // DiffBlock renders one hunk (or a whole file) with diff2html, syntax
 // highlighted, side by side or unified.
-function DiffBlock({ patch, split, theme }: { patch: string; split: boolean; theme: string }) {
+export function DiffBlock({ patch, split, theme }: { patch: string; split: boolean; theme: string }) {
   const ref = useRef<HTMLDivElement>(null);
   useEffect(() => {
     if (!ref.current) return;
@@ -44,6 +44,14 @@ function DiffBlock({ patch, split, theme }: { patch: string; split: boolean; the
     ui.highlightCode();
   }, [patch, split, theme]);
   return <div ref={ref} className="diffblock" />;
+}
+
+// blameLabel names what last changed a hunk, as `airlock diff --blame` does.
+export function blameLabel(b: HunkBlame): string {
+  if (!b.checkpoint) return "since the last checkpoint";
+  if (b.kind === "turn" && b.turn) return `turn ${b.turn}`;
+  if (b.kind === "command" && b.command) return `command ${b.command}`;
+  return `${b.kind || "checkpoint"} #${b.checkpoint}`;
 }
 
 function Lines({ lines, label }: { lines: string[] | null; label: string }) {
@@ -84,6 +92,9 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   const [sel, setSel] = useState<string | null>(path ?? null); // file path
   const [hunk, setHunk] = useState(0); // focused hunk or conflict in the file
   const [split, setSplit] = useState(() => localStorage.getItem("airlock.split") !== "0");
+  // Which turn or command last changed each hunk (by hunk id), when shown.
+  const [showBlame, setShowBlame] = useState(() => localStorage.getItem("airlock.blame") !== "0");
+  const [blame, setBlame] = useState<Record<string, HunkBlame>>({});
   const [busy, setBusy] = useState(false);
   const [help, setHelp] = useState(false);
   const [notice, setNotice] = useState("");
@@ -105,6 +116,20 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   useEffect(() => {
     void load();
   }, [load]);
+
+  // The blame is read after the diff, apart: a session without a
+  // timeline, or an engine without one, shows the diff without it.
+  useEffect(() => {
+    if (!diff || !showBlame) return;
+    let live = true;
+    client.blame(session).then(
+      (b) => live && setBlame(Object.fromEntries((b?.hunks ?? []).map((h) => [h.hunk, h]))),
+      () => live && setBlame({}),
+    );
+    return () => {
+      live = false;
+    };
+  }, [client, session, diff, showBlame]);
 
   const files = useMemo(() => diff?.files ?? [], [diff]);
   const entries = useMemo(() => tree(files), [files]);
@@ -307,6 +332,17 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                 />
                 side by side
               </label>
+              <label className="toggle" title="Name the turn or command that last changed each hunk">
+                <input
+                  type="checkbox"
+                  checked={showBlame}
+                  onChange={() => {
+                    localStorage.setItem("airlock.blame", showBlame ? "0" : "1");
+                    setShowBlame(!showBlame);
+                  }}
+                />
+                turns
+              </label>
               {file.conflict ? (
                 <>
                   <button disabled={busy} onClick={() => fileAction("accept", file, "host")}>
@@ -367,6 +403,19 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                       <span className="hunk-title">
                         @@ -{h.old_start},{h.old_lines} +{h.new_start},{h.new_lines} <span className="muted">#{h.id}</span>
                       </span>
+                      {showBlame && blame[h.id] && (
+                        <span
+                          className="blame"
+                          data-blame={blame[h.id].checkpoint}
+                          title={
+                            blame[h.id].checkpoint
+                              ? `last changed by checkpoint #${blame[h.id].checkpoint}`
+                              : "changed after the newest checkpoint"
+                          }
+                        >
+                          {blameLabel(blame[h.id])}
+                        </span>
+                      )}
                       <span className="spacer" />
                       <button className="danger" disabled={busy} onClick={() => act("discard", { hunks: [h.id] }, `hunk #${h.id}`)}>
                         Discard hunk

@@ -1,7 +1,7 @@
 import { useEffect, useState } from "react";
 import type { Client } from "../api/client";
 import type { Session } from "../api/types";
-import { seconds, stateOf, usd } from "../lib/format";
+import { age, bytes, seconds, stateOf, usd } from "../lib/format";
 import { Agent } from "./Agent";
 import { Network } from "./Network";
 import { Ports } from "./Ports";
@@ -47,6 +47,18 @@ export function SessionView({
     if (pendingPrompt && tab !== "agent") onTab("agent");
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [pendingPrompt]);
+  const [busy, setBusy] = useState(false);
+  const lifecycle = async (f: () => Promise<unknown>) => {
+    setBusy(true);
+    try {
+      await f();
+    } catch (e) {
+      onError(e);
+    } finally {
+      setBusy(false);
+      onChanged();
+    }
+  };
   const st = stateOf(session);
   return (
     <div className="session">
@@ -58,7 +70,31 @@ export function SessionView({
             {usd(session.cost_usd)}
             {session.error ? ` · ${session.error}` : ""}
           </div>
+          {session.hibernation && (
+            <div className="muted small">
+              hibernated {age(session.hibernation.time)}
+              {session.hibernation.reason ? ` (${session.hibernation.reason})` : ""} · {bytes(session.hibernation.disk_bytes)} on disk ·
+              processes not kept
+            </div>
+          )}
         </div>
+        <span className="spacer" />
+        {session.state === "hibernated" ? (
+          <button className="primary" disabled={busy} onClick={() => lifecycle(() => client.wake(session.id))}>
+            Wake
+          </button>
+        ) : (
+          <button
+            disabled={busy || (session.state !== "running" && session.state !== "paused")}
+            title="Keep the session on disk and free its memory; running processes are not kept"
+            onClick={() =>
+              confirm("Hibernate this session? Its workspace is kept on disk and its memory freed; processes running in it are stopped.") &&
+              lifecycle(() => client.hibernate(session.id))
+            }
+          >
+            Hibernate
+          </button>
+        )}
       </header>
       <nav className="tabs" role="tablist">
         {TABS.map((t) => (
@@ -86,6 +122,8 @@ export function SessionView({
           <Agent
             client={client}
             session={session.id}
+            theme={theme}
+            onOpen={onOpen}
             defaultAgent={session.agent}
             initial={pendingPrompt}
             onInitialTaken={onPromptTaken}

@@ -10,6 +10,7 @@ export function Sessions({
   onPause,
   onResume,
   onWake,
+  onHibernate = () => {},
   onSnapshot,
   onDelete,
   onNew,
@@ -19,6 +20,8 @@ export function Sessions({
   onPause: (id: string) => void;
   onResume: (id: string) => void;
   onWake: (id: string) => void;
+  // onHibernate frees the session's memory (its workspace kept on disk).
+  onHibernate?: (s: Session) => void;
   onSnapshot: (id: string) => void;
   onDelete: (s: Session) => void;
   onNew: () => void;
@@ -87,6 +90,15 @@ export function Sessions({
                 ) : (
                   <button disabled={s.state !== "running"} onClick={() => onPause(s.id)}>
                     Pause
+                  </button>
+                )}
+                {s.state !== "hibernated" && (
+                  <button
+                    disabled={s.state !== "running" && s.state !== "paused"}
+                    onClick={() => onHibernate(s)}
+                    title="Keep the session on disk and free its memory; running processes are not kept"
+                  >
+                    Hibernate
                   </button>
                 )}
                 <button disabled={s.state === "failed" || s.state === "hibernated"} onClick={() => onSnapshot(s.id)}>
