@@ -25,10 +25,15 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 		writeError(w, errdefs.Conflictf("an image build is already running in this engine: wait for it to finish"))
 		return
 	}
-	defer s.builds.Unlock()
+	// The build is over when its last line goes out: the next may start
+	// as soon as a client has read it.
+	var once sync.Once
+	unlock := func() { once.Do(s.builds.Unlock) }
+	defer unlock()
 	out := &jsonLines{w: w}
 	out.begin()
 	fail := func(err error) {
+		unlock()
 		out.fail(err, func(e *api.Error) any { return api.Progress{Stage: "failed", Error: e} })
 	}
 	defer s.catch(r, fail)
@@ -42,6 +47,9 @@ func (s *Server) buildImage(w http.ResponseWriter, r *http.Request) {
 			return
 		}
 		last = time.Now()
+		if p.Done || p.Error != nil {
+			unlock()
+		}
 		out.send(p)
 	}
 	if _, err := s.images.Build(r.Context(), req, send); err != nil {

@@ -1,0 +1,153 @@
+package client
+
+import (
+	"bufio"
+	"context"
+	"encoding/json"
+	"fmt"
+	"io"
+	"net/url"
+	"strconv"
+	"strings"
+
+	"github.com/airlock/airlock/engine/api"
+)
+
+func pathsQuery(paths []string) url.Values {
+	if len(paths) == 0 {
+		return nil
+	}
+	return url.Values{"path": paths}
+}
+
+// Diff returns the session's changes with hunks, and their stats (which
+// the engine leaves to the client: a summary of the files).
+func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	var out api.Diff
+	if err := c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out); err != nil {
+		return out, err
+	}
+	if out.Stats == nil {
+		out.Stats = api.Stats(out.Files)
+	}
+	return out, nil
+}
+
+// DiffStat is Diff without the hunks: files, line counts, conflicts,
+// holds and findings.
+func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	q := pathsQuery(paths)
+	if q == nil {
+		q = url.Values{}
+	}
+	q.Set("stat", "1")
+	resp, err := c.sendAccepting(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", q, nil, api.StatLines+", application/json")
+	if err != nil {
+		return api.Diff{}, err
+	}
+	defer resp.Body.Close()
+	var out api.Diff
+	if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.StatLines) {
+		return out, json.NewDecoder(resp.Body).Decode(&out) // an engine before the lines
+	}
+	return out, readStatLines(resp.Body, &out)
+}
+
+// readStatLines reads api.StatLines into d: its stats, then the rest. A
+// response without its closing JSON line was cut short.
+func readStatLines(r io.Reader, d *api.Diff) error {
+	br := bufio.NewReaderSize(r, 64<<10)
+	for {
+		line, err := br.ReadSlice('\n')
+		if err == bufio.ErrBufferFull {
+			return fmt.Errorf("the engine's diff summary has a line over 64 KiB")
+		}
+		if err != nil {
+			return fmt.Errorf("the engine's diff summary was cut short (%v): run the command again; `airlock diff` without --stat says why if it fails again", err)
+		}
+		line = line[:len(line)-1]
+		if len(line) > 0 && line[0] == '{' {
+			stats := d.Stats
+			if err := json.Unmarshal(line, d); err != nil {
+				return fmt.Errorf("the engine's diff summary: %w", err)
+			}
+			d.Stats = stats
+			return nil
+		}
+		st, err := api.ParseStatLine(line)
+		if err != nil {
+			return fmt.Errorf("the engine's diff summary: %w", err)
+		}
+		d.Stats = append(d.Stats, st)
+	}
+}
+
+// Patch writes the session's changes as a git-apply patch to w.
+func (c *Client) Patch(ctx context.Context, id string, paths []string, w io.Writer) error {
+	resp, err := c.send(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/patch", pathsQuery(paths), nil)
+	if err != nil {
+		return err
+	}
+	defer resp.Body.Close()
+	_, err = io.Copy(w, resp.Body)
+	return err
+}
+
+// Accept writes the selected changes (all for an empty selection) into
+// the project, all or nothing.
+func (c *Client) Accept(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
+	var out api.Outcomes
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/accept", nil, sel, &out)
+}
+
+// Discard drops the selected changes (all for an empty selection) from the
+// session.
+func (c *Client) Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
+	var out api.Outcomes
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/discard", nil, sel, &out)
+}
+
+// Checkpoints lists a session's checkpoints (its timeline), oldest first.
+func (c *Client) Checkpoints(ctx context.Context, id string) ([]api.Checkpoint, error) {
+	var out []api.Checkpoint
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/checkpoints", nil, nil, &out)
+}
+
+// CheckpointDiff is what changed between two of a session's checkpoints:
+// one turn's, or from turn q.From to turn q.To, or between two
+// checkpoints by id.
+func (c *Client) CheckpointDiff(ctx context.Context, id string, q api.CheckpointDiffQuery) (api.Diff, error) {
+	v := url.Values{}
+	for name, n := range map[string]int64{"turn": int64(q.Turn), "from": int64(q.From), "to": int64(q.To),
+		"from_checkpoint": q.FromCheckpoint, "to_checkpoint": q.ToCheckpoint} {
+		if n != 0 {
+			v.Set(name, strconv.FormatInt(n, 10))
+		}
+	}
+	var out api.Diff
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/checkpoints/diff", v, nil, &out)
+}
+
+// Undo puts a session's workspace back to a checkpoint, stopping its
+// processes first.
+func (c *Client) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
+	var out api.Undone
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/undo", nil, req, &out)
+}
+
+// Blame is a session's diff (of paths, or all) with, for each hunk, the
+// checkpoint that last changed it.
+func (c *Client) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
+	var q url.Values
+	if len(paths) > 0 {
+		q = url.Values{"path": paths}
+	}
+	var out api.Blame
+	return out, c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/blame", q, nil, &out)
+}
+
+// Fork makes new sessions from the state after a turn of a session.
+func (c *Client) Fork(ctx context.Context, id string, req api.ForkRequest) (api.Restored, error) {
+	var out api.Restored
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/fork", nil, req, &out)
+}
