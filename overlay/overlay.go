@@ -23,10 +23,10 @@ import (
 	"fmt"
 	"os"
 	"path/filepath"
-	"time"
 	"strconv"
 	"strings"
 	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/errdefs"
 	"golang.org/x/sys/unix"
