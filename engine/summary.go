@@ -137,7 +137,8 @@ func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w
 
 // DiffStatLines is the session's diff summary, a line per changed path
 // (api.AppendStatLine) handed to each in path order: read back from the
-// last walk's summary while it holds, else from a walk that is kept for
+// last walk's summary while it holds (first a line with the longest
+// path's width, api.AppendStatWidth), else from a walk that is kept for
 // the next time. The api.Diff returned has neither files nor stats.
 func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, each func(line []byte) error) (api.Diff, error) {
 	sid, l, layers, err := e.reviewable(ctx, id)
@@ -154,6 +155,10 @@ func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, e
 		sum, stamp = e.current(sid, l, layers)
 	}
 	if sum != nil {
+		// The widest path first: a client prints each line as it comes.
+		if err := each(api.AppendStatWidth(nil, sum.Width())); err != nil {
+			return api.Diff{}, err
+		}
 		if err := h.without(ctx, func() error { return sum.Each(each) }); err != nil {
 			return api.Diff{}, err
 		}

@@ -17,11 +17,25 @@ import (
 func stats(t *testing.T, e *enginetest.Engine, id string) map[string]api.Stat {
 	t.Helper()
 	out := map[string]api.Stat{}
+	said := -1 // the widest path's length, where the engine says it
 	_, err := e.DiffStatLines(context.Background(), id, nil, func(line []byte) error {
+		if w, ok := api.ParseStatWidth(line); ok {
+			said = w
+			return nil
+		}
 		st, err := api.ParseStatLine(line)
 		out[st.Path] = st
 		return err
 	})
+	if said >= 0 {
+		width := 0
+		for p := range out {
+			width = max(width, len(p))
+		}
+		if said != width {
+			t.Errorf("the summary says the widest path is %d bytes; it is %d", said, width)
+		}
+	}
 	must(t, err)
 	return out
 }

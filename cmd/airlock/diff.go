@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/review"
 	"github.com/spf13/cobra"
 )
@@ -57,10 +58,11 @@ func diffCmd(g *globals) *cobra.Command {
 				defer out.Flush()
 				return printBlame(out, b)
 			}
-			get := c.Diff
-			if stat && !asJSON {
-				get = c.DiffStat
+			colored := color == "always" || color == "auto" && colorOn(os.Stdout)
+			if stat && !asJSON && !byTurn {
+				return diffStat(ctx, c, id, paths, colored)
 			}
+			get := c.Diff
 			if byTurn {
 				get = func(ctx context.Context, id string, _ []string) (api.Diff, error) {
 					return c.CheckpointDiff(ctx, id, q)
@@ -75,15 +77,9 @@ func diffCmd(g *globals) *cobra.Command {
 				enc.SetIndent("", "  ")
 				return enc.Encode(d)
 			}
-			colored := color == "always" || color == "auto" && colorOn(os.Stdout)
 			out := bufio.NewWriterSize(os.Stdout, 64<<10)
 			defer out.Flush()
-			if len(d.Commits) > 0 {
-				fmt.Fprintf(out, "%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(d.Commits))
-				for _, c := range d.Commits {
-					fmt.Fprintf(out, "  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
-				}
-			}
+			printCommits(out, d.Commits)
 			if stat {
 				printStat(out, d, colored)
 			} else if files, err := reviewFiles(d.Files); err != nil {
@@ -92,12 +88,7 @@ func diffCmd(g *globals) *cobra.Command {
 				return err
 			}
 			out.Flush()
-			if len(d.Stats) == 0 && len(d.Commits) == 0 {
-				fmt.Fprintln(os.Stderr, "no changes")
-			}
-			if d.Workspace.Full {
-				fmt.Fprintf(os.Stderr, "airlock: the session's workspace is full (%d of %d MiB): the session's writes fail with ENOSPC; accept or discard, or start a session with a larger --workspace-size\n", d.Workspace.Used>>20, d.Workspace.Size>>20)
-			}
+			diffEnd(len(d.Stats), d)
 			return nil
 		},
 	}
@@ -112,6 +103,45 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.MarkFlagsMutuallyExclusive("turn", "from")
 	cmd.MarkFlagsMutuallyExclusive("turn", "to")
 	return cmd
+}
+
+// diffStat prints the session's summary as the engine hands it on: a
+// large session's hundreds of thousands of paths are not held (see
+// statPrinter); the commits made in the session come after them.
+func diffStat(ctx context.Context, c *client.Client, id string, paths []string, colored bool) error {
+	out := bufio.NewWriterSize(os.Stdout, 64<<10)
+	defer out.Flush()
+	p := &statPrinter{w: out, colored: colored}
+	d, err := c.DiffStatEach(ctx, id, paths, p.setWidth, p.add)
+	if err != nil {
+		return err
+	}
+	p.finish()
+	printCommits(out, d.Commits)
+	out.Flush()
+	diffEnd(p.n, d)
+	return nil
+}
+
+func printCommits(w io.Writer, commits []api.Commit) {
+	if len(commits) == 0 {
+		return
+	}
+	fmt.Fprintf(w, "%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(commits))
+	for _, c := range commits {
+		fmt.Fprintf(w, "  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
+	}
+}
+
+// diffEnd says on standard error what a diff of n paths leaves unsaid:
+// that there is nothing, or that the workspace is full.
+func diffEnd(n int, d api.Diff) {
+	if n == 0 && len(d.Commits) == 0 {
+		fmt.Fprintln(os.Stderr, "no changes")
+	}
+	if d.Workspace.Full {
+		fmt.Fprintf(os.Stderr, "airlock: the session's workspace is full (%d of %d MiB): the session's writes fail with ENOSPC; accept or discard, or start a session with a larger --workspace-size\n", d.Workspace.Used>>20, d.Workspace.Size>>20)
+	}
 }
 
 // printBlame prints the diff of b with each hunk's header followed by
@@ -166,73 +196,114 @@ func reviewFiles(files []api.FileDiff) ([]review.FileDiff, error) {
 	return out, json.Unmarshal(b, &out)
 }
 
+// printStat prints d's stats, one line per path, then the totals.
 func printStat(w io.Writer, d api.Diff, colored bool) {
-	flags := map[string]string{}
-	for _, f := range d.Stats {
-		var marks []string
-		if f.From != "" {
-			marks = append(marks, "from "+f.From)
-		}
-		if f.Conflict {
-			marks = append(marks, "CONFLICT")
-		} else if f.Merged {
-			marks = append(marks, "merged with host changes")
-		}
-		if f.Held {
-			marks = append(marks, "held")
-		}
-		marks = append(marks, f.Findings...)
-		if len(marks) > 0 {
-			flags[f.Path] = "  [" + strings.Join(marks, ", ") + "]"
-		}
-	}
-	width := 0
+	p := &statPrinter{w: w, colored: colored}
 	for _, s := range d.Stats {
-		width = max(width, len(s.Path))
+		p.add(s)
 	}
-	width = min(width, 60)
-	var adds, dels int
-	// Appended by hand, not by fmt: a large session has hundreds of
-	// thousands of lines.
-	var line []byte
-	pad := func(n int) {
-		for ; n > 0; n-- {
-			line = append(line, ' ')
+	p.finish()
+}
+
+// statPrinter prints a diff's stats as they come: at once when the width
+// of the path column is known first (the engine says it when it reads
+// back a summary), else held until the last. Lines are appended by hand,
+// not by fmt: a large session has hundreds of thousands.
+type statPrinter struct {
+	w       io.Writer
+	colored bool
+	width   int
+	known   bool       // width is known: lines go out as they come
+	held    []api.Stat // until then
+	n       int
+	adds    int
+	dels    int
+	line    []byte
+}
+
+// setWidth is the engine's word on the longest path, in bytes.
+func (p *statPrinter) setWidth(width int) { p.width, p.known = min(width, 60), true }
+
+func (p *statPrinter) add(s api.Stat) error {
+	if !p.known {
+		p.held = append(p.held, s)
+		return nil
+	}
+	p.print(s)
+	return nil
+}
+
+// finish prints what was held and the totals.
+func (p *statPrinter) finish() {
+	if !p.known {
+		width := 0
+		for _, s := range p.held {
+			width = max(width, len(s.Path))
+		}
+		p.setWidth(width)
+		for _, s := range p.held {
+			p.print(s)
+		}
+		p.held = nil
+	}
+	if p.n > 0 {
+		fmt.Fprintf(p.w, " %d path(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", p.n, p.adds, p.dels)
+	}
+}
+
+func (p *statPrinter) pad(n int) {
+	for ; n > 0; n-- {
+		p.line = append(p.line, ' ')
+	}
+}
+
+func (p *statPrinter) print(s api.Stat) {
+	p.line = append(p.line[:0], ' ')
+	p.line = append(p.line, s.Kind...)
+	p.pad(8 - len(s.Kind))
+	p.line = append(p.line, ' ')
+	p.line = append(p.line, s.Path...)
+	p.pad(p.width - utf8.RuneCountInString(s.Path)) // as fmt pads: by runes
+	p.line = append(p.line, " | "...)
+	switch {
+	case s.TooLarge:
+		p.line = append(p.line, "no text diff (too large: `airlock diff` says why)"...)
+	case s.Binary:
+		p.line = append(p.line, "binary"...)
+	case s.Added+s.Removed > 0:
+		p.line = fmt.Appendf(p.line, "%4d ", s.Added+s.Removed)
+		if p.colored {
+			p.line = append(p.line, "\x1b[32m"...)
+		}
+		p.line = append(p.line, strings.Repeat("+", min(s.Added, 30))...)
+		if p.colored {
+			p.line = append(p.line, "\x1b[0m\x1b[31m"...)
+		}
+		p.line = append(p.line, strings.Repeat("-", min(s.Removed, 30))...)
+		if p.colored {
+			p.line = append(p.line, "\x1b[0m"...)
 		}
 	}
-	for _, s := range d.Stats {
-		line = append(line[:0], ' ')
-		line = append(line, s.Kind...)
-		pad(8 - len(s.Kind))
-		line = append(line, ' ')
-		line = append(line, s.Path...)
-		pad(width - utf8.RuneCountInString(s.Path)) // as fmt pads: by runes
-		line = append(line, " | "...)
-		switch {
-		case s.TooLarge:
-			line = append(line, "no text diff (too large: `airlock diff` says why)"...)
-		case s.Binary:
-			line = append(line, "binary"...)
-		case s.Added+s.Removed > 0:
-			line = fmt.Appendf(line, "%4d ", s.Added+s.Removed)
-			if colored {
-				line = append(line, "\x1b[32m"...)
-			}
-			line = append(line, strings.Repeat("+", min(s.Added, 30))...)
-			if colored {
-				line = append(line, "\x1b[0m\x1b[31m"...)
-			}
-			line = append(line, strings.Repeat("-", min(s.Removed, 30))...)
-			if colored {
-				line = append(line, "\x1b[0m"...)
-			}
-		}
-		line = append(line, flags[s.Path]...)
-		w.Write(append(line, '\n'))
-		adds += s.Added
-		dels += s.Removed
+	var marks []string
+	if s.From != "" {
+		marks = append(marks, "from "+s.From)
 	}
-	if len(d.Stats) > 0 {
-		fmt.Fprintf(w, " %d path(s) changed, %d insertion(s)(+), %d deletion(s)(-)\n", len(d.Stats), adds, dels)
+	if s.Conflict {
+		marks = append(marks, "CONFLICT")
+	} else if s.Merged {
+		marks = append(marks, "merged with host changes")
 	}
+	if s.Held {
+		marks = append(marks, "held")
+	}
+	marks = append(marks, s.Findings...)
+	if len(marks) > 0 {
+		p.line = append(p.line, "  ["...)
+		p.line = append(p.line, strings.Join(marks, ", ")...)
+		p.line = append(p.line, ']')
+	}
+	p.w.Write(append(p.line, '\n'))
+	p.n++
+	p.adds += s.Added
+	p.dels += s.Removed
 }

@@ -12,7 +12,8 @@ import (
 // api.Diff as JSON (it starts with "{", which no stat line does). It is
 // what `airlock diff --stat` asks for: a large session's summary is
 // hundreds of thousands of lines, and decoding them as JSON costs more
-// than the engine's work.
+// than the engine's work. A first line "#width N" (AppendStatWidth) may
+// say how long the longest path is.
 const StatLines = "text/x-airlock-stat"
 
 // AppendStatLine appends s as a line (without its newline): kind, added
@@ -67,6 +68,24 @@ func appendEscaped(b []byte, s string) []byte {
 		}
 	}
 	return b
+}
+
+// AppendStatWidth appends the line that may come first in StatLines: the
+// length in bytes of the longest path to come ("#width N"), so that a
+// client can align each line as it comes instead of holding them all.
+func AppendStatWidth(b []byte, width int) []byte {
+	return strconv.AppendInt(append(b, "#width "...), int64(width), 10)
+}
+
+// ParseStatWidth reads a line AppendStatWidth made (ok false: it is not
+// one).
+func ParseStatWidth(line []byte) (width int, ok bool) {
+	rest, found := bytes.CutPrefix(line, []byte("#width "))
+	if !found {
+		return 0, false
+	}
+	n, err := atoi(rest)
+	return n, err == nil
 }
 
 // ParseStatLine reads a line AppendStatLine made.

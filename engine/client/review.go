@@ -36,6 +36,21 @@ func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 // DiffStat is Diff without the hunks: files, line counts, conflicts,
 // holds and findings.
 func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	var stats []api.Stat
+	d, err := c.DiffStatEach(ctx, id, paths, nil, func(s api.Stat) error {
+		stats = append(stats, s)
+		return nil
+	})
+	d.Stats = stats
+	return d, err
+}
+
+// DiffStatEach is DiffStat handing each path's stat to each as it comes,
+// without keeping them; width, when not nil, is told the longest path's
+// length in bytes before the first stat where the engine knows it (a
+// summary it kept), so that a printer can align lines as they come. The
+// api.Diff returned has no stats.
+func (c *Client) DiffStatEach(ctx context.Context, id string, paths []string, width func(int), each func(api.Stat) error) (api.Diff, error) {
 	q := pathsQuery(paths)
 	if q == nil {
 		q = url.Values{}
@@ -48,16 +63,27 @@ func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.D
 	defer resp.Body.Close()
 	var out api.Diff
 	if !strings.HasPrefix(resp.Header.Get("Content-Type"), api.StatLines) {
-		return out, json.NewDecoder(resp.Body).Decode(&out) // an engine before the lines
+		// An engine before the lines.
+		if err := json.NewDecoder(resp.Body).Decode(&out); err != nil {
+			return out, err
+		}
+		stats := out.Stats
+		out.Stats = nil
+		for _, s := range stats {
+			if err := each(s); err != nil {
+				return out, err
+			}
+		}
+		return out, nil
 	}
-	return out, readStatLines(resp.Body, &out)
+	return out, readStatLines(resp.Body, &out, width, each)
 }
 
-// readStatLines reads api.StatLines into d: its stats, then the rest. A
-// response without its closing JSON line was cut short.
-func readStatLines(r io.Reader, d *api.Diff) error {
+// readStatLines reads api.StatLines: the stats to each, then the rest
+// into d. A response without its closing JSON line was cut short.
+func readStatLines(r io.Reader, d *api.Diff, width func(int), each func(api.Stat) error) error {
 	br := bufio.NewReaderSize(r, 64<<10)
-	for {
+	for first := true; ; first = false {
 		line, err := br.ReadSlice('\n')
 		if err == bufio.ErrBufferFull {
 			return fmt.Errorf("the engine's diff summary has a line over 64 KiB")
@@ -67,18 +93,24 @@ func readStatLines(r io.Reader, d *api.Diff) error {
 		}
 		line = line[:len(line)-1]
 		if len(line) > 0 && line[0] == '{' {
-			stats := d.Stats
 			if err := json.Unmarshal(line, d); err != nil {
 				return fmt.Errorf("the engine's diff summary: %w", err)
 			}
-			d.Stats = stats
 			return nil
+		}
+		if w, ok := api.ParseStatWidth(line); ok && first {
+			if width != nil {
+				width(w)
+			}
+			continue
 		}
 		st, err := api.ParseStatLine(line)
 		if err != nil {
 			return fmt.Errorf("the engine's diff summary: %w", err)
 		}
-		d.Stats = append(d.Stats, st)
+		if err := each(st); err != nil {
+			return err
+		}
 	}
 }
 

@@ -21,6 +21,7 @@ type Summary struct {
 	path  string
 	stamp string
 	count int
+	width int // the longest path's length in bytes
 	deps  []Dep
 }
 
@@ -67,7 +68,7 @@ type Writer struct {
 	path, project string
 	f             *os.File
 	bw            *bufio.Writer
-	count         int
+	count, width  int
 	deps          map[string]Key
 	tooMany       bool
 	err           error
@@ -93,6 +94,7 @@ func (w *Writer) Add(line []byte, rel string, present bool) error {
 	}
 	w.Depend(rel, present)
 	w.count++
+	w.width = max(w.width, len(rel))
 	if _, err := w.bw.Write(line); err != nil {
 		w.err = err
 		return err
@@ -158,7 +160,7 @@ func (w *Writer) Commit(stamp string) (*Summary, error) {
 	if err := os.Rename(w.f.Name(), w.path); err != nil {
 		return nil, err
 	}
-	return &Summary{path: w.path, stamp: stamp, count: w.count, deps: deps}, nil
+	return &Summary{path: w.path, stamp: stamp, count: w.count, width: w.width, deps: deps}, nil
 }
 
 // Abort drops an uncommitted summary.
@@ -186,6 +188,9 @@ func (s *Summary) Holds(stamp, project string) bool {
 
 // Count is how many lines (changed paths) the summary has.
 func (s *Summary) Count() int { return s.count }
+
+// Width is the length of the longest changed path, in bytes.
+func (s *Summary) Width() int { return s.width }
 
 // Each hands each line of the summary on, without its newline; the
 // slice is valid until the next call.

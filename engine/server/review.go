@@ -49,6 +49,9 @@ func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
 	if !strings.Contains(r.Header.Get("Accept"), api.StatLines) {
 		out := &objectStream{w: w, field: "stats"}
 		d, err := s.eng.DiffStatLines(r.Context(), id, paths, func(line []byte) error {
+			if _, ok := api.ParseStatWidth(line); ok {
+				return nil
+			}
 			st, err := api.ParseStatLine(line)
 			if err != nil {
 				return err
