@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
@@ -82,37 +83,78 @@ func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
 	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
 }
 
+// fillWorkspace fills the upper directory with the snapshot's workspace.
 func (s *restoreSource) fillWorkspace(upper string) error {
-	r, err := confined.OpenRoot(upper)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Root: r})
+	defer s.timed("fill workspace", time.Now())
+	return s.clone(whatWorkspace, s.workspace, snapshot.Target{Prefix: workspacePrefix}, upper)
 }
 
+// fillContainer fills the container's own upper directory (Docker's,
+// before the container starts) with the snapshot's container changes.
 func (s *restoreSource) fillContainer(upperDir string) error {
 	if s.container.Hex == "" {
 		return nil
 	}
-	r, err := confined.OpenRoot(upperDir)
+	defer s.timed("fill container layer", time.Now())
+	return s.clone(whatContainer, s.container, snapshot.Target{Skip: notContainers}, upperDir)
+}
+
+// clone fills dir with the part t names of layer h from the layer cache:
+// the part is applied there once, under the rules of every application,
+// and each session gets its own copy of it (nothing is shared once
+// made).
+func (s *restoreSource) clone(what string, h v1.Hash, t snapshot.Target, dir string) error {
+	r, err := confined.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return s.apply(s.container, snapshot.Target{Root: r, Skip: notContainers})
+	var applyErr error
+	err = s.e.layers.Clone(cacheKey(what, h), func(cache *confined.Root) error {
+		defer s.timed("apply the "+what+" layer to the cache", time.Now())
+		t.Root = cache
+		applyErr = s.apply(h, t)
+		return applyErr
+	}, r)
+	switch {
+	case err == nil || err == applyErr:
+		return err
+	case errors.Is(err, syscall.ENOSPC) && what == whatWorkspace:
+		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
+	}
+	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
+}
+
+// cacheKey names the part of a layer a restore applies (the workspace
+// or the container changes) in the layer cache.
+func cacheKey(what string, h v1.Hash) string { return what + "-" + h.Algorithm + "-" + h.Hex }
+
+// dropCachedLayers removes from the layer cache the layers the snapshot
+// store no longer holds.
+func (e *Engine) dropCachedLayers() error {
+	return e.layers.Drop(func(key string) bool {
+		_, digest, _ := strings.Cut(key, "-")
+		alg, hex, ok := strings.Cut(digest, "-")
+		return ok && e.snaps.Has(v1.Hash{Algorithm: alg, Hex: hex})
+	})
 }
 
 func (s *restoreSource) fillHome(pid int) error {
 	if s.container.Hex == "" || pid <= 0 {
 		return nil
 	}
+	defer s.timed("fill home", time.Now())
 	home, err := openHome(pid)
 	if err != nil {
 		return err
 	}
 	defer home.Close()
 	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Root: home})
+}
+
+// timed logs, at debug level, how long a restore's step took.
+func (s *restoreSource) timed(step string, t time.Time) {
+	s.e.log.Debug("restore timing", "snapshot", s.snap.ID, "step", step, "took", time.Since(t))
 }
 
 // Restore makes req.N new sessions (in parallel) from a snapshot: each
@@ -146,10 +188,13 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	sessions := make([]api.Session, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, forkParallel)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			sessions[i], errs[i] = e.create(ctx, spec, src)
 		}()
 	}
