@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -85,6 +86,12 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		t := time.Now()
 		r, err := c.Restore(ctx, snap100, api.RestoreRequest{})
 		check(err)
+		// To the first command: `true` run in the restored session.
+		code, err := c.Exec(ctx, r.Sessions[0].ID, api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{Stdout: io.Discard, Stderr: io.Discard}, nil)
+		check(err)
+		if code != 0 {
+			check(fmt.Errorf("true in a restored session: exit %d", code))
+		}
 		d := time.Since(t)
 		check(c.Remove(ctx, r.Sessions[0].ID))
 		name := fmt.Sprintf("airlock-bench-restore-%d", i)
@@ -98,11 +105,11 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		}
 	}
 	var fork, dfork []time.Duration
-	for i := 0; i < runs; i++ {
+	for i := 0; i < runs+1; i++ {
 		t := time.Now()
 		r, err := c.Restore(ctx, snap100, api.RestoreRequest{N: 10})
 		check(err)
-		fork = append(fork, time.Since(t))
+		took := time.Since(t)
 		if len(r.Sessions) != 10 {
 			check(fmt.Errorf("fork made %d sessions: %v", len(r.Sessions), r.Warnings))
 		}
@@ -119,17 +126,31 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 			}()
 		}
 		wg.Wait()
-		dfork = append(dfork, time.Since(t))
+		if i > 0 { // the first fills the layer cache
+			fork, dfork = append(fork, took), append(dfork, time.Since(t))
+		}
 		for j := 0; j < 10; j++ {
 			runOutCmd("docker", "rm", "-f", fmt.Sprintf("airlock-bench-fork-%d", j))
 		}
 	}
-	b.log("| 100 MB snapshot | airlock p50 | docker p50 |")
-	b.log("|---|---|---|")
-	b.log("| restore: `airlock restore` / `docker run -d` of the committed image | %s | %s |", ms(pct(restore, .5)), ms(pct(drun, .5)))
-	b.log("| fork of 10: `airlock fork -n 10` / 10 parallel `docker run -d` | %s | %s |", ms(pct(fork, .5)), ms(pct(dfork, .5)))
+	// One call making the most sessions a fork makes.
+	t := time.Now()
+	r, err := c.Restore(ctx, snap100, api.RestoreRequest{N: 100})
+	check(err)
+	fork100 := time.Since(t)
+	if len(r.Sessions) != 100 {
+		check(fmt.Errorf("fork of 100 made %d sessions: %v", len(r.Sessions), r.Warnings))
+	}
+	for _, s := range r.Sessions {
+		check(c.Remove(ctx, s.ID))
+	}
+	b.log("| 100 MB snapshot | airlock p50 | p95 | docker p50 | p95 |")
+	b.log("|---|---|---|---|---|")
+	b.log("| restore to first command: `airlock restore` + `true` / `docker run -d` of the committed image | %s | %s | %s | %s |", ms(pct(restore, .5)), ms(pct(restore, .95)), ms(pct(drun, .5)), ms(pct(drun, .95)))
+	b.log("| fork of 10: `airlock fork -n 10` / 10 parallel `docker run -d` | %s | %s | %s | %s |", ms(pct(fork, .5)), ms(pct(fork, .95)), ms(pct(dfork, .5)), ms(pct(dfork, .95)))
+	b.log("| fork of 100 (one call) | %s | | | |", ms(fork100))
 	b.log("")
-	b.log("Snapshot of 100 MB p50: **%s** (target < 1 s); fork of 10 p50: **%s** (target < 3 s).", ms(snap100Time), ms(pct(fork, .5)))
+	b.log("Snapshot of 100 MB p50: **%s** (target < 1 s); restore to first command p50: **%s** (target ≤ 150 ms); fork of 10 p50: **%s** (target ≤ 1 s). The first restore and the first fork apply the snapshot's layers to the layer cache and are not counted.", ms(snap100Time), ms(pct(restore, .5)), ms(pct(fork, .5)))
 	b.log("")
 }
 

@@ -6,6 +6,8 @@ import (
 	"log/slog"
 	"os"
 	"sort"
+	"strconv"
+	"strings"
 	"testing"
 	"time"
 
@@ -19,8 +21,21 @@ import (
 //
 //	go test -run '^$' -bench Restore -benchtime 5x ./engine/
 //
-// AIRLOCK_BENCH_LOG=1 prints the engine's debug log (the steps' timings).
+// AIRLOCK_BENCH_LOG=1 prints the engine's debug log (the steps' timings);
+// AIRLOCK_BENCH_MB sets the workspace's size, AIRLOCK_BENCH_N the sizes of
+// the forks (default "1 10").
 func BenchmarkRestore(b *testing.B) {
+	mb, ns := 100, []int{1, 10}
+	if v := os.Getenv("AIRLOCK_BENCH_MB"); v != "" {
+		mb, _ = strconv.Atoi(v)
+	}
+	if v := os.Getenv("AIRLOCK_BENCH_N"); v != "" {
+		ns = nil
+		for _, f := range strings.Fields(v) {
+			n, _ := strconv.Atoi(f)
+			ns = append(ns, n)
+		}
+	}
 	opts := []func(*engine.Options){func(o *engine.Options) { o.SpareNetworks = 1 }}
 	if os.Getenv("AIRLOCK_BENCH_LOG") != "" {
 		opts = append(opts, func(o *engine.Options) {
@@ -30,12 +45,12 @@ func BenchmarkRestore(b *testing.B) {
 	e := enginetest.Start(b, opts...)
 	ctx := context.Background()
 	p := b.TempDir()
-	s, err := e.Create(ctx, api.CreateRequest{Project: p, Limits: api.Limits{WorkspaceSize: 200 << 20, Memory: 512 << 20}})
+	s, err := e.Create(ctx, api.CreateRequest{Project: p, Limits: api.Limits{WorkspaceSize: int64(2*mb+64) << 20, Memory: 512 << 20}})
 	if err != nil {
 		b.Fatal(err)
 	}
 	var out discard
-	code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", "for i in 0 1 2 3 4 5 6 7 8 9; do head -c 10485760 /dev/urandom > data$i.bin; done"}}, engine.ExecIO{Stdout: out, Stderr: out})
+	code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sh", "-c", fmt.Sprintf("for i in 0 1 2 3 4 5 6 7 8 9; do head -c %d /dev/urandom > data$i.bin; done", mb<<20/10)}}, engine.ExecIO{Stdout: out, Stderr: out})
 	if err != nil || code != 0 {
 		b.Fatalf("fill: %d %v", code, err)
 	}
@@ -51,7 +66,7 @@ func BenchmarkRestore(b *testing.B) {
 			b.Fatalf("first command: %d %v", code, err)
 		}
 	}
-	for _, n := range []int{1, 10} {
+	for _, n := range ns {
 		b.Run(fmt.Sprintf("n=%d", n), func(b *testing.B) {
 			var took []time.Duration
 			for range b.N {
