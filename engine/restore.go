@@ -68,8 +68,17 @@ func (e *Engine) layerWriteError(what string, err error) error {
 // apply extracts layer h onto the target, checking the layer against its
 // digest to the last byte.
 func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
-	open := func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
-	_, err := snapshot.ApplyLayer(open, t, snapshot.Limits{})
+	_, err := snapshot.ApplyLayer(s.open(h), t, snapshot.Limits{})
+	return s.applyError(err)
+}
+
+// open opens layer h for ApplyLayer, checked against its digest.
+func (s *restoreSource) open(h v1.Hash) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
+}
+
+// applyError says why a layer could not be applied, and what to do.
+func (s *restoreSource) applyError(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -86,7 +95,7 @@ func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
 // fillWorkspace fills the upper directory with the snapshot's workspace.
 func (s *restoreSource) fillWorkspace(upper string) error {
 	defer s.timed("fill workspace", time.Now())
-	return s.clone(whatWorkspace, s.workspace, snapshot.Target{Prefix: workspacePrefix}, upper)
+	return s.clone(whatWorkspace, upper)
 }
 
 // fillContainer fills the container's own upper directory (Docker's,
@@ -96,24 +105,67 @@ func (s *restoreSource) fillContainer(upperDir string) error {
 		return nil
 	}
 	defer s.timed("fill container layer", time.Now())
-	return s.clone(whatContainer, s.container, snapshot.Target{Skip: notContainers}, upperDir)
+	return s.clone(whatContainer, upperDir)
 }
 
-// clone fills dir with the part t names of layer h from the layer cache:
-// the part is applied there once, under the rules of every application,
-// and each session gets its own copy of it (nothing is shared once
-// made).
-func (s *restoreSource) clone(what string, h v1.Hash, t snapshot.Target, dir string) error {
+// The parts of the snapshot's layers a restore copies into each new
+// session, as the layer cache holds them.
+func (s *restoreSource) parts() map[string]cachedPart {
+	p := map[string]cachedPart{whatWorkspace: {s.workspace, snapshot.Target{Prefix: workspacePrefix}}}
+	if s.container.Hex != "" {
+		p[whatContainer] = cachedPart{s.container, snapshot.Target{Skip: notContainers}}
+	}
+	return p
+}
+
+type cachedPart struct {
+	layer v1.Hash
+	t     snapshot.Target
+}
+
+// prepare applies the snapshot's layers to the layer cache, once for all
+// the sessions of a restore and before any is made: a damaged or refused
+// layer fails the restore with nothing to undo.
+func (s *restoreSource) prepare() error {
+	for what, p := range s.parts() {
+		if err := s.e.layers.Fill(cacheKey(what, p.layer), s.applyToCache(what, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyToCache applies a part of a layer into the cache's directory.
+func (s *restoreSource) applyToCache(what string, p cachedPart) func(*confined.Root) error {
+	return func(cache *confined.Root) error {
+		defer s.timed("apply the "+what+" layer to the cache", time.Now())
+		t := p.t
+		t.Root = cache
+		_, err := snapshot.ApplyLayer(s.open(p.layer), t, snapshot.Limits{})
+		if errors.Is(err, syscall.ENOSPC) {
+			// The cache is on the state directory's disk, not in the
+			// session's workspace.
+			return s.e.layerWriteError("the layer cache", err)
+		}
+		return s.applyError(err)
+	}
+}
+
+// clone fills dir with a part of the snapshot's layers from the layer
+// cache (applied there once, under the rules of every application, by
+// prepare, or now if the cache lost it): each session gets its own copy
+// (nothing is shared once made).
+func (s *restoreSource) clone(what string, dir string) error {
+	p := s.parts()[what]
 	r, err := confined.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
 	var applyErr error
-	err = s.e.layers.Clone(cacheKey(what, h), func(cache *confined.Root) error {
-		defer s.timed("apply the "+what+" layer to the cache", time.Now())
-		t.Root = cache
-		applyErr = s.apply(h, t)
+	apply := s.applyToCache(what, p)
+	err = s.e.layers.Clone(cacheKey(what, p.layer), func(cache *confined.Root) error {
+		applyErr = apply(cache)
 		return applyErr
 	}, r)
 	switch {
@@ -183,6 +235,9 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	var out api.Restored
 	spec.Image, out.Warnings, err = e.restoreImage(ctx, snap, req.Image)
 	if err != nil {
+		return api.Restored{}, err
+	}
+	if err := src.prepare(); err != nil {
 		return api.Restored{}, err
 	}
 	sessions := make([]api.Session, n)

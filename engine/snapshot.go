@@ -351,7 +351,8 @@ func (e *Engine) RemoveSnapshot(ctx context.Context, ref string) error {
 }
 
 // openSnapshots opens the snapshot store and drops what a crash left: an
-// image listed without its record, blobs nothing lists.
+// image listed without its record, blobs nothing lists; and opens the
+// layer cache, empty.
 func (e *Engine) openSnapshots(ctx context.Context) error {
 	var err error
 	if e.snaps, err = snapshot.Open(filepath.Join(e.stateDir, "snapshots")); err != nil {
@@ -374,7 +375,7 @@ func (e *Engine) openSnapshots(ctx context.Context) error {
 	if e.layers, err = snapshot.OpenLayerCache(filepath.Join(e.stateDir, "layer-cache")); err != nil {
 		return fmt.Errorf("open the layer cache: %w", err)
 	}
-	return e.dropCachedLayers()
+	return nil
 }
 
 func humanBytes(n int64) string {

@@ -27,15 +27,16 @@ type LayerCache struct {
 	filling map[string]*sync.Mutex // one application of a key at a time
 }
 
-// OpenLayerCache opens (creating if needed) the cache at dir and removes
-// what an interrupted application left.
+// OpenLayerCache opens the cache at dir, empty: what it held is removed
+// (an interrupted application, and layers an earlier engine applied,
+// perhaps under other rules), so that the cache holds only what this
+// process applied.
 func OpenLayerCache(dir string) (*LayerCache, error) {
-	if err := os.MkdirAll(dir, 0o700); err != nil {
+	if err := os.RemoveAll(dir); err != nil {
 		return nil, err
 	}
-	tmp, _ := filepath.Glob(filepath.Join(dir, ".tmp-*"))
-	for _, t := range tmp {
-		os.RemoveAll(t)
+	if err := os.MkdirAll(dir, 0o700); err != nil {
+		return nil, err
 	}
 	return &LayerCache{dir: dir, filling: map[string]*sync.Mutex{}}, nil
 }
@@ -45,8 +46,8 @@ func OpenLayerCache(dir string) (*LayerCache, error) {
 // cache does not hold it. An application that fails leaves nothing in
 // the cache and returns apply's error.
 func (c *LayerCache) Clone(key string, apply func(*confined.Root) error, dst *confined.Root) error {
-	if key == "" || strings.ContainsAny(key, "/.") {
-		return fmt.Errorf("layer cache key %q", key)
+	if err := checkKey(key); err != nil {
+		return err
 	}
 	c.mu.RLock()
 	defer c.mu.RUnlock()
@@ -60,6 +61,24 @@ func (c *LayerCache) Clone(key string, apply func(*confined.Root) error, dst *co
 	}
 	defer src.Close()
 	return CloneTree(src, dst)
+}
+
+// Fill applies the layer cached under key, as Clone does, when the cache
+// does not hold it yet, without cloning it.
+func (c *LayerCache) Fill(key string, apply func(*confined.Root) error) error {
+	if err := checkKey(key); err != nil {
+		return err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	return c.fill(key, filepath.Join(c.dir, key), apply)
+}
+
+func checkKey(key string) error {
+	if key == "" || strings.ContainsAny(key, "/.") {
+		return fmt.Errorf("layer cache key %q", key)
+	}
+	return nil
 }
 
 func (c *LayerCache) fill(key, dir string, apply func(*confined.Root) error) error {
@@ -110,6 +129,9 @@ func (c *LayerCache) Drop(keep func(key string) bool) error {
 		if err := os.RemoveAll(filepath.Join(c.dir, e.Name())); err != nil {
 			errs = append(errs, err)
 		}
+		c.fillMu.Lock()
+		delete(c.filling, e.Name())
+		c.fillMu.Unlock()
 	}
 	if len(errs) > 0 {
 		return errs[0]
