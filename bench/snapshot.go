@@ -78,6 +78,9 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		check(c.Remove(ctx, id))
 	}
 	b.log("")
+	if snap10 != "" {
+		defer c.RemoveSnapshot(ctx, snap10)
+	}
 	if snap100 == "" {
 		return
 	}
@@ -140,7 +143,6 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 	// snapshot (100 tmpfs workspaces of 100 MB would hold 10 GB).
 	fork100 := "(no 10 MB snapshot)"
 	if snap10 != "" {
-		defer c.RemoveSnapshot(ctx, snap10)
 		t := time.Now()
 		r, err := c.Restore(ctx, snap10, api.RestoreRequest{N: 100})
 		check(err)
