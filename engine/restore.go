@@ -209,9 +209,10 @@ func (s *restoreSource) timed(step string, t time.Time) {
 	s.e.log.Debug("restore timing", "snapshot", s.snap.ID, "step", step, "took", time.Since(t))
 }
 
-// Restore makes req.N new sessions (in parallel) from a snapshot: each
-// starts with the snapshot's container changes, home and workspace, over
-// the project as it is now.
+// Restore makes req.N new sessions (forkParallel at a time) from a
+// snapshot: each starts with the snapshot's container changes, home and
+// workspace, over the project as it is now. The workspace and container
+// layers are applied once, into the layer cache, and copied from there.
 func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error) {
 	snap, err := e.store.Snapshot(ctx, ref)
 	if err != nil {
