@@ -3,6 +3,7 @@ package main
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"sync"
@@ -26,7 +27,7 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 	b.log("")
 	b.log("| workspace | `airlock snapshot` p50 | frozen p50 | `docker commit` p50 |")
 	b.log("|---|---|---|---|")
-	var snap100, image100 string
+	var snap100, image100, snap10 string
 	var snap100Time time.Duration
 	for _, mb := range sizesMB {
 		fill := fmt.Sprintf("for i in 0 1 2 3 4 5 6 7 8 9; do head -c %d /dev/urandom > data$i.bin; done", mb<<20/10)
@@ -62,7 +63,10 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 			} else {
 				runOutCmd("docker", "rmi", ref)
 			}
-			if mb != 100 || i > 0 {
+			switch {
+			case mb == 10 && i == 0:
+				snap10 = s.ID // for the fork of 100
+			case mb != 100 || i > 0:
 				check(c.RemoveSnapshot(ctx, s.ID))
 			}
 		}
@@ -74,6 +78,9 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		check(c.Remove(ctx, id))
 	}
 	b.log("")
+	if snap10 != "" {
+		defer c.RemoveSnapshot(ctx, snap10)
+	}
 	if snap100 == "" {
 		return
 	}
@@ -85,6 +92,12 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		t := time.Now()
 		r, err := c.Restore(ctx, snap100, api.RestoreRequest{})
 		check(err)
+		// To the first command: `true` run in the restored session.
+		code, err := c.Exec(ctx, r.Sessions[0].ID, api.ExecRequest{Argv: []string{"true"}}, client.ExecIO{Stdout: io.Discard, Stderr: io.Discard}, nil)
+		check(err)
+		if code != 0 {
+			check(fmt.Errorf("true in a restored session: exit %d", code))
+		}
 		d := time.Since(t)
 		check(c.Remove(ctx, r.Sessions[0].ID))
 		name := fmt.Sprintf("airlock-bench-restore-%d", i)
@@ -98,11 +111,11 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 		}
 	}
 	var fork, dfork []time.Duration
-	for i := 0; i < runs; i++ {
+	for i := 0; i < runs+1; i++ {
 		t := time.Now()
 		r, err := c.Restore(ctx, snap100, api.RestoreRequest{N: 10})
 		check(err)
-		fork = append(fork, time.Since(t))
+		took := time.Since(t)
 		if len(r.Sessions) != 10 {
 			check(fmt.Errorf("fork made %d sessions: %v", len(r.Sessions), r.Warnings))
 		}
@@ -119,17 +132,35 @@ func (b *bench) snapshots(sizesMB []int, runs int) {
 			}()
 		}
 		wg.Wait()
-		dfork = append(dfork, time.Since(t))
+		if i > 0 { // the first fills the layer cache
+			fork, dfork = append(fork, took), append(dfork, time.Since(t))
+		}
 		for j := 0; j < 10; j++ {
 			runOutCmd("docker", "rm", "-f", fmt.Sprintf("airlock-bench-fork-%d", j))
 		}
 	}
-	b.log("| 100 MB snapshot | airlock p50 | docker p50 |")
-	b.log("|---|---|---|")
-	b.log("| restore: `airlock restore` / `docker run -d` of the committed image | %s | %s |", ms(pct(restore, .5)), ms(pct(drun, .5)))
-	b.log("| fork of 10: `airlock fork -n 10` / 10 parallel `docker run -d` | %s | %s |", ms(pct(fork, .5)), ms(pct(dfork, .5)))
+	// One call making the most sessions a fork makes, from the 10 MB
+	// snapshot (100 tmpfs workspaces of 100 MB would hold 10 GB).
+	fork100 := "(no 10 MB snapshot)"
+	if snap10 != "" {
+		t := time.Now()
+		r, err := c.Restore(ctx, snap10, api.RestoreRequest{N: 100})
+		check(err)
+		fork100 = ms(time.Since(t))
+		if len(r.Sessions) != 100 {
+			check(fmt.Errorf("fork of 100 made %d sessions: %v", len(r.Sessions), r.Warnings))
+		}
+		for _, s := range r.Sessions {
+			check(c.Remove(ctx, s.ID))
+		}
+	}
+	b.log("| 100 MB snapshot | airlock p50 | p95 | docker p50 | p95 |")
+	b.log("|---|---|---|---|---|")
+	b.log("| restore to first command: `airlock restore` + `true` / `docker run -d` of the committed image | %s | %s | %s | %s |", ms(pct(restore, .5)), ms(pct(restore, .95)), ms(pct(drun, .5)), ms(pct(drun, .95)))
+	b.log("| fork of 10: `airlock fork -n 10` / 10 parallel `docker run -d` | %s | %s | %s | %s |", ms(pct(fork, .5)), ms(pct(fork, .95)), ms(pct(dfork, .5)), ms(pct(dfork, .95)))
+	b.log("| fork of 100 in one call, from the 10 MB snapshot (once) | %s | | | |", fork100)
 	b.log("")
-	b.log("Snapshot of 100 MB p50: **%s** (target < 1 s); fork of 10 p50: **%s** (target < 3 s).", ms(snap100Time), ms(pct(fork, .5)))
+	b.log("Snapshot of 100 MB p50: **%s** (target < 1 s); restore to first command p50: **%s** (target ≤ 150 ms); fork of 10 p50: **%s** (target ≤ 1 s). The first restore and the first fork apply the snapshot's layers to the layer cache and are not counted.", ms(snap100Time), ms(pct(restore, .5)), ms(pct(fork, .5)))
 	b.log("")
 }
 

@@ -145,7 +145,8 @@ type Options struct {
 
 // Engine owns sessions. It is safe for concurrent use.
 type Engine struct {
-	snaps    *snapshot.Store // snapshot layers, an OCI image layout
+	snaps    *snapshot.Store      // snapshot layers, an OCI image layout
+	layers   *snapshot.LayerCache // snapshots' layers, applied once for restores (restore.go)
 	docker   Docker
 	store    *store.Store
 	stateDir string

@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 	"syscall"
+	"time"
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
@@ -67,8 +68,17 @@ func (e *Engine) layerWriteError(what string, err error) error {
 // apply extracts layer h onto the target, checking the layer against its
 // digest to the last byte.
 func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
-	open := func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
-	_, err := snapshot.ApplyLayer(open, t, snapshot.Limits{})
+	_, err := snapshot.ApplyLayer(s.open(h), t, snapshot.Limits{})
+	return s.applyError(err)
+}
+
+// open opens layer h for ApplyLayer, checked against its digest.
+func (s *restoreSource) open(h v1.Hash) func() (io.ReadCloser, error) {
+	return func() (io.ReadCloser, error) { return s.e.snaps.Open(h) }
+}
+
+// applyError says why a layer could not be applied, and what to do.
+func (s *restoreSource) applyError(err error) error {
 	switch {
 	case err == nil:
 		return nil
@@ -82,31 +92,110 @@ func (s *restoreSource) apply(h v1.Hash, t snapshot.Target) error {
 	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
 }
 
+// fillWorkspace fills the upper directory with the snapshot's workspace.
 func (s *restoreSource) fillWorkspace(upper string) error {
-	r, err := confined.OpenRoot(upper)
-	if err != nil {
-		return err
-	}
-	defer r.Close()
-	return s.apply(s.workspace, snapshot.Target{Prefix: workspacePrefix, Root: r})
+	defer s.timed("fill workspace", time.Now())
+	return s.clone(whatWorkspace, upper)
 }
 
+// fillContainer fills the container's own upper directory (Docker's,
+// before the container starts) with the snapshot's container changes.
 func (s *restoreSource) fillContainer(upperDir string) error {
 	if s.container.Hex == "" {
 		return nil
 	}
-	r, err := confined.OpenRoot(upperDir)
+	defer s.timed("fill container layer", time.Now())
+	return s.clone(whatContainer, upperDir)
+}
+
+// The parts of the snapshot's layers a restore copies into each new
+// session, as the layer cache holds them.
+func (s *restoreSource) parts() map[string]cachedPart {
+	p := map[string]cachedPart{whatWorkspace: {s.workspace, snapshot.Target{Prefix: workspacePrefix}}}
+	if s.container.Hex != "" {
+		p[whatContainer] = cachedPart{s.container, snapshot.Target{Skip: notContainers}}
+	}
+	return p
+}
+
+type cachedPart struct {
+	layer v1.Hash
+	t     snapshot.Target
+}
+
+// prepare applies the snapshot's layers to the layer cache, once for all
+// the sessions of a restore and before any is made: a damaged or refused
+// layer fails the restore with nothing to undo.
+func (s *restoreSource) prepare() error {
+	for what, p := range s.parts() {
+		if err := s.e.layers.Fill(cacheKey(what, p.layer), s.applyToCache(what, p)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// applyToCache applies a part of a layer into the cache's directory.
+func (s *restoreSource) applyToCache(what string, p cachedPart) func(*confined.Root) error {
+	return func(cache *confined.Root) error {
+		defer s.timed("apply the "+what+" layer to the cache", time.Now())
+		t := p.t
+		t.Root = cache
+		_, err := snapshot.ApplyLayer(s.open(p.layer), t, snapshot.Limits{})
+		if errors.Is(err, syscall.ENOSPC) {
+			// The cache is on the state directory's disk, not in the
+			// session's workspace.
+			return s.e.layerWriteError("the layer cache", err)
+		}
+		return s.applyError(err)
+	}
+}
+
+// clone fills dir with a part of the snapshot's layers from the layer
+// cache (applied there once, under the rules of every application, by
+// prepare, or now if the cache lost it): each session gets its own copy
+// (nothing is shared once made).
+func (s *restoreSource) clone(what string, dir string) error {
+	p := s.parts()[what]
+	r, err := confined.OpenRoot(dir)
 	if err != nil {
 		return err
 	}
 	defer r.Close()
-	return s.apply(s.container, snapshot.Target{Root: r, Skip: notContainers})
+	var applyErr error
+	apply := s.applyToCache(what, p)
+	err = s.e.layers.Clone(cacheKey(what, p.layer), func(cache *confined.Root) error {
+		applyErr = apply(cache)
+		return applyErr
+	}, r)
+	switch {
+	case err == nil || err == applyErr:
+		return err
+	case errors.Is(err, syscall.ENOSPC) && what == whatWorkspace:
+		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
+	}
+	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
+}
+
+// cacheKey names the part of a layer a restore applies (the workspace
+// or the container changes) in the layer cache.
+func cacheKey(what string, h v1.Hash) string { return what + "-" + h.Algorithm + "-" + h.Hex }
+
+// dropCachedLayers removes from the layer cache the layers the snapshot
+// store no longer holds.
+func (e *Engine) dropCachedLayers() error {
+	return e.layers.Drop(func(key string) bool {
+		_, digest, _ := strings.Cut(key, "-")
+		alg, hex, ok := strings.Cut(digest, "-")
+		return ok && e.snaps.Has(v1.Hash{Algorithm: alg, Hex: hex})
+	})
 }
 
 func (s *restoreSource) fillHome(pid int) error {
 	if s.container.Hex == "" || pid <= 0 {
 		return nil
 	}
+	defer s.timed("fill home", time.Now())
 	home, err := openHome(pid)
 	if err != nil {
 		return err
@@ -115,9 +204,15 @@ func (s *restoreSource) fillHome(pid int) error {
 	return s.apply(s.container, snapshot.Target{Prefix: homePrefix, Root: home})
 }
 
-// Restore makes req.N new sessions (in parallel) from a snapshot: each
-// starts with the snapshot's container changes, home and workspace, over
-// the project as it is now.
+// timed logs, at debug level, how long a restore's step took.
+func (s *restoreSource) timed(step string, t time.Time) {
+	s.e.log.Debug("restore timing", "snapshot", s.snap.ID, "step", step, "took", time.Since(t))
+}
+
+// Restore makes req.N new sessions (forkParallel at a time) from a
+// snapshot: each starts with the snapshot's container changes, home and
+// workspace, over the project as it is now. The workspace and container
+// layers are applied once, into the layer cache, and copied from there.
 func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest) (api.Restored, error) {
 	snap, err := e.store.Snapshot(ctx, ref)
 	if err != nil {
@@ -143,13 +238,19 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	if err != nil {
 		return api.Restored{}, err
 	}
+	if err := src.prepare(); err != nil {
+		return api.Restored{}, err
+	}
 	sessions := make([]api.Session, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
+	slots := make(chan struct{}, forkParallel)
 	for i := range n {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
+			slots <- struct{}{}
+			defer func() { <-slots }()
 			sessions[i], errs[i] = e.create(ctx, spec, src)
 		}()
 	}

@@ -33,7 +33,8 @@ const (
 	whatWorkspace   = "workspace"                  // the workspace's upper layer
 	workspacePrefix = "workspace/"                 // where the workspace layer puts its files
 	homePrefix      = "home/airlock/"              // the home tmpfs, inside the container layer
-	maxFork         = 50                           // sessions one fork makes at most
+	maxFork         = 100                          // sessions one fork makes at most
+	forkParallel    = 10                           // sessions a fork makes at once
 	baseEntryPrefix = "base-"                      // store entries of base images (export)
 	snapshotRefName = "airlock-snapshot"           // repository name in exported tars
 	createdByFormat = "airlock snapshot of %s: %s" // layer history
@@ -326,6 +327,9 @@ func (e *Engine) RemoveSnapshot(ctx context.Context, ref string) error {
 	if err := e.snaps.Remove(snap.ID); err != nil {
 		return err
 	}
+	if err := e.dropCachedLayers(); err != nil {
+		e.log.Warn("drop the applied layers of removed snapshots", "err", err)
+	}
 	// The base image kept for exports goes with the last snapshot on it.
 	rest, err := e.store.Snapshots(ctx)
 	if err != nil {
@@ -347,7 +351,8 @@ func (e *Engine) RemoveSnapshot(ctx context.Context, ref string) error {
 }
 
 // openSnapshots opens the snapshot store and drops what a crash left: an
-// image listed without its record, blobs nothing lists.
+// image listed without its record, blobs nothing lists; and opens the
+// layer cache, empty.
 func (e *Engine) openSnapshots(ctx context.Context) error {
 	var err error
 	if e.snaps, err = snapshot.Open(filepath.Join(e.stateDir, "snapshots")); err != nil {
@@ -364,8 +369,13 @@ func (e *Engine) openSnapshots(ctx context.Context) error {
 	if err := e.snaps.Keep(func(id string) bool { return known[id] || strings.HasPrefix(id, baseEntryPrefix) }); err != nil {
 		return err
 	}
-	_, err = e.snaps.GC()
-	return err
+	if _, err = e.snaps.GC(); err != nil {
+		return err
+	}
+	if e.layers, err = snapshot.OpenLayerCache(filepath.Join(e.stateDir, "layer-cache")); err != nil {
+		return fmt.Errorf("open the layer cache: %w", err)
+	}
+	return nil
 }
 
 func humanBytes(n int64) string {

@@ -137,9 +137,24 @@ func TestSnapshotRestoreFork(t *testing.T) {
 		carried(t, e2, x.ID)
 	}
 	// Forks are independent of each other.
-	run(t, e2, f.Sessions[0].ID, "sh", "-c", "echo only-here > mine.txt && echo v2 > /opt/tool/VERSION")
-	if code, out := run(t, e2, f.Sessions[1].ID, "sh", "-c", "cat mine.txt 2>&1; cat /opt/tool/VERSION"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "v1\n") || code != 0 {
+	// Their workspaces and container layers are copies of the layer
+	// cache's: a write in place in one reaches neither another nor the
+	// cache.
+	run(t, e2, f.Sessions[0].ID, "sh", "-c", "echo only-here > mine.txt && echo v2 > /opt/tool/VERSION && printf X | dd of=README.md conv=notrunc 2>/dev/null")
+	if code, out := run(t, e2, f.Sessions[1].ID, "sh", "-c", "cat mine.txt 2>&1; cat README.md /opt/tool/VERSION"); !strings.Contains(out, "No such file") || !strings.HasSuffix(out, "# demo\nchanged\nv1\n") || code != 0 {
 		t.Errorf("a fork sees another's writes: %q", out)
+	}
+	if code, out := run(t, e2, f.Sessions[0].ID, "sh", "-c", "head -c 3 README.md"); code != 0 || out != "X d" {
+		t.Errorf("the write in place did not happen: %q", out)
+	}
+	cache := filepath.Join(e2.StateDir, "layer-cache")
+	ws := filepath.Join(cache, "workspace-"+strings.Replace(snap.Layers[1].Digest, ":", "-", 1))
+	if b, err := os.ReadFile(filepath.Join(ws, "README.md")); string(b) != "# demo\nchanged\n" {
+		t.Errorf("the layer cache's README.md: %q %v", b, err)
+	}
+	ct := filepath.Join(cache, "container-"+strings.Replace(snap.Layers[0].Digest, ":", "-", 1))
+	if b, err := os.ReadFile(filepath.Join(ct, "opt/tool/VERSION")); string(b) != "v1\n" {
+		t.Errorf("the layer cache's /opt/tool/VERSION: %q %v", b, err)
 	}
 	for _, x := range append(r.Sessions, f.Sessions...) {
 		must(t, e2.Remove(ctx, x.ID))
@@ -154,14 +169,21 @@ func TestSnapshotRestoreFork(t *testing.T) {
 		t.Errorf("the same workspace gave another layer: %s, %s", snap2.Layers[1].Digest, snap.Layers[1].Digest)
 	}
 	must(t, e2.RemoveSnapshot(ctx, snap.ID))
+	if _, err := os.Stat(ws); err != nil {
+		t.Errorf("removing one snapshot dropped the cached layer another shares: %v", err)
+	}
 	if _, err := e2.Restore(ctx, snap2.ID, api.RestoreRequest{}); err != nil {
 		t.Errorf("removing one snapshot broke another that shares its layer: %v", err)
 	}
+	if _, err := e2.Restore(ctx, snap2.ID, api.RestoreRequest{N: 101}); !errdefs.IsInvalid(err) {
+		t.Errorf("fork of 101: %v", err)
+	}
+	must(t, e2.RemoveSnapshot(ctx, snap2.ID))
+	if ents, _ := os.ReadDir(cache); len(ents) != 0 {
+		t.Errorf("the layer cache keeps %d entries once no snapshot uses them", len(ents))
+	}
 	if _, err := e2.Restore(ctx, "after-setup", api.RestoreRequest{}); !errdefs.IsNotFound(err) {
 		t.Errorf("restore of a removed snapshot: %v", err)
-	}
-	if _, err := e2.Restore(ctx, snap2.ID, api.RestoreRequest{N: 51}); !errdefs.IsInvalid(err) {
-		t.Errorf("fork of 51: %v", err)
 	}
 }
 
