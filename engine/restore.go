@@ -241,6 +241,22 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	if err := src.prepare(); err != nil {
 		return api.Restored{}, err
 	}
+	made, warning, err := e.createN(ctx, spec, src, n)
+	if err != nil {
+		return out, err
+	}
+	out.Sessions = made
+	if warning != "" {
+		out.Warnings = append(out.Warnings, warning)
+	}
+	e.log.Info("snapshot restored", "snapshot", snap.ID, "sessions", len(out.Sessions))
+	return out, nil
+}
+
+// createN makes n sessions of spec from src, forkParallel at a time. It
+// fails only when none could be made; otherwise warning says how many
+// could not, and why the first did not.
+func (e *Engine) createN(ctx context.Context, spec api.CreateRequest, src createMode, n int) (made []api.Session, warning string, err error) {
 	sessions := make([]api.Session, n)
 	errs := make([]error, n)
 	var wg sync.WaitGroup
@@ -257,17 +273,16 @@ func (e *Engine) Restore(ctx context.Context, ref string, req api.RestoreRequest
 	wg.Wait()
 	for i := range n {
 		if errs[i] == nil {
-			out.Sessions = append(out.Sessions, sessions[i])
+			made = append(made, sessions[i])
 		}
 	}
 	if err := errors.Join(errs...); err != nil {
-		if len(out.Sessions) == 0 {
-			return out, firstErr(errs)
+		if len(made) == 0 {
+			return nil, "", firstErr(errs)
 		}
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(out.Sessions), n, firstErr(errs)))
+		warning = fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(made), n, firstErr(errs))
 	}
-	e.log.Info("snapshot restored", "snapshot", snap.ID, "sessions", len(out.Sessions))
-	return out, nil
+	return made, warning, nil
 }
 
 func firstErr(errs []error) error {

@@ -2,12 +2,10 @@ package engine
 
 import (
 	"context"
-	"errors"
 	"fmt"
 	"os"
 	"strconv"
 	"strings"
-	"sync"
 	"syscall"
 	"time"
 
@@ -110,30 +108,17 @@ func (e *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.
 	defer st.Unpin(checkpoint.ID(cid), pin)
 	spec := newSnapshot(rec, "", "", 0).Spec
 	src := &checkpointSource{store: st, id: checkpoint.ID(cid)}
-	var out api.Restored
-	sessions := make([]api.Session, n)
-	errs := make([]error, n)
-	var wg sync.WaitGroup
-	for i := range n {
-		wg.Add(1)
-		go func() {
-			defer wg.Done()
-			sessions[i], errs[i] = e.create(ctx, spec, src)
-		}()
+	made, warning, err := e.createN(ctx, spec, src, n)
+	if err != nil {
+		return api.Restored{}, err
 	}
-	wg.Wait()
-	for i := range n {
-		if errs[i] == nil {
-			out.Sessions = append(out.Sessions, sessions[i])
-			// The new session's timeline starts where it forked from.
-			e.timeline.Record(context.WithoutCancel(ctx), sessions[i].ID, timeline.Mark{Kind: api.CheckpointFork, Always: true})
-		}
+	out := api.Restored{Sessions: made}
+	if warning != "" {
+		out.Warnings = append(out.Warnings, warning)
 	}
-	if err := errors.Join(errs...); err != nil {
-		if len(out.Sessions) == 0 {
-			return out, firstErr(errs)
-		}
-		out.Warnings = append(out.Warnings, fmt.Sprintf("%d of %d sessions could not be made: %v", n-len(out.Sessions), n, firstErr(errs)))
+	for _, s := range made {
+		// The new session's timeline starts where it forked from.
+		e.timeline.Record(context.WithoutCancel(ctx), s.ID, timeline.Mark{Kind: api.CheckpointFork, Always: true})
 	}
 	e.log.Info("session forked", "session", rec.ID, "checkpoint", cid, "sessions", len(out.Sessions))
 	return out, nil
