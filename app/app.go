@@ -55,13 +55,15 @@ func New(socket string) *App {
 // Startup is called by Wails when the window is ready. When no engine
 // answers and the app runs as root, it starts one (`airlock serve`, found
 // next to the app or on the PATH); as a normal user the interface says
-// how to install the engine as a service. A scheduled run that ends is
-// told with a desktop notification.
+// how to install the engine as a service. A scheduled run that ends, and
+// a session under --net ask that waits for an answer, are told with a
+// desktop notification.
 func (a *App) Startup(ctx context.Context) {
 	a.ctx = ctx
 	a.events = wailsEvents{ctx}
 	if n := newNotifier(ctx); n != nil {
 		go a.watchRuns(ctx, n, runsPoll)
+		go a.watchQuestions(ctx, n, questionsPoll)
 	}
 	pctx, cancel := context.WithTimeout(ctx, 2*time.Second)
 	_, err := a.client.Ping(pctx)

@@ -3,6 +3,8 @@ package app
 import (
 	"context"
 	"fmt"
+	"net"
+	"strconv"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -72,4 +74,54 @@ func runNotice(r api.ScheduleRun) (string, string) {
 		return title, fmt.Sprintf("session %s: no changes", r.Session)
 	}
 	return title, r.Error
+}
+
+// questionsPoll is how often the app asks the engine what sessions under
+// --net ask wait on (a question waits a minute by default).
+const questionsPoll = 3 * time.Second
+
+// watchQuestions tells the desktop when a session under the ask mode
+// waits for an answer: each question once, those waiting when the app
+// starts too (someone is waiting on them).
+func (a *App) watchQuestions(ctx context.Context, n notifier, every time.Duration) {
+	seen := map[int64]bool{}
+	t := time.NewTicker(every)
+	defer t.Stop()
+	for {
+		if list, err := a.client.Pending(ctx); err == nil {
+			var asked []api.PendingQuestion
+			asked, seen = questionsNew(seen, list)
+			for _, q := range asked {
+				n.notify(questionNotice(q))
+			}
+		}
+		select {
+		case <-ctx.Done():
+			return
+		case <-t.C:
+		}
+	}
+}
+
+// questionsNew are the questions of list not in seen, and the ids of
+// list (what is answered or timed out is forgotten).
+func questionsNew(seen map[int64]bool, list []api.PendingQuestion) ([]api.PendingQuestion, map[int64]bool) {
+	now := map[int64]bool{}
+	var asked []api.PendingQuestion
+	for _, q := range list {
+		now[q.ID] = true
+		if !seen[q.ID] {
+			asked = append(asked, q)
+		}
+	}
+	return asked, now
+}
+
+// questionNotice is the title and body of a question's notification.
+func questionNotice(q api.PendingQuestion) (string, string) {
+	what := net.JoinHostPort(q.Host, strconv.Itoa(q.Port))
+	if q.Method != "" {
+		what = q.Method + " " + q.Host + q.Path
+	}
+	return "Airlock: a session waits for your answer", fmt.Sprintf("session %s wants %s: allow or deny it in the session's Network tab (or `airlock net decide %d`)", q.Session, what, q.ID)
 }

@@ -2,6 +2,7 @@ package app
 
 import (
 	"reflect"
+	"strings"
 	"testing"
 
 	"github.com/airlock/airlock/engine/api"
@@ -38,5 +39,41 @@ func TestRunsEnded(t *testing.T) {
 	}
 	if title, body := runNotice(api.ScheduleRun{Schedule: "nightly", Outcome: "done", Session: "3f2a", Changed: 2}); title != "Airlock: nightly done" || body != "session 3f2a: 2 change(s) to review" {
 		t.Errorf("notice %q %q", title, body)
+	}
+}
+
+// TestQuestionsNew: a notification for each question the first time it
+// is seen, those waiting when the app starts included; an answered one is
+// forgotten.
+func TestQuestionsNew(t *testing.T) {
+	q := func(id int64) api.PendingQuestion {
+		return api.PendingQuestion{ID: id, Session: "3f2a", Kind: "connect", Host: "example.com", Port: 443}
+	}
+	seen := map[int64]bool{}
+	for _, step := range []struct {
+		list []api.PendingQuestion
+		want []int64
+	}{
+		{[]api.PendingQuestion{q(1)}, []int64{1}},
+		{[]api.PendingQuestion{q(1), q(2)}, []int64{2}},
+		{[]api.PendingQuestion{q(2)}, nil},
+		{nil, nil},
+	} {
+		var asked []api.PendingQuestion
+		asked, seen = questionsNew(seen, step.list)
+		var got []int64
+		for _, x := range asked {
+			got = append(got, x.ID)
+		}
+		if !reflect.DeepEqual(got, step.want) {
+			t.Errorf("notified %v, want %v", got, step.want)
+		}
+	}
+	title, body := questionNotice(api.PendingQuestion{ID: 7, Session: "3f2a", Kind: "https", Host: "api.example.com", Port: 443, Method: "POST", Path: "/v1/x"})
+	if title != "Airlock: a session waits for your answer" || body != "session 3f2a wants POST api.example.com/v1/x: allow or deny it in the session's Network tab (or `airlock net decide 7`)" {
+		t.Errorf("notice %q %q", title, body)
+	}
+	if _, body := questionNotice(q(3)); !strings.Contains(body, "wants example.com:443:") {
+		t.Errorf("a connection's notice: %q", body)
 	}
 }

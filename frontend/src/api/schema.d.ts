@@ -871,7 +871,7 @@ export interface paths {
     };
     get?: never;
     put?: never;
-    /** Make sessions (1 to 50) from a snapshot. */
+    /** Make sessions (1 to 100) from a snapshot. */
     post: operations["restoreSnapshot"];
     delete?: never;
     options?: never;

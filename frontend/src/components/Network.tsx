@@ -11,8 +11,8 @@ export function destination(e: { host: string; method?: string; path?: string })
 }
 
 // notify shows a desktop notification for a new question, where the
-// browser or the desktop app's webview allows them; elsewhere the prompt
-// in the page is all.
+// browser allows them; elsewhere the prompt in the page is all. The
+// desktop app notifies by itself (app/notify.go), window open or not.
 function notify(q: PendingQuestion) {
   if (typeof Notification === "undefined") return;
   const show = () => {
@@ -54,7 +54,7 @@ export function AskPrompt({
       for (const q of mine) {
         if (!seen.current.has(q.id)) {
           seen.current.add(q.id);
-          notify(q);
+          if (client.t.kind === "browser") notify(q);
         }
       }
       setQuestions(mine);
