@@ -348,7 +348,7 @@ func TestBrowserScreens(t *testing.T) {
 		chromedp.WaitVisible(`tr.blocked`),
 		chromedp.Text(`tr.blocked`, &blocked),
 		shoot("network"),
-		clickText(`tr.blocked`, "Allow this host"),
+		clickText(`tr.blocked`, "Allow this request"), // a plain HTTP request: its method and path are known
 		chromedp.Poll(`document.querySelector(".policy").innerText.includes("blocked.example.org")`, nil),
 	)
 	if !strings.Contains(blocked, "blocked.example.org") {
@@ -385,7 +385,7 @@ func TestBrowserScreens(t *testing.T) {
 
 	var secrets string
 	step(t, ctx, "settings and a secret",
-		chromedp.Click(`.topbar nav button:nth-child(3)`),
+		clickText(".topbar nav", "Settings"),
 		chromedp.WaitVisible(`input[aria-label="secret name"]`),
 		setField(`input[aria-label="secret name"]`, "EXAMPLE_API_KEY"),
 		setField(`input[aria-label="secret value"]`, "sk-never-shown"),
@@ -403,7 +403,7 @@ func TestBrowserScreens(t *testing.T) {
 
 	var sessions int
 	step(t, ctx, "the sessions list, dark",
-		chromedp.Click(`.topbar nav button:nth-child(1)`),
+		clickText(".topbar nav", "Sessions"),
 		chromedp.Click(`button[aria-label="theme"]`),
 		chromedp.WaitVisible(`table.sessions`),
 		chromedp.Evaluate(`document.querySelectorAll("table.sessions tbody tr").length`, &sessions),
