@@ -647,21 +647,7 @@ func (r *recorder) storeSmall(fd int, st *unix.Stat_t, regions []Region) (string
 	}
 	h := contentHash(st.Size, regions, false)
 	h.Write(data)
-	digest := digestOf(h)
-	if r.has(digest) {
-		return digest, nil
-	}
-	tmp, err := os.CreateTemp(r.s.tmpDir(), "obj-*")
-	if err != nil {
-		return "", err
-	}
-	if _, err := tmp.Write(data); err != nil {
-		tmp.Close()
-		os.Remove(tmp.Name())
-		return "", err
-	}
-	r.stats.BytesWritten += int64(len(data))
-	return digest, r.add(tmp, digest)
+	return r.putAs(digestOf(h), data)
 }
 
 // has says whether the store holds the object, or this Record wrote it.
@@ -676,7 +662,11 @@ func (r *recorder) has(digest string) bool {
 // put stores a small object (a tree).
 func (r *recorder) put(data []byte) (string, error) {
 	sum := sha256.Sum256(data)
-	digest := "sha256:" + hex.EncodeToString(sum[:])
+	return r.putAs("sha256:"+hex.EncodeToString(sum[:]), data)
+}
+
+// putAs stores data, whose digest is digest, unless it is stored already.
+func (r *recorder) putAs(digest string, data []byte) (string, error) {
 	if r.has(digest) {
 		return digest, nil
 	}
