@@ -70,7 +70,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzParseStatLine$$' -fuzztime $(FUZZTIME) ./engine/api
 	$(GO) test -run '^$$' -fuzz '^FuzzResolve$$' -fuzztime $(FUZZTIME) ./confined
 	$(GO) test -run '^$$' -fuzz '^FuzzGitObjects$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./review
-	for f in FuzzClientHello FuzzParseHost; do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) ./engine/egress || exit 1; done
+	for f in FuzzClientHello FuzzParseHost; do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./engine/egress || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyLayer$$' -fuzztime $(FUZZTIME) ./snapshot
 
 test-short:
