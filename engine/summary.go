@@ -28,6 +28,24 @@ type summaries struct {
 	// captured is set once the base's contents are captured: until
 	// then a review may see conflicts that later merge.
 	captured atomic.Bool
+	// periodic is the mark when the timeline last looked for a periodic
+	// checkpoint: an unchanged workspace is not walked again.
+	periodic string
+}
+
+// movedSincePeriodic says whether the workspace may have changed since
+// the last time it was asked (always, without a watch), so that a large
+// idle session's periodic checkpoint costs no walk.
+func (s *summaries) movedSincePeriodic() bool {
+	if s == nil || s.watch == nil {
+		return true
+	}
+	m := s.watch.Mark()
+	s.mu.Lock()
+	defer s.mu.Unlock()
+	moved := m != s.periodic
+	s.periodic = m
+	return moved
 }
 
 // watchWorkspace starts the watch on ws's tmpfs; a workspace that cannot

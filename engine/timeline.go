@@ -174,14 +174,14 @@ func (c timelineCore) Project(ctx context.Context, id string) (string, error) {
 
 func (c timelineCore) Active() []string {
 	c.e.mu.Lock()
-	ids := make([]string, 0, len(c.e.sessions))
-	for id := range c.e.sessions {
-		ids = append(ids, id)
+	lives := make(map[string]*live, len(c.e.sessions))
+	for id, l := range c.e.sessions {
+		lives[id] = l
 	}
 	c.e.mu.Unlock()
 	var out []string
-	for _, id := range ids {
-		if rec, err := c.e.store.Session(context.Background(), id); err == nil && rec.State == api.StateRunning {
+	for id, l := range lives {
+		if rec, err := c.e.store.Session(context.Background(), id); err == nil && rec.State == api.StateRunning && l.sums.movedSincePeriodic() {
 			out = append(out, id)
 		}
 	}
