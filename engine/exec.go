@@ -67,6 +67,10 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	if user == "" {
 		user = rec.User
 	}
+	// The last command's checkpoint, still being written in the
+	// background, is finished before this one can write: its writes
+	// would otherwise land in that checkpoint (and an undo to it).
+	e.timeline.Settle(rec.ID)
 	cmd, err := e.startCommand(ctx, rec, req, user)
 	if err != nil {
 		return -1, err

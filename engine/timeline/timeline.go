@@ -124,8 +124,8 @@ func (t *Timeline) pendingOf(id string) *pending {
 // RecordLater is Record in the background, so that a command that wrote
 // many files returns before they are checkpointed (the checkpoint syncs
 // every new object). What reads session id's timeline (List, Diff,
-// Undo, Blame) waits for it first; a command started meanwhile may have
-// its first writes in it.
+// Undo, Blame) waits for it first, and so must what writes the workspace
+// next (the engine's Exec settles before it starts a command).
 func (t *Timeline) RecordLater(id string, m Mark) {
 	p := t.pendingOf(id)
 	p.add(1)
