@@ -369,3 +369,24 @@ func TestHibernateAgentConversation(t *testing.T) {
 		t.Errorf("turn 2's model request does not carry turn 1's conversation")
 	}
 }
+
+// A wake whose checkpoint cannot be restored (its objects damaged) fails
+// with the reason, leaves the session hibernated and the engine whole.
+func TestWakeFromDamagedCheckpointFails(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt")
+	_, err = e.Hibernate(ctx, s.ID)
+	must(t, err)
+	must(t, os.RemoveAll(filepath.Join(e.StateDir, "checkpoints", s.ID, "objects")))
+	if _, err := e.Wake(ctx, s.ID); err == nil || !strings.Contains(err.Error(), "mount the session's workspace") {
+		t.Fatalf("a wake from a damaged checkpoint: %v", err)
+	}
+	got, err := e.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateHibernated {
+		t.Errorf("after the failed wake: %s", got.State)
+	}
+}

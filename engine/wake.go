@@ -100,8 +100,8 @@ func (w *waking) mount(ctx context.Context) error {
 		if cs, err = w.e.checkpoints(rec.ID); err != nil {
 			return err
 		}
-		last, err := cs.Latest()
-		if err != nil {
+		var last *checkpoint.Checkpoint
+		if last, err = cs.Latest(); err != nil {
 			return err
 		}
 		if last == nil {
