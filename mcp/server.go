@@ -95,13 +95,6 @@ type server struct {
 	attached bool   // session was checked against the project
 }
 
-// engine returns the engine's client, connecting on first use.
-func (s *server) engine(ctx context.Context) (Engine, error) {
-	s.mu.Lock()
-	defer s.mu.Unlock()
-	return s.engineLocked(ctx)
-}
-
 func (s *server) engineLocked(ctx context.Context) (Engine, error) {
 	if s.eng != nil {
 		return s.eng, nil

@@ -656,14 +656,6 @@ func (c *Change) setID() {
 	}
 }
 
-func isWhiteout(fi fs.FileInfo) bool {
-	if fi.Mode()&fs.ModeCharDevice == 0 {
-		return false
-	}
-	st, ok := fi.Sys().(*syscall.Stat_t)
-	return ok && st.Rdev == 0
-}
-
 func isWhiteoutStat(st *unix.Stat_t) bool {
 	return st.Mode&unix.S_IFMT == unix.S_IFCHR && st.Rdev == 0
 }

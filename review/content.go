@@ -8,7 +8,6 @@ import (
 	"encoding/hex"
 	"errors"
 	"fmt"
-	"hash"
 	"io/fs"
 	"os"
 
@@ -101,13 +100,6 @@ func (r *roots) hostFd() int {
 
 // errNoProject reads as "not found" for a missing project.
 var errNoProject = fmt.Errorf("the project is missing: %w", fs.ErrNotExist)
-
-func (r *roots) side(old bool) *confined.Root {
-	if old {
-		return r.project
-	}
-	return r.upper
-}
 
 // readTextAt reads a file's text or a symlink's target from root for a diff.
 // why is set (and the text empty) when the file gets no text diff: larger
@@ -451,26 +443,6 @@ func preadFull(fd int, b []byte, off int64) (int, error) {
 		n += k
 	}
 	return n, nil
-}
-
-// hashFile feeds a regular file's first size bytes to h, streaming.
-func hashFile(ctx context.Context, h hash.Hash, fd int, size int64) error {
-	buf := make([]byte, readChunk)
-	for off := int64(0); off < size; {
-		if err := ctx.Err(); err != nil {
-			return err
-		}
-		n, err := preadFull(fd, buf[:min(int64(len(buf)), size-off)], off)
-		if err != nil {
-			return err
-		}
-		if n == 0 {
-			return errors.New("it shrank while it was read")
-		}
-		h.Write(buf[:n])
-		off += int64(n)
-	}
-	return nil
 }
 
 // isNotExist reports a missing entry, confined or not.

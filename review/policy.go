@@ -81,13 +81,6 @@ func LoadPolicy(file string, optional bool) (Policy, error) {
 	return p, nil
 }
 
-// matchGlob matches a slash path against a glob: a glob without '/'
-// matches the base name at any depth (like .gitignore), one with '/'
-// matches the whole path; ** crosses directories.
-func matchGlob(g, p string) bool {
-	return compileGlobs([]string{g}).match(p) >= 0
-}
-
 // globSet is a list of globs compiled for matching many paths: plain names
 // and paths are map lookups, patterns are tried only when their literal
 // prefix matches. A review of 200,000 files matches each against the ~30
