@@ -250,23 +250,14 @@ func secretCmd(g *globals) *cobra.Command {
 		Use:   "ls",
 		Short: "List stored secrets (names only)",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
+		RunE: listRun(g, &lsOut, func(ctx context.Context, c *client.Client, _ []string) ([]api.Secret, error) {
+			return c.Secrets(ctx)
+		}, func(list []api.Secret) error {
+			for _, s := range list {
+				fmt.Printf("%s\t%s\n", s.Name, s.Updated.Local().Format(time.DateTime))
 			}
-			list, err := c.Secrets(ctx)
-			if err != nil {
-				return err
-			}
-			return printList(lsOut, os.Stdout, list, func() error {
-				for _, s := range list {
-					fmt.Printf("%s\t%s\n", s.Name, s.Updated.Local().Format(time.DateTime))
-				}
-				return nil
-			})
-		},
+			return nil
+		}),
 	}
 	lsOut = addOutputFlags(ls, "the secrets' names")
 	rm := &cobra.Command{

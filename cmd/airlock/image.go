@@ -1,13 +1,15 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/harness"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
@@ -127,25 +129,15 @@ func imageLsCmd(g *globals) *cobra.Command {
 		Use:   "ls",
 		Short: "List local images",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			list, err := c.Images(ctx)
-			if err != nil {
-				return err
-			}
-			return printList(out, os.Stdout, list, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tID\tSIZE\tCREATED")
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, _ []string) ([]api.Image, error) {
+			return c.Images(ctx)
+		}, func(list []api.Image) error {
+			return table("NAME\tID\tSIZE\tCREATED", func(tw io.Writer) {
 				for _, im := range list {
 					fmt.Fprintf(tw, "%s\t%s\t%d MB\t%s\n", im.Name, shortID(im.ID), im.Size>>20, ago(im.Created))
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the images")
 	return cmd

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
-	"os"
+	"io"
 	"strconv"
-	"text/tabwriter"
 	"time"
 
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -17,25 +19,16 @@ func lsCmd(g *globals) *cobra.Command {
 		Use:   "ls",
 		Short: "List sessions",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			list, err := c.Sessions(ctx)
-			if err != nil {
-				return err
-			}
-			if quiet && !out.custom() {
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, _ []string) ([]api.Session, error) {
+			return c.Sessions(ctx)
+		}, func(list []api.Session) error {
+			if quiet {
 				for _, s := range list {
 					fmt.Println(s.ID)
 				}
 				return nil
 			}
-			return printList(out, os.Stdout, list, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tPROJECT\tIMAGE\tSTATE\tCREATED\tCHANGES")
+			return table("ID\tPROJECT\tIMAGE\tSTATE\tCREATED\tCHANGES", func(tw io.Writer) {
 				for _, s := range list {
 					changes := strconv.Itoa(s.Changed)
 					if s.Changed < 0 {
@@ -46,9 +39,8 @@ func lsCmd(g *globals) *cobra.Command {
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.ID, s.Project, s.Image, stateText(s), ago(s.Created), changes)
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the sessions")
 	cmd.Flags().BoolVarP(&quiet, "quiet", "q", false, "print only session ids")

@@ -1,6 +1,7 @@
 package main
 
 import (
+	"context"
 	"fmt"
 	"net"
 	"os"
@@ -9,6 +10,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -236,30 +238,21 @@ func pendingCmd(g *globals) *cobra.Command {
 		Use:   "pending",
 		Short: "What sessions under --net ask are waiting on: session, method, host, path",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, _ []string) ([]api.PendingQuestion, error) {
+			return c.Pending(ctx)
+		}, func(list []api.PendingQuestion) error {
+			tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
+			fmt.Fprintln(tw, "#\tSESSION\tWAITING\tKIND\tMETHOD\tHOST\tPATH")
+			for _, q := range list {
+				fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.ID, q.Session, time.Since(q.Time).Round(time.Second), q.Kind, q.Method,
+					net.JoinHostPort(q.Host, strconv.Itoa(q.Port)), q.Path)
 			}
-			list, err := c.Pending(ctx)
-			if err != nil {
-				return err
+			tw.Flush()
+			if len(list) > 0 {
+				fmt.Fprintln(os.Stderr, "answer with `airlock net decide # --allow-once|--allow-always|--deny`")
 			}
-			return printList(out, os.Stdout, list, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 0, 2, ' ', 0)
-				fmt.Fprintln(tw, "#\tSESSION\tWAITING\tKIND\tMETHOD\tHOST\tPATH")
-				for _, q := range list {
-					fmt.Fprintf(tw, "%d\t%s\t%s\t%s\t%s\t%s\t%s\n", q.ID, q.Session, time.Since(q.Time).Round(time.Second), q.Kind, q.Method,
-						net.JoinHostPort(q.Host, strconv.Itoa(q.Port)), q.Path)
-				}
-				tw.Flush()
-				if len(list) > 0 {
-					fmt.Fprintln(os.Stderr, "answer with `airlock net decide # --allow-once|--allow-always|--deny`")
-				}
-				return nil
-			})
-		},
+			return nil
+		}),
 	}
 	out = addOutputFlags(cmd, "the questions (JSON lines)")
 	out.lines = true

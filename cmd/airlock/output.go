@@ -2,15 +2,18 @@ package main
 
 import (
 	"bytes"
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
+	"os"
 	"reflect"
 	"strings"
 	"text/tabwriter"
 	"text/template"
 	"text/template/parse"
 
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -233,4 +236,32 @@ func writeJSON(w io.Writer, v any, indent bool) error {
 		enc.SetIndent("", "  ")
 	}
 	return enc.Encode(v)
+}
+
+// listRun is the RunE of a listing: connect, fetch the items for the
+// command's arguments, and print them through *out (read when the command
+// runs, after its flags were added): the human form unless --json or
+// --format say otherwise.
+func listRun[T any](g *globals, out **output, fetch func(ctx context.Context, c *client.Client, args []string) ([]T, error), human func(items []T) error) func(*cobra.Command, []string) error {
+	return func(cmd *cobra.Command, args []string) error {
+		ctx := cmd.Context()
+		c, err := g.connect(ctx)
+		if err != nil {
+			return err
+		}
+		items, err := fetch(ctx, c, args)
+		if err != nil {
+			return err
+		}
+		return printList(*out, os.Stdout, items, func() error { return human(items) })
+	}
+}
+
+// table prints header and the rows that rows writes, in aligned columns
+// on standard output.
+func table(header string, rows func(tw io.Writer)) error {
+	tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
+	fmt.Fprintln(tw, header)
+	rows(tw)
+	return tw.Flush()
 }

@@ -7,7 +7,6 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -141,19 +140,10 @@ func scheduleLsCmd(g *globals) *cobra.Command {
 		Use:   "ls",
 		Short: "List the schedules with their next run and last outcome",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			list, err := c.Schedules(ctx)
-			if err != nil {
-				return err
-			}
-			return printList(out, os.Stdout, list, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "NAME\tCRON\tNEXT\tLAST\tPROJECT\tWHAT")
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, _ []string) ([]api.Schedule, error) {
+			return c.Schedules(ctx)
+		}, func(list []api.Schedule) error {
+			return table("NAME\tCRON\tNEXT\tLAST\tPROJECT\tWHAT", func(tw io.Writer) {
 				for _, s := range list {
 					last := "-"
 					if s.Last != nil {
@@ -164,9 +154,8 @@ func scheduleLsCmd(g *globals) *cobra.Command {
 					}
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\n", s.Name, s.Cron, when(s.Next), last, s.Project, scheduleWhat(s))
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the schedules")
 	return cmd
@@ -255,19 +244,10 @@ func scheduleLogCmd(g *globals) *cobra.Command {
 		ValidArgsFunction: g.completeSchedules,
 		Short:             "A schedule's past runs: when, session, outcome",
 		Args:              cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
-			}
-			runs, err := c.ScheduleRuns(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printList(out, os.Stdout, runs, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "STARTED\tDUE\tTRIGGER\tSESSION\tOUTCOME\tCHANGES\tERROR")
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, args []string) ([]api.ScheduleRun, error) {
+			return c.ScheduleRuns(ctx, args[0])
+		}, func(runs []api.ScheduleRun) error {
+			return table("STARTED\tDUE\tTRIGGER\tSESSION\tOUTCOME\tCHANGES\tERROR", func(tw io.Writer) {
 				for _, r := range runs {
 					changes := "-"
 					if r.Ended != nil && r.Session != "" {
@@ -276,9 +256,8 @@ func scheduleLogCmd(g *globals) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", r.Started.Local().Format("2006-01-02 15:04:05"), r.Due.Local().Format("2006-01-02 15:04"),
 						r.Trigger, orDash(r.Session), r.Outcome, changes, orDash(oneLine(r.Error)))
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the runs")
 	return cmd

@@ -1,16 +1,17 @@
 package main
 
 import (
+	"context"
 	"encoding/json"
 	"fmt"
 	"io"
 	"os"
 	"path/filepath"
 	"strings"
-	"text/tabwriter"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -85,18 +86,10 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 		Use:   use,
 		Short: "List snapshots",
 		Args:  cobra.NoArgs,
-		RunE: func(cmd *cobra.Command, args []string) error {
-			c, err := g.connect(cmd.Context())
-			if err != nil {
-				return err
-			}
-			list, err := c.Snapshots(cmd.Context())
-			if err != nil {
-				return err
-			}
-			return printList(out, os.Stdout, list, func() error {
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "ID\tNAME\tSESSION\tPROJECT\tCONTAINER\tWORKSPACE\tCREATED")
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, _ []string) ([]api.Snapshot, error) {
+			return c.Snapshots(ctx)
+		}, func(list []api.Snapshot) error {
+			return table("ID\tNAME\tSESSION\tPROJECT\tCONTAINER\tWORKSPACE\tCREATED", func(tw io.Writer) {
 				for _, s := range list {
 					sizes := map[string]string{}
 					for _, l := range s.Layers {
@@ -105,9 +98,8 @@ func snapshotsCmd(g *globals, use string) *cobra.Command {
 					fmt.Fprintf(tw, "%s\t%s\t%s\t%s\t%s\t%s\t%s\n", shortID(s.ID), dash(s.Name), dash(shortID(s.Session)), dash(s.Project),
 						sizes["container"], sizes["workspace"], s.Created.Local().Format("2006-01-02 15:04"))
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the snapshots")
 	return cmd

@@ -1,12 +1,14 @@
 package main
 
 import (
+	"context"
 	"fmt"
+	"io"
 	"os"
 	"strconv"
-	"text/tabwriter"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
 )
 
@@ -25,23 +27,14 @@ airlock diff ID --turn N shows a turn's changes, airlock undo puts the
 workspace back to a checkpoint, airlock fork ID --turn N starts new
 sessions from one.`,
 		Args: cobra.ExactArgs(1),
-		RunE: func(cmd *cobra.Command, args []string) error {
-			ctx := cmd.Context()
-			c, err := g.connect(ctx)
-			if err != nil {
-				return err
+		RunE: listRun(g, &out, func(ctx context.Context, c *client.Client, args []string) ([]api.Checkpoint, error) {
+			return c.Checkpoints(ctx, args[0])
+		}, func(list []api.Checkpoint) error {
+			if len(list) == 0 {
+				fmt.Fprintln(os.Stderr, "no checkpoints yet: one is made at the end of each agent turn and of each command that changes the workspace")
+				return nil
 			}
-			list, err := c.Checkpoints(ctx, args[0])
-			if err != nil {
-				return err
-			}
-			return printList(out, os.Stdout, list, func() error {
-				if len(list) == 0 {
-					fmt.Fprintln(os.Stderr, "no checkpoints yet: one is made at the end of each agent turn and of each command that changes the workspace")
-					return nil
-				}
-				tw := tabwriter.NewWriter(os.Stdout, 0, 4, 2, ' ', 0)
-				fmt.Fprintln(tw, "CHECKPOINT\tWHAT\tTIME\tFILES\t+/-\tCPU\tTOKENS\tCOST")
+			return table("CHECKPOINT\tWHAT\tTIME\tFILES\t+/-\tCPU\tTOKENS\tCOST", func(tw io.Writer) {
 				for _, cp := range list {
 					tokens, cost := "-", "-"
 					if cp.Usage != nil {
@@ -57,9 +50,8 @@ sessions from one.`,
 					fmt.Fprintf(tw, "%d\t%s\t%s\t%d\t+%d -%d\t%s\t%s\t%s\n", cp.ID, checkpointWhat(cp), cp.Time.Local().Format("2006-01-02 15:04:05"),
 						cp.Files, cp.Added, cp.Removed, cpu, tokens, cost)
 				}
-				return tw.Flush()
 			})
-		},
+		}),
 	}
 	out = addOutputFlags(cmd, "the checkpoints")
 	return cmd
