@@ -18,7 +18,7 @@ type oldDiff struct {
 	Session   string            `json:"session"`
 	Files     []review.FileDiff `json:"files"`
 	Commits   []review.Commit   `json:"commits,omitempty"`
-	Stats     []review.Stat     `json:"stats"`
+	Stats     []api.Stat        `json:"stats"`
 	Workspace api.Workspace     `json:"workspace"`
 }
 
@@ -108,8 +108,8 @@ func TestWireDiffKeepsItsJSON(t *testing.T) {
 		"no files (nil)": nil, "no files (empty)": {},
 	} {
 		commits := []review.Commit{filled[review.Commit]()}
-		old := oldDiff{Session: "s1", Files: files, Commits: commits, Stats: review.Stats(files), Workspace: api.Workspace{Used: 1, Size: 2}}
 		wfiles := wireAll(files, wireFileDiff)
+		old := oldDiff{Session: "s1", Files: files, Commits: commits, Stats: api.Stats(wfiles), Workspace: api.Workspace{Used: 1, Size: 2}}
 		wire := api.Diff{Session: "s1", Files: wfiles, Commits: wireCommits(commits), Stats: api.Stats(wfiles), Workspace: api.Workspace{Used: 1, Size: 2}}
 		if files == nil {
 			old.Stats, wire.Stats = nil, nil

@@ -478,6 +478,11 @@ func isBinary(b []byte) bool {
 }
 
 // quote applies git's C-style quoting to names with special bytes.
+// QuotePath quotes a path as git does in patch headers (C-style, in
+// double quotes) when it holds a control character, a quote, a backslash
+// or a byte outside ASCII; other paths are returned as they are.
+func QuotePath(name string) string { return quote(name) }
+
 func quote(name string) string {
 	needs := false
 	for i := 0; i < len(name); i++ {
@@ -567,150 +572,4 @@ func binaryLiteral(buf *bytes.Buffer, data []byte) error {
 	}
 	buf.WriteByte('\n')
 	return nil
-}
-
-// Unified writes a human-oriented unified diff: like Patch but with a one
-// line summary for binary, special and directory changes. color adds ANSI
-// colors for a terminal.
-func Unified(w io.Writer, diffs []FileDiff, color bool) error {
-	paint := func(code, s string) string {
-		if !color {
-			return s
-		}
-		return "\x1b[" + code + "m" + s + "\x1b[0m"
-	}
-	var buf bytes.Buffer
-	for _, d := range diffs {
-		buf.Reset()
-		title := fmt.Sprintf("%s %s", d.Kind, quote(d.Path))
-		if d.Type == Dir || (d.Type == None && d.OldType == Dir) {
-			title += "/"
-		}
-		if d.Kind == Renamed {
-			title = fmt.Sprintf("renamed %s -> %s (%d%% similar)", quote(d.From), quote(d.Path), d.Similarity)
-		}
-		switch {
-		case d.Conflict:
-			title += " " + paint("1;31", "CONFLICT: "+d.ConflictReason)
-		case d.Merged:
-			title += " (merged with changes made on the host since the session started)"
-		}
-		fmt.Fprintln(&buf, paint("1", "=== "+title))
-		if d.Held != "" {
-			fmt.Fprintln(&buf, paint("1;33", "HELD: "+d.Held))
-		}
-		for _, f := range d.Findings {
-			where := ""
-			if f.Line > 0 {
-				where = fmt.Sprintf(" (line %d)", f.Line)
-			}
-			fmt.Fprintln(&buf, paint("1;33", "FINDING "+f.Scanner+where+": "+f.Message))
-		}
-		switch {
-		case d.Note != "":
-			fmt.Fprintf(&buf, "%s (%s)\n", d.Note, d.Type)
-		case d.Type == Dir || d.OldType == Dir && d.Type == None:
-			if d.Kind == Mode || d.OldMode != d.Mode && d.OldType != None && d.Type != None {
-				fmt.Fprintf(&buf, "mode %v -> %v\n", d.OldMode, d.Mode)
-			}
-		case d.Binary && d.TooLarge != "":
-			fmt.Fprintf(&buf, "no text diff (%s): %d -> %d bytes%s\n", d.TooLarge, d.OldSize, d.Size, sumSuffix(d.ContentSum))
-		case d.Binary:
-			fmt.Fprintf(&buf, "binary %s: %d -> %d bytes%s\n", d.ContentType, d.OldSize, d.Size, sumSuffix(d.ContentSum))
-		case d.Kind == Mode:
-			fmt.Fprintf(&buf, "mode %v -> %v\n", d.OldMode, d.Mode)
-		}
-		if d.Kind == Modified && d.OldMode != d.Mode {
-			fmt.Fprintf(&buf, "mode %v -> %v\n", d.OldMode, d.Mode)
-		}
-		if d.Type == Symlink || d.OldType == Symlink {
-			if d.OldLink != "" || d.Link != "" {
-				fmt.Fprintf(&buf, "symlink %q -> %q\n", d.OldLink, d.Link)
-			}
-		}
-		for _, c := range d.Conflicts {
-			if c.Host == nil && c.Agent == nil && c.Base == nil {
-				fmt.Fprintf(&buf, "%s whole file: --take agent or --take host\n", paint("1;31", "conflict #"+c.ID))
-				continue
-			}
-			fmt.Fprintf(&buf, "%s at line %d of the project's file\n", paint("1;31", "conflict #"+c.ID), c.HostStart)
-			for _, part := range []struct {
-				name  string
-				lines []string
-			}{{"<<<<<<< host", c.Host}, {"||||||| base", c.Base}, {"======= session", c.Agent}} {
-				fmt.Fprintln(&buf, paint("33", part.name))
-				for _, l := range part.lines {
-					buf.WriteString(strings.TrimSuffix(l, "\n") + "\n")
-				}
-			}
-			fmt.Fprintln(&buf, paint("33", ">>>>>>>"))
-		}
-		for _, h := range d.Hunks {
-			fmt.Fprintln(&buf, paint("36", h.Header())+" "+paint("2", "#"+h.ID))
-			for _, line := range h.Lines {
-				text := strings.TrimSuffix(line, "\n")
-				switch line[0] {
-				case '+':
-					text = paint("32", text)
-				case '-':
-					text = paint("31", text)
-				}
-				buf.WriteString(text)
-				buf.WriteByte('\n')
-				if !strings.HasSuffix(line, "\n") {
-					buf.WriteString("\\ No newline at end of file\n")
-				}
-			}
-		}
-		if _, err := w.Write(buf.Bytes()); err != nil {
-			return err
-		}
-	}
-	return nil
-}
-
-func sumSuffix(sum string) string {
-	if sum == "" {
-		return ""
-	}
-	return ", " + sum
-}
-
-// Stat is the per-file line counts of a diff.
-type Stat struct {
-	Path     string `json:"path"`
-	Kind     Kind   `json:"kind"`
-	Added    int    `json:"added"`
-	Removed  int    `json:"removed"`
-	Binary   bool   `json:"binary,omitempty"`
-	TooLarge bool   `json:"too_large,omitempty"` // text, but no text diff (see Change.TooLarge)
-	From     string `json:"from,omitempty"`
-	Conflict bool   `json:"conflict,omitempty"`
-	Merged   bool   `json:"merged,omitempty"`
-	Held     bool   `json:"held,omitempty"`
-	// Findings names the scanners that flagged the file.
-	Findings []string `json:"findings,omitempty"`
-}
-
-// Stats counts added and removed lines per file.
-func Stats(diffs []FileDiff) []Stat {
-	out := make([]Stat, 0, len(diffs))
-	for _, d := range diffs {
-		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary, TooLarge: d.TooLarge != "", From: d.From, Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != ""}
-		for _, f := range d.Findings {
-			s.Findings = append(s.Findings, f.Scanner)
-		}
-		for _, h := range d.Hunks {
-			for _, l := range h.Lines {
-				switch l[0] {
-				case '+':
-					s.Added++
-				case '-':
-					s.Removed++
-				}
-			}
-		}
-		out = append(out, s)
-	}
-	return out
 }

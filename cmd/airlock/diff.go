@@ -2,6 +2,7 @@ package main
 
 import (
 	"bufio"
+	"bytes"
 	"context"
 	"encoding/json"
 	"fmt"
@@ -12,7 +13,6 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
-	"github.com/airlock/airlock/review"
 	"github.com/spf13/cobra"
 )
 
@@ -82,9 +82,7 @@ func diffCmd(g *globals) *cobra.Command {
 			printCommits(out, d.Commits)
 			if stat {
 				printStat(out, d, colored)
-			} else if files, err := reviewFiles(d.Files); err != nil {
-				return err
-			} else if err := review.Unified(out, files, colored); err != nil {
+			} else if err := printUnified(out, d.Files, colored); err != nil {
 				return err
 			}
 			out.Flush()
@@ -152,12 +150,8 @@ func printBlame(w io.Writer, b api.Blame) error {
 		byHunk[h.Path+"\x00"+h.Hunk] = h
 	}
 	for _, f := range b.Diff.Files {
-		files, err := reviewFiles([]api.FileDiff{f})
-		if err != nil {
-			return err
-		}
-		var buf strings.Builder
-		if err := review.Unified(&buf, files, false); err != nil {
+		var buf bytes.Buffer
+		if err := printUnified(&buf, []api.FileDiff{f}, false); err != nil {
 			return err
 		}
 		i := 0
@@ -182,18 +176,6 @@ func blameText(h api.HunkBlame) string {
 		return fmt.Sprintf("[command %d, checkpoint %d]", h.Command, h.Checkpoint)
 	}
 	return fmt.Sprintf("[%s, checkpoint %d]", h.Kind, h.Checkpoint)
-}
-
-// reviewFiles is the wire's diff in the review's types, for
-// review.Unified to print: the two have the same JSON (engine/api keeps
-// it so, engine/wire_test.go checks it), so JSON converts them whole.
-func reviewFiles(files []api.FileDiff) ([]review.FileDiff, error) {
-	b, err := json.Marshal(files)
-	if err != nil {
-		return nil, err
-	}
-	var out []review.FileDiff
-	return out, json.Unmarshal(b, &out)
 }
 
 // printStat prints d's stats, one line per path, then the totals.
