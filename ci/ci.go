@@ -87,6 +87,10 @@ func Run(ctx context.Context, o Options) *Verdict {
 		return v
 	}
 	fail := func(err error) *Verdict {
+		var oe outputErr
+		if errors.As(err, &oe) {
+			return finish(OutputFailed, err.Error())
+		}
 		switch errdefs.ClassOf(err) {
 		case errdefs.Invalid, errdefs.NotFound:
 			return finish(InvalidInput, err.Error())
@@ -271,8 +275,9 @@ func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engin
 	}, nil
 }
 
-// work runs the session: create, the agent or command, the review, the
-// patch, the apply.
+// work runs the session as steps, each of which fills its part of v:
+// create, the agent or command, the review, the patches, the apply, and
+// the outcome they add up to.
 func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func(string, ...any), finish func(string, string) *Verdict, fail func(error) *Verdict) *Verdict {
 	t := time.Now()
 	req := o.Create
@@ -286,39 +291,9 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 	say("session %s on %s (%s)", s.ID, o.Project, s.Image)
 
 	t = time.Now()
-	workFailed := ""
-	if o.Agent.Agent != "" {
-		events := 0
-		turn, err := e.Agent(ctx, s.ID, o.Agent, func(ev api.Event) {
-			events++
-			switch ev.Type {
-			case "tool_call":
-				say("agent: %s %s", ev.Tool, oneLine(ev.Input))
-			case "file_edit":
-				say("agent: edits %s", ev.Path)
-			case "error":
-				say("agent error: %s", oneLine(ev.Text))
-			}
-		})
-		if err != nil && turn.N == 0 {
-			return fail(err)
-		}
-		v.Agent = &AgentResult{Agent: turn.Agent, Model: turn.Model, State: turn.State, ExitCode: turn.ExitCode, Final: turn.Final,
-			Result: turn.Result, Error: turn.Error, Tokens: turn.Usage, Events: events}
-		if err != nil || turn.State != "done" {
-			workFailed = fmt.Sprintf("the agent's turn %s: %s", turn.State, firstNonEmpty(turn.Error, errString(err)))
-		}
-	} else {
-		// The output goes to the progress stream only: a command may print
-		// more than fits in memory.
-		code, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: o.Command}, engine.ExecIO{Stdout: o.Progress, Stderr: o.Progress})
-		if err != nil {
-			return fail(err)
-		}
-		v.Command = &CommandResult{Argv: o.Command, ExitCode: code}
-		if code != 0 {
-			workFailed = fmt.Sprintf("the command exited %d", code)
-		}
+	workFailed, err := runWork(ctx, o, e, v, say)
+	if err != nil {
+		return fail(err)
 	}
 	v.Timings.Work = time.Since(t).Seconds()
 
@@ -327,6 +302,83 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 	if err != nil {
 		return fail(err)
 	}
+	listChanges(d, v)
+	if err := writePatches(ctx, o, e, d, v); err != nil {
+		return fail(err)
+	}
+	egress(ctx, e, s.ID, v)
+	if m, err := e.Meter(ctx, s.ID); err == nil {
+		v.Usage = Usage{CPUSeconds: m.CPUSeconds, CostUSD: m.CostUSD, MemoryPeak: m.MemoryPeak, WorkspaceBytes: m.WorkspaceBytes}
+	}
+	v.Timings.Review = time.Since(t).Seconds()
+	say("%d changed, %d held, %d flagged, %d in conflict", len(v.Changes), len(v.Held), len(v.Findings), len(v.Conflicts))
+
+	if o.Apply && workFailed == "" {
+		t = time.Now()
+		if err := apply(ctx, o, e, d, v, say); err != nil {
+			return fail(err)
+		}
+		v.Timings.Apply = time.Since(t).Seconds()
+	}
+
+	switch {
+	case workFailed != "":
+		return finish(AgentFailed, workFailed+": see verdict.json and the log above")
+	case len(v.Findings) > 0:
+		return finish(Violation, fmt.Sprintf("%d finding(s) in the changes (%s): nothing flagged was applied; read changes.patch", len(v.Findings), scanners(v.Findings)))
+	case len(v.Held) > 0 || len(v.Conflicts) > 0:
+		return finish(Held, fmt.Sprintf("%d change(s) need a human (%d held by policy, %d in conflict): review changes.patch", len(v.Held)+len(v.Conflicts), len(v.Held), len(v.Conflicts)))
+	}
+	msg := fmt.Sprintf("%d change(s)", len(v.Changes))
+	if o.Apply {
+		msg += fmt.Sprintf(", %d applied to the checkout", len(v.Applied))
+	}
+	return finish(Success, msg)
+}
+
+// runWork runs the agent's turn or the command in session v.Session and
+// says how it failed ("" when it did not); err is a failure to run it at
+// all.
+func runWork(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func(string, ...any)) (failed string, err error) {
+	if o.Agent.Agent == "" {
+		// The output goes to the progress stream only: a command may print
+		// more than fits in memory.
+		code, err := e.Exec(ctx, v.Session, api.ExecRequest{Argv: o.Command}, engine.ExecIO{Stdout: o.Progress, Stderr: o.Progress})
+		if err != nil {
+			return "", err
+		}
+		v.Command = &CommandResult{Argv: o.Command, ExitCode: code}
+		if code != 0 {
+			return fmt.Sprintf("the command exited %d", code), nil
+		}
+		return "", nil
+	}
+	events := 0
+	turn, err := e.Agent(ctx, v.Session, o.Agent, func(ev api.Event) {
+		events++
+		switch ev.Type {
+		case "tool_call":
+			say("agent: %s %s", ev.Tool, oneLine(ev.Input))
+		case "file_edit":
+			say("agent: edits %s", ev.Path)
+		case "error":
+			say("agent error: %s", oneLine(ev.Text))
+		}
+	})
+	if err != nil && turn.N == 0 {
+		return "", err
+	}
+	v.Agent = &AgentResult{Agent: turn.Agent, Model: turn.Model, State: turn.State, ExitCode: turn.ExitCode, Final: turn.Final,
+		Result: turn.Result, Error: turn.Error, Tokens: turn.Usage, Events: events}
+	if err != nil || turn.State != "done" {
+		return fmt.Sprintf("the agent's turn %s: %s", turn.State, firstNonEmpty(turn.Error, errString(err))), nil
+	}
+	return "", nil
+}
+
+// listChanges fills v's changes, holds, findings and conflicts from the
+// review d.
+func listChanges(d api.Diff, v *Verdict) {
 	stats := map[string]api.Stat{}
 	for _, st := range d.Stats {
 		stats[st.Path] = st
@@ -346,85 +398,71 @@ func work(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say func
 			v.Conflicts = append(v.Conflicts, Conflict{Path: f.Path, Reason: f.ConflictReason})
 		}
 	}
+}
+
+// writePatches writes changes.patch (streamed into the file, which
+// appears whole or not at all) and, when asked, a patch per turn. A
+// failure to write them is an outputErr; any other is the review's.
+func writePatches(ctx context.Context, o Options, e *engine.Engine, d api.Diff, v *Verdict) error {
 	if len(d.Files) > 0 {
-		// Streamed into the file, which appears whole or not at all. A
-		// failure to write it is the output's; any other, the review's.
 		out := &recordingWriter{}
 		var patchErr error
 		err := atomicfile.WriteFrom(filepath.Join(o.Out, "changes.patch"), 0o644, func(w io.Writer) error {
 			out.w = w
-			patchErr = e.Patch(ctx, s.ID, nil, out)
+			patchErr = e.Patch(ctx, v.Session, nil, out)
 			return patchErr
 		})
 		switch {
 		case patchErr != nil && out.err == nil:
-			return fail(patchErr)
+			return patchErr
 		case err != nil:
-			return finish(OutputFailed, outputError(o.Out, err).Error())
+			return outputError(o.Out, err)
 		}
 		v.Patch = "changes.patch"
 	}
 	if o.PatchPerTurn {
-		if err := turnPatches(ctx, e, s.ID, o.Out, v); err != nil {
-			return finish(OutputFailed, outputError(o.Out, err).Error())
+		if err := turnPatches(ctx, e, v.Session, o.Out, v); err != nil {
+			return outputError(o.Out, err)
 		}
 	}
-	egress(ctx, e, s.ID, v)
-	if m, err := e.Meter(ctx, s.ID); err == nil {
-		v.Usage = Usage{CPUSeconds: m.CPUSeconds, CostUSD: m.CostUSD, MemoryPeak: m.MemoryPeak, WorkspaceBytes: m.WorkspaceBytes}
-	}
-	v.Timings.Review = time.Since(t).Seconds()
-	say("%d changed, %d held, %d flagged, %d in conflict", len(v.Changes), len(v.Held), len(v.Findings), len(v.Conflicts))
+	return nil
+}
 
-	if o.Apply && workFailed == "" {
-		t = time.Now()
-		// Pinned to the digests of the review above: what is applied is
-		// what the verdict, the patch and the scanners saw, or nothing.
-		sel := api.Selection{Digests: map[string]string{}}
-		reviewed := map[string]api.FileDiff{}
-		for _, f := range d.Files {
-			reviewed[f.Path] = f
-		}
-		for i, c := range v.Changes {
-			if !c.Held && !c.Flagged && !c.Conflict && autoAccepted(d.Files, c.Path) {
-				sel.Paths = append(sel.Paths, c.Path)
-				sel.Digests[reviewed[c.Path].ID] = reviewed[c.Path].Digest
-				v.Changes[i].Applied = true
-			}
-		}
-		if len(sel.Paths) > 0 {
-			out, err := e.Accept(ctx, s.ID, sel)
-			if err != nil {
-				for i := range v.Changes {
-					v.Changes[i].Applied = false
-				}
-				return fail(err) // a change since the review: nothing was written
-			}
-			for _, oc := range out.Outcomes {
-				if oc.Applied {
-					v.Applied = append(v.Applied, oc.Path)
-				} else {
-					return finish(Infrastructure, fmt.Sprintf("writing %s into the checkout failed: %s (nothing was written)", oc.Path, oc.Error))
-				}
-			}
-			say("applied %d change(s) to %s", len(v.Applied), o.Project)
-		}
-		v.Timings.Apply = time.Since(t).Seconds()
+// apply accepts what nothing holds, flags or leaves in conflict (and,
+// with auto_accept globs in the policy, what they match), pinned to the
+// digests of review d: what is applied is what the verdict, the patch and
+// the scanners saw, or nothing.
+func apply(ctx context.Context, o Options, e *engine.Engine, d api.Diff, v *Verdict, say func(string, ...any)) error {
+	sel := api.Selection{Digests: map[string]string{}}
+	reviewed := map[string]api.FileDiff{}
+	for _, f := range d.Files {
+		reviewed[f.Path] = f
 	}
-
-	switch {
-	case workFailed != "":
-		return finish(AgentFailed, workFailed+": see verdict.json and the log above")
-	case len(v.Findings) > 0:
-		return finish(Violation, fmt.Sprintf("%d finding(s) in the changes (%s): nothing flagged was applied; read changes.patch", len(v.Findings), scanners(v.Findings)))
-	case len(v.Held) > 0 || len(v.Conflicts) > 0:
-		return finish(Held, fmt.Sprintf("%d change(s) need a human (%d held by policy, %d in conflict): review changes.patch", len(v.Held)+len(v.Conflicts), len(v.Held), len(v.Conflicts)))
+	for i, c := range v.Changes {
+		if !c.Held && !c.Flagged && !c.Conflict && autoAccepted(d.Files, c.Path) {
+			sel.Paths = append(sel.Paths, c.Path)
+			sel.Digests[reviewed[c.Path].ID] = reviewed[c.Path].Digest
+			v.Changes[i].Applied = true
+		}
 	}
-	msg := fmt.Sprintf("%d change(s)", len(v.Changes))
-	if o.Apply {
-		msg += fmt.Sprintf(", %d applied to the checkout", len(v.Applied))
+	if len(sel.Paths) == 0 {
+		return nil
 	}
-	return finish(Success, msg)
+	out, err := e.Accept(ctx, v.Session, sel)
+	if err != nil {
+		for i := range v.Changes {
+			v.Changes[i].Applied = false
+		}
+		return err // a change since the review: nothing was written
+	}
+	for _, oc := range out.Outcomes {
+		if !oc.Applied {
+			return errdefs.Unavailablef("writing %s into the checkout failed: %s (nothing was written)", oc.Path, oc.Error)
+		}
+		v.Applied = append(v.Applied, oc.Path)
+	}
+	say("applied %d change(s) to %s", len(v.Applied), o.Project)
+	return nil
 }
 
 // autoAccepted: with auto_accept globs in the policy, only the paths they

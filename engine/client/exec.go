@@ -85,29 +85,11 @@ func (c *Client) Run(ctx context.Context, req api.RunRequest, sio ExecIO, contro
 // stream posts body to path, upgrades the connection and runs the
 // command over frames.
 func (c *Client) stream(ctx context.Context, path string, body any, req api.ExecRequest, id string, sio ExecIO, control func(*Exec)) (int, error) {
-	var d net.Dialer
-	conn, err := d.DialContext(ctx, "unix", c.socket)
+	conn, br, err := c.upgrade(ctx, path, body)
 	if err != nil {
-		return -1, c.unreachable(err)
+		return -1, err
 	}
 	defer conn.Close()
-	b, _ := json.Marshal(body)
-	hreq, _ := http.NewRequest("POST", c.url(path, nil), bytes.NewReader(b))
-	hreq.Header.Set("Connection", "Upgrade")
-	hreq.Header.Set("Upgrade", api.UpgradeProtocol)
-	hreq.Header.Set("Content-Type", "application/json")
-	if err := hreq.Write(conn); err != nil {
-		return -1, c.unreachable(err)
-	}
-	br := bufio.NewReader(conn)
-	resp, err := http.ReadResponse(br, hreq)
-	if err != nil {
-		return -1, c.unreachable(err)
-	}
-	if resp.StatusCode != http.StatusSwitchingProtocols {
-		defer resp.Body.Close()
-		return -1, decodeError(resp)
-	}
 	x := &Exec{conn: conn}
 	stop := context.AfterFunc(ctx, func() { conn.Close() })
 	defer stop()
@@ -115,27 +97,68 @@ func (c *Client) stream(ctx context.Context, path string, body any, req api.Exec
 		control(x)
 	}
 	if req.Stdin && sio.Stdin != nil {
-		go func() {
-			buf := make([]byte, 32*1024)
-			for {
-				n, err := sio.Stdin.Read(buf)
-				if n > 0 {
-					x.wmu.Lock()
-					werr := api.WriteFrame(conn, api.FrameStdin, buf[:n])
-					x.wmu.Unlock()
-					if werr != nil {
-						return
-					}
-				}
-				if err != nil {
-					x.wmu.Lock()
-					api.WriteFrame(conn, api.FrameEOF, nil)
-					x.wmu.Unlock()
-					return
-				}
-			}
-		}()
+		go x.sendStdin(sio.Stdin)
 	}
+	return readFrames(ctx, br, id, sio)
+}
+
+// upgrade posts body to path on a connection of its own and switches it
+// to the framed exec protocol; an engine that refuses says why in its
+// answer.
+func (c *Client) upgrade(ctx context.Context, path string, body any) (net.Conn, *bufio.Reader, error) {
+	var d net.Dialer
+	conn, err := d.DialContext(ctx, "unix", c.socket)
+	if err != nil {
+		return nil, nil, c.unreachable(err)
+	}
+	b, _ := json.Marshal(body)
+	hreq, _ := http.NewRequest("POST", c.url(path, nil), bytes.NewReader(b))
+	hreq.Header.Set("Connection", "Upgrade")
+	hreq.Header.Set("Upgrade", api.UpgradeProtocol)
+	hreq.Header.Set("Content-Type", "application/json")
+	if err := hreq.Write(conn); err != nil {
+		conn.Close()
+		return nil, nil, c.unreachable(err)
+	}
+	br := bufio.NewReader(conn)
+	resp, err := http.ReadResponse(br, hreq)
+	if err != nil {
+		conn.Close()
+		return nil, nil, c.unreachable(err)
+	}
+	if resp.StatusCode != http.StatusSwitchingProtocols {
+		defer conn.Close()
+		defer resp.Body.Close()
+		return nil, nil, decodeError(resp)
+	}
+	return conn, br, nil
+}
+
+// sendStdin copies stdin to the command as frames, then says its end.
+func (x *Exec) sendStdin(stdin io.Reader) {
+	buf := make([]byte, 32*1024)
+	for {
+		n, err := stdin.Read(buf)
+		if n > 0 {
+			x.wmu.Lock()
+			werr := api.WriteFrame(x.conn, api.FrameStdin, buf[:n])
+			x.wmu.Unlock()
+			if werr != nil {
+				return
+			}
+		}
+		if err != nil {
+			x.wmu.Lock()
+			api.WriteFrame(x.conn, api.FrameEOF, nil)
+			x.wmu.Unlock()
+			return
+		}
+	}
+}
+
+// readFrames hands the command's output, session and start to sio as
+// they come, and returns its exit code.
+func readFrames(ctx context.Context, br *bufio.Reader, id string, sio ExecIO) (int, error) {
 	for {
 		typ, payload, err := api.ReadFrame(br)
 		if err != nil {
