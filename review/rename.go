@@ -51,15 +51,34 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 	if !slices.ContainsFunc(changes, func(it listed) bool { return it.kind() == Deleted }) {
 		return changes, nil // nothing can have been renamed
 	}
-	var gone, added []renameSide
+	gone, added := renameSides(l, r, changes)
+	if len(gone) == 0 || len(added) == 0 {
+		return changes, nil
+	}
+	m := &renameMatch{gone: gone, added: added, usedG: map[int]bool{}, usedA: map[int]bool{},
+		seed: maphash.MakeSeed(), lineBudget: renameMaxLines, buf: make([]byte, renameMaxSize)}
+	if err := m.exact(ctx, r); err != nil {
+		return nil, err
+	}
+	m.similar()
+	if len(m.pairs) == 0 {
+		return changes, nil
+	}
+	return m.apply(changes), nil
+}
+
+// renameSides lists the deletions (and the files of deleted directories)
+// that can be a rename's source, and the additions that can be its
+// target, within the size and count bounds; a source the host changed
+// since the session started is left out.
+func renameSides(l Layers, r *roots, changes []listed) (gone, added []renameSide) {
 	for i := range changes {
 		it := &changes[i]
 		switch kind := it.kind(); {
 		case kind == Deleted && it.oldType() == File && it.oldSize() <= renameMaxSize && len(gone) < renameMaxGone:
 			gone = append(gone, renameSide{path: it.path, mode: it.full.OldMode, size: it.oldSize(), idx: i})
 		case kind == Deleted && it.oldType() == Dir && r.project != nil:
-			c := it.full
-			root := filepath.Join(l.Project, filepath.FromSlash(c.Path))
+			root := filepath.Join(l.Project, filepath.FromSlash(it.full.Path))
 			filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
 				if err != nil || len(gone) >= renameMaxGone {
 					return filepath.SkipAll
@@ -79,9 +98,6 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 			added = append(added, renameSide{path: it.path, mode: it.newMode(), size: it.newSize(), idx: i})
 		}
 	}
-	if len(gone) == 0 || len(added) == 0 {
-		return changes, nil
-	}
 	usable := gone[:0]
 	for _, g := range gone {
 		hfi, _ := statAt(r.hostFd(), g.path)
@@ -89,84 +105,102 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 			usable = append(usable, g)
 		}
 	}
-	gone = usable
-	seed := maphash.MakeSeed()
-	lineBudget := renameMaxLines
-	buf := make([]byte, renameMaxSize)
-	load := func(root *confined.Root, s *renameSide) bool {
-		if s.read {
-			return s.nlines >= 0
-		}
-		s.read, s.nlines = true, -1
-		if root == nil {
-			return false
-		}
-		fd, st, err := root.OpenFd(s.path)
-		if err != nil {
-			return false
-		}
-		defer unix.Close(fd)
-		if st.Size > renameMaxSize {
-			return false
-		}
-		n, err := preadFull(fd, buf[:st.Size], 0)
-		if err != nil || int64(n) != st.Size {
-			return false
-		}
-		data := buf[:n]
-		s.sum, s.binary, s.size = sha256.Sum256(data), isBinary(data), int64(n)
-		s.nlines = 0
-		if !s.binary {
-			s.lines = lineHashes(seed, data)
-			s.nlines = len(s.lines)
-			if lineBudget -= len(s.lines); lineBudget < 0 {
-				s.lines = nil // kept for exact matches only
-			}
-		}
-		return true
+	return usable, added
+}
+
+// renameMatch pairs sources with targets: exact matches first, then
+// similar content, best first, within the line, pair and work budgets.
+type renameMatch struct {
+	gone, added  []renameSide
+	pairs        []renamePair
+	usedG, usedA map[int]bool
+	seed         maphash.Seed
+	lineBudget   int
+	buf          []byte // one file's content at a time
+}
+
+type renamePair struct {
+	g, a int
+	sim  int
+}
+
+// load reads s beneath root once, keeping its digest and line hashes
+// (never its content); it reports whether s can be compared.
+func (m *renameMatch) load(root *confined.Root, s *renameSide) bool {
+	if s.read {
+		return s.nlines >= 0
 	}
-	type pair struct {
-		g, a int
-		sim  int
+	s.read, s.nlines = true, -1
+	if root == nil {
+		return false
 	}
-	var pairs []pair
-	// Exact matches first, by size and hash.
+	fd, st, err := root.OpenFd(s.path)
+	if err != nil {
+		return false
+	}
+	defer unix.Close(fd)
+	if st.Size > renameMaxSize {
+		return false
+	}
+	n, err := preadFull(fd, m.buf[:st.Size], 0)
+	if err != nil || int64(n) != st.Size {
+		return false
+	}
+	data := m.buf[:n]
+	s.sum, s.binary, s.size = sha256.Sum256(data), isBinary(data), int64(n)
+	s.nlines = 0
+	if !s.binary {
+		s.lines = lineHashes(m.seed, data)
+		s.nlines = len(s.lines)
+		if m.lineBudget -= len(s.lines); m.lineBudget < 0 {
+			s.lines = nil // kept for exact matches only
+		}
+	}
+	return true
+}
+
+// exact pairs sources and targets of the same size and digest.
+func (m *renameMatch) exact(ctx context.Context, r *roots) error {
 	bySum := map[[32]byte][]int{}
-	for gi := range gone {
+	for gi := range m.gone {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		if load(r.project, &gone[gi]) {
-			bySum[gone[gi].sum] = append(bySum[gone[gi].sum], gi)
+		if m.load(r.project, &m.gone[gi]) {
+			bySum[m.gone[gi].sum] = append(bySum[m.gone[gi].sum], gi)
 		}
 	}
-	usedG, usedA := map[int]bool{}, map[int]bool{}
-	for ai := range added {
+	for ai := range m.added {
 		if ctx.Err() != nil {
-			return nil, ctx.Err()
+			return ctx.Err()
 		}
-		if !load(r.upper, &added[ai]) {
+		if !m.load(r.upper, &m.added[ai]) {
 			continue
 		}
-		for _, gi := range bySum[added[ai].sum] {
-			if !usedG[gi] && gone[gi].size == added[ai].size {
-				pairs = append(pairs, pair{gi, ai, 100})
-				usedG[gi], usedA[ai] = true, true
+		for _, gi := range bySum[m.added[ai].sum] {
+			if !m.usedG[gi] && m.gone[gi].size == m.added[ai].size {
+				m.pairs = append(m.pairs, renamePair{gi, ai, 100})
+				m.usedG[gi], m.usedA[ai] = true, true
 				break
 			}
 		}
 	}
-	// Then similar content, best first.
-	var cands []pair
+	return nil
+}
+
+// similar pairs what is left by line similarity, best first, until the
+// pair or work budget runs out.
+func (m *renameMatch) similar() {
+	var cands []renamePair
 	budget, work := renameMaxPairs, renameMaxWork
-	for ai := range added {
-		a := &added[ai]
-		if usedA[ai] || a.lines == nil {
+	for ai := range m.added {
+		a := &m.added[ai]
+		if m.usedA[ai] || a.lines == nil {
 			continue
 		}
-		for gi := range gone {
-			g := &gone[gi]
-			if usedG[gi] || g.lines == nil {
+		for gi := range m.gone {
+			g := &m.gone[gi]
+			if m.usedG[gi] || g.lines == nil {
 				continue
 			}
 			// Sizes too far apart cannot reach the threshold.
@@ -181,7 +215,7 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 				break
 			}
 			if sim := similarity(g.lines, a.lines); sim >= renameMinSimilarity {
-				cands = append(cands, pair{gi, ai, sim})
+				cands = append(cands, renamePair{gi, ai, sim})
 			}
 		}
 		if budget < 0 || work < 0 {
@@ -190,18 +224,20 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 	}
 	sort.SliceStable(cands, func(i, j int) bool { return cands[i].sim > cands[j].sim })
 	for _, p := range cands {
-		if !usedG[p.g] && !usedA[p.a] {
-			pairs = append(pairs, p)
-			usedG[p.g], usedA[p.a] = true, true
+		if !m.usedG[p.g] && !m.usedA[p.a] {
+			m.pairs = append(m.pairs, p)
+			m.usedG[p.g], m.usedA[p.a] = true, true
 		}
 	}
-	if len(pairs) == 0 {
-		return changes, nil
-	}
+}
+
+// apply turns each pair into one Renamed change in place of its addition
+// and deletion, and returns the changes in path order.
+func (m *renameMatch) apply(changes []listed) []listed {
 	drop := map[int]bool{}
 	var renames []listed
-	for _, p := range pairs {
-		g, a := gone[p.g], added[p.a]
+	for _, p := range m.pairs {
+		g, a := m.gone[p.g], m.added[p.a]
 		c := changes[a.idx].change()
 		c.Kind, c.From, c.Similarity = Renamed, g.path, p.sim
 		c.OldType, c.OldMode, c.OldSize = File, g.mode, g.size
@@ -220,7 +256,7 @@ func detectRenames(ctx context.Context, l Layers, r *roots, changes []listed) ([
 	}
 	out = append(out, renames...)
 	sort.SliceStable(out, func(i, j int) bool { return out[i].path < out[j].path })
-	return out, nil
+	return out
 }
 
 // lineHashes is a text's lines as sorted hashes.
