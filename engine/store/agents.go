@@ -111,24 +111,7 @@ func (s *Store) AddEvent(ctx context.Context, session string, e harness.Event) e
 
 // Events lists a session's events in order, of one turn if turn > 0.
 func (s *Store) Events(ctx context.Context, session string, turn int) ([]harness.Event, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM events WHERE session_id = ? AND (? = 0 OR turn = ?) ORDER BY id`, session, turn, turn)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []harness.Event{}
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var e harness.Event
-		if err := json.Unmarshal([]byte(data), &e); err != nil {
-			return nil, err
-		}
-		out = append(out, e)
-	}
-	return out, rows.Err()
+	return queryJSON[harness.Event](ctx, s.db, `SELECT data FROM events WHERE session_id = ? AND (? = 0 OR turn = ?) ORDER BY id`, session, turn, turn)
 }
 
 // SetSecret stores a secret's value.

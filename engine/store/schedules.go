@@ -32,24 +32,7 @@ func (s *Store) AddSchedule(ctx context.Context, x api.Schedule) error {
 
 // Schedules lists the schedules by name.
 func (s *Store) Schedules(ctx context.Context) ([]api.Schedule, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM schedules ORDER BY name`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.Schedule{}
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var x api.Schedule
-		if err := json.Unmarshal([]byte(data), &x); err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return queryJSON[api.Schedule](ctx, s.db, `SELECT data FROM schedules ORDER BY name`)
 }
 
 // DeleteSchedule forgets a schedule and its runs.
@@ -132,24 +115,7 @@ func (s *Store) ScheduleRuns(ctx context.Context, name string, limit int) ([]api
 	if limit <= 0 {
 		limit = -1
 	}
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM (SELECT id, data FROM schedule_runs WHERE schedule = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, name, limit)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.ScheduleRun{}
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var run api.ScheduleRun
-		if err := json.Unmarshal([]byte(data), &run); err != nil {
-			return nil, err
-		}
-		out = append(out, run)
-	}
-	return out, rows.Err()
+	return queryJSON[api.ScheduleRun](ctx, s.db, `SELECT data FROM (SELECT id, data FROM schedule_runs WHERE schedule = ? ORDER BY id DESC LIMIT ?) ORDER BY id`, name, limit)
 }
 
 // InterruptScheduleRuns ends the runs still marked running with outcome

@@ -21,24 +21,7 @@ func (s *Store) PutSnapshot(ctx context.Context, x api.Snapshot) error {
 
 // Snapshots lists the snapshots in the order they were recorded.
 func (s *Store) Snapshots(ctx context.Context) ([]api.Snapshot, error) {
-	rows, err := s.db.QueryContext(ctx, `SELECT data FROM snapshots ORDER BY rowid`)
-	if err != nil {
-		return nil, err
-	}
-	defer rows.Close()
-	out := []api.Snapshot{}
-	for rows.Next() {
-		var data string
-		if err := rows.Scan(&data); err != nil {
-			return nil, err
-		}
-		var x api.Snapshot
-		if err := json.Unmarshal([]byte(data), &x); err != nil {
-			return nil, err
-		}
-		out = append(out, x)
-	}
-	return out, rows.Err()
+	return queryJSON[api.Snapshot](ctx, s.db, `SELECT data FROM snapshots ORDER BY rowid`)
 }
 
 // Snapshot finds a snapshot by id, id prefix or name (the one of that

@@ -336,3 +336,26 @@ func (s *Store) commands(ctx context.Context, where string, withOutput bool, arg
 	}
 	return list, rows.Err()
 }
+
+// queryJSON runs query, whose one column holds JSON, and decodes each
+// row into a T: an empty list, never nil, when no row matches.
+func queryJSON[T any](ctx context.Context, db *sql.DB, query string, args ...any) ([]T, error) {
+	rows, err := db.QueryContext(ctx, query, args...)
+	if err != nil {
+		return nil, err
+	}
+	defer rows.Close()
+	out := []T{}
+	for rows.Next() {
+		var data string
+		if err := rows.Scan(&data); err != nil {
+			return nil, err
+		}
+		var x T
+		if err := json.Unmarshal([]byte(data), &x); err != nil {
+			return nil, err
+		}
+		out = append(out, x)
+	}
+	return out, rows.Err()
+}
