@@ -139,7 +139,7 @@ func TestBlameNamesTheToolCall(t *testing.T) {
 		chromedp.Evaluate(`[...document.querySelectorAll(".hunk .blame")].map((b) => b.dataset.call)`, &calls),
 		screenshot(t, "blame"),
 	)
-	if strings.Join(calls, ",") != ids["Edit"][0]+","+ids["Edit"][1] || len(marks) != 2 || marks[0] != "turn 1 · Edit /workspace/long.txt" {
+	if strings.Join(calls, ",") != ids["Edit"][0]+","+ids["Edit"][1] || len(marks) != 2 || marks[0] != "turn 1 · Edit /workspace/long.txt · "+ids["Edit"][0] {
 		t.Errorf("long.txt's hunks are marked %q with calls %q, want the two Edits %v", marks, calls, ids["Edit"])
 	}
 }

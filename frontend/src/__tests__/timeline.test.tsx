@@ -251,7 +251,7 @@ describe("Review's blame", () => {
     render(<Review client={new Client(t)} session="s1" theme="light" onError={vi.fn()} />);
     await waitFor(() => expect(document.querySelector('[data-hunk="h1"] .blame')).toBeTruthy());
     const h1 = document.querySelector('[data-hunk="h1"] .blame')!;
-    expect(h1.textContent).toBe("turn 2 · Edit /workspace/src/app.py");
+    expect(h1.textContent).toBe("turn 2 · Edit /workspace/src/app.py · toolu_1");
     expect(h1.getAttribute("data-call")).toBe("toolu_1");
     expect(h1.getAttribute("title")).toContain("its new text holds these lines");
     expect(document.querySelector('[data-hunk="h3"] .blame')!.textContent).toBe("command 7 · make fmt");

@@ -55,7 +55,9 @@ export function blameLabel(b: HunkBlame): string {
   else if (b.command) who = `command ${b.command}` + (b.command_line ? ` · ${b.command_line}` : "");
   const c = b.call;
   if (!c) return who;
-  return `${who} · ${c.tool}${c.input ? " " + c.input : ""}` + (c.match === "last" ? " (last edit of the file)" : "");
+  return (
+    `${who} · ${c.tool}${c.input ? " " + c.input : ""}${c.id ? " · " + c.id : ""}` + (c.match === "last" ? " (last edit of the file)" : "")
+  );
 }
 
 // blameTitle says the same at length: the checkpoint, the call's id and
