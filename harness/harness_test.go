@@ -245,8 +245,11 @@ func FuzzParseLine(f *testing.F) {
 		for _, a := range []*Agent{Claude, Codex, OpenCode, Aider, Custom} {
 			for _, events := range []string{"", "jsonl"} {
 				p := a.NewParser(Turn{Events: events})
-				p.Line(line)
-				p.End()
+				for _, e := range append(p.Line(line), p.End()...) {
+					if len(e.ID) > 128 || len(e.Wrote) > MaxWrote || !utf8.ValidString(e.ID) || !utf8.ValidString(e.Wrote) {
+						t.Fatalf("%s kept an id of %d bytes, an edit's text of %d", a.Name, len(e.ID), len(e.Wrote))
+					}
+				}
 				p.Final()
 			}
 		}
@@ -310,6 +313,11 @@ func TestEditTextBounded(t *testing.T) {
 	patch := "*** Begin Patch\n*** Update File: b.txt\n@@\n-old\n+" + strings.Repeat("y", 3*MaxWrote) + "\n*** Add File: c.txt\n+c\n*** End Patch\n"
 	if got := patchAdded(patch, "b.txt"); len(got) > MaxWrote {
 		t.Errorf("a patch's added text of %d bytes kept", len(got))
+	}
+	custom := Custom.NewParser(Turn{Events: "jsonl"})
+	line, _ = json.Marshal(map[string]any{"type": "file_edit", "path": "a.txt", "id": id, "wrote": big})
+	if evs := custom.Line(line); len(evs) != 1 || len(evs[0].ID) > 128 || len(evs[0].Wrote) > MaxWrote {
+		t.Errorf("a custom agent's edit kept %+v", evs)
 	}
 	if got := patchAdded(patch, "c.txt"); got != "c\n" {
 		t.Errorf("c.txt's added lines %q", got)
