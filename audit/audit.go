@@ -119,7 +119,8 @@ type Turn struct {
 // in the turn (from 1), which Patch.Files refers to.
 type Call struct {
 	Seq      int       `json:"seq"`
-	Type     string    `json:"type"` // tool_call, command, file_edit
+	ID       string    `json:"id,omitempty"` // the agent's id of the call (a tool_call and its file_edit share it)
+	Type     string    `json:"type"`         // tool_call, command, file_edit
 	Time     time.Time `json:"time"`
 	Tool     string    `json:"tool,omitempty"`
 	Path     string    `json:"path,omitempty"`
@@ -249,7 +250,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 			default:
 				continue
 			}
-			c := Call{Seq: i + 1, Type: ev.Type, Time: ev.Time, Tool: ev.Tool, Path: ev.Path, Command: ev.Command, ExitCode: ev.ExitCode}
+			c := Call{Seq: i + 1, ID: ev.ID, Type: ev.Type, Time: ev.Time, Tool: ev.Tool, Path: ev.Path, Command: ev.Command, ExitCode: ev.ExitCode}
 			if ev.Input != "" {
 				c.InputSHA256 = digest(ev.Input)
 			}
