@@ -109,9 +109,10 @@ type HunkBlame struct {
 
 // How a hunk was matched to its call (BlameCall.Match).
 const (
-	// BlameMatchText: the call's new text holds the hunk's added lines
-	// (of the turn's edits of the file, the one holding the most of them;
-	// the later one when two hold as many).
+	// BlameMatchText: the call's new text holds the hunk's added lines,
+	// whole or (an edit of a few lines) as part of them: of the turn's
+	// edits of the file, the one holding the most of them, the later one
+	// when two hold as many.
 	BlameMatchText = "text"
 	// BlameMatchLast: the last edit of the file in the turn; the events
 	// do not tell which of its edits made these lines (they carry no

@@ -22,6 +22,7 @@ func TestBlameNamesTheCall(t *testing.T) {
 	f := &fakeSessions{upper: t.TempDir(), project: t.TempDir()}
 	lines := "1\n2\n3\n4\n5\n6\n7\n8\n9\n10\n11\n12\n"
 	write(t, filepath.Join(f.project, "a.txt"), lines)
+	write(t, filepath.Join(f.project, "g.go"), "return compute(1)\n"+strings.Repeat("pad\n", 10)+"end\n")
 	tl := timeline.New(t.TempDir(), f, timeline.Options{Every: -1})
 
 	start := time.Now()
@@ -30,6 +31,7 @@ func TestBlameNamesTheCall(t *testing.T) {
 	// b.txt whose event has no text, and a call named by a path with ./.
 	write(t, filepath.Join(f.upper, "a.txt"), strings.Replace(strings.Replace(lines, "1\n", "first edit\n", 1), "12\n", "second edit\n", 1))
 	write(t, filepath.Join(f.upper, "b.txt"), "bee\n")
+	write(t, filepath.Join(f.upper, "g.go"), "return compute(42)\n"+strings.Repeat("pad\n", 10)+"finish\n")
 	f.events = map[int][]api.Event{1: {
 		{Type: api.EventMessage, Time: at(1), Text: "editing"},
 		{Type: api.EventToolCall, Time: at(2), Tool: "Edit", ID: "toolu_1", Input: "/workspace/a.txt"},
@@ -38,8 +40,13 @@ func TestBlameNamesTheCall(t *testing.T) {
 		{Type: api.EventFileEdit, Time: at(3), Tool: "Edit", ID: "toolu_2", Path: "/workspace/a.txt", Wrote: "second edit\n"},
 		{Type: api.EventToolCall, Time: at(4), Tool: "Write", ID: "toolu_3", Input: "b.txt"},
 		{Type: api.EventFileEdit, Time: at(4), Tool: "Write", ID: "toolu_3", Path: "./b.txt"},
+		// Two Edits of g.go, the first of part of a line.
+		{Type: api.EventToolCall, Time: at(5), Tool: "Edit", ID: "toolu_4", Input: "g.go"},
+		{Type: api.EventFileEdit, Time: at(5), Tool: "Edit", ID: "toolu_4", Path: "g.go", Wrote: "compute(42)"},
+		{Type: api.EventToolCall, Time: at(6), Tool: "Edit", ID: "toolu_5", Input: "g.go"},
+		{Type: api.EventFileEdit, Time: at(6), Tool: "Edit", ID: "toolu_5", Path: "g.go", Wrote: "finish\n"},
 	}}
-	ended := at(5)
+	ended := at(7)
 	f.turns = []api.Turn{{N: 1, Started: start, Ended: &ended}}
 	_, _, err := tl.Record(ctx, "s1", timeline.Mark{Kind: api.CheckpointTurn, Turn: 1, Since: start, Always: true})
 	must(t, err)
@@ -82,8 +89,10 @@ func TestBlameNamesTheCall(t *testing.T) {
 		}
 	}
 	want := map[string]string{
-		"a.txt -1\n|+first edit\n| 2\n| 3\n| 4\n":     "turn 1 toolu_1 Edit /workspace/a.txt text 2",
-		"a.txt  9\n| 10\n| 11\n|-12\n|+second edit\n": "turn 1 toolu_2 Edit /workspace/a.txt text 2",
+		"a.txt -1\n|+first edit\n| 2\n| 3\n| 4\n":                              "turn 1 toolu_1 Edit /workspace/a.txt text 2",
+		"a.txt  9\n| 10\n| 11\n|-12\n|+second edit\n":                          "turn 1 toolu_2 Edit /workspace/a.txt text 2",
+		"g.go -return compute(1)\n|+return compute(42)\n| pad\n| pad\n| pad\n": "turn 1 toolu_4 Edit g.go text 2",
+		"g.go  pad\n| pad\n| pad\n|-end\n|+finish\n":                           "turn 1 toolu_5 Edit g.go text 2",
 		"b.txt +bee\n": "turn 1 toolu_3 Write b.txt last 1",
 		"c.txt +sea\n": "command 7 sh -c echo sea > c.txt",
 		"d.txt +dee\n": "turn 2 w2 Write d.txt last 2",

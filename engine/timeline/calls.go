@@ -15,6 +15,8 @@ const (
 	maxTurnEdits = 10_000 // a turn's file edits kept (its last)
 	maxCallInput = 200    // bytes of a call's input or a command line
 	maxWroteKept = 8 << 10
+	maxHunkLines = 500 // a hunk's added lines compared with the edits' text
+	maxFragments = 16  // an edit's lines looked for inside a hunk's lines
 )
 
 // calls names, for blame, the command or the agent's tool call behind a
@@ -37,6 +39,23 @@ type edit struct {
 	input, path string
 	time        time.Time
 	wrote       map[string]bool // the trimmed lines of its new text
+	// fragments are those lines again, for an edit of a few lines: an
+	// edit may replace part of a line (new_string "x" in "a := x").
+	fragments []string
+}
+
+// holds tells whether the edit's text wrote line l (trimmed): as a whole
+// line, or, for an edit of a few lines, as part of it.
+func (e edit) holds(l string) bool {
+	if e.wrote[l] {
+		return true
+	}
+	for _, f := range e.fragments {
+		if strings.Contains(l, f) {
+			return true
+		}
+	}
+	return false
 }
 
 func newCalls(core Sessions, session string, list []api.Checkpoint) *calls {
@@ -138,6 +157,9 @@ func (c *calls) call(ctx context.Context, n int, p string, after, until time.Tim
 	}
 	var added []string
 	for _, l := range h.Lines {
+		if len(added) == maxHunkLines {
+			break
+		}
 		if strings.HasPrefix(l, "+") {
 			if s := strings.TrimSpace(l[1:]); s != "" {
 				added = append(added, s)
@@ -148,7 +170,7 @@ func (c *calls) call(ctx context.Context, n int, p string, after, until time.Tim
 	for i, e := range in {
 		n := 0
 		for _, l := range added {
-			if e.wrote[l] {
+			if e.holds(l) {
 				n++
 			}
 		}
@@ -196,6 +218,13 @@ func (c *calls) turnEdits(ctx context.Context, n int) []edit {
 				for _, l := range strings.Split(clipText(ev.Wrote, maxWroteKept), "\n") {
 					if s := strings.TrimSpace(l); s != "" {
 						e.wrote[s] = true
+					}
+				}
+				if len(e.wrote) <= maxFragments {
+					for l := range e.wrote {
+						if len(l) >= 3 { // "}" or "x" would be found anywhere
+							e.fragments = append(e.fragments, l)
+						}
 					}
 				}
 			}
