@@ -174,6 +174,12 @@ func serveEngine(t *testing.T, c *cli, state, dockerSock string) *exec.Cmd {
 		t.Fatal(err)
 	}
 	go cmd.Wait()
+	t.Cleanup(func() {
+		if t.Failed() {
+			b, _ := os.ReadFile(log.Name())
+			t.Logf("the engine's log:\n%s", b[max(0, len(b)-4000):])
+		}
+	})
 	t.Cleanup(c.stopEngine)
 	for start := time.Now(); ; time.Sleep(50 * time.Millisecond) {
 		if code, _, _ := c.run("version", "--json"); code == 0 {
