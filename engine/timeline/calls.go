@@ -21,7 +21,9 @@ const (
 
 // calls names, for blame, the command or the agent's tool call behind a
 // checkpoint's changes to a file. It reads the session's turns, commands
-// and events once each, as hunks ask.
+// and events once each, as hunks ask. It only annotates: what cannot be
+// read names nothing (the hunk keeps its checkpoint), never fails the
+// blame.
 type calls struct {
 	core     Sessions
 	session  string
