@@ -4,25 +4,18 @@ import (
 	"fmt"
 	"strconv"
 	"strings"
-	"time"
 
 	"github.com/airlock/airlock/engine/api"
 )
 
-// edits are the agent's file_edit events: every call naming a path, and
-// per turn the last call naming it.
+// edits are the agent's file_edit events: every call naming a path.
 type edits struct {
-	all  map[string][]CallRef   // by path, oldest first
-	last map[int]map[string]int // turn -> path -> seq
+	all map[string][]CallRef // by path, oldest first
 }
 
 func (e edits) add(turn, seq int, path string) {
 	p := projectPath(path)
 	e.all[p] = append(e.all[p], CallRef{Turn: turn, Seq: seq})
-	if e.last[turn] == nil {
-		e.last[turn] = map[string]int{}
-	}
-	e.last[turn][p] = seq
 }
 
 // projectPath is an event's path as the patch names it: relative to the
@@ -75,13 +68,11 @@ func hunkRange(header string) string {
 }
 
 // attribution says what produced each hunk of the patch (docs/AUDIT.md,
-// "Which turn and call produced a hunk").
+// "Which turn and call produced a hunk"): the engine's blame, which
+// names the checkpoint, its turn or command and the turn's call.
 type attribution struct {
-	edits    edits
-	blame    map[string]api.HunkBlame // by path \x00 range
-	byID     map[int64]Checkpoint
-	turns    []Turn
-	commands []Command
+	edits edits
+	blame map[string]api.HunkBlame // by path \x00 range
 	// untracked: the session has no checkpoints (it predates the
 	// timeline); hunks are attributed by file only.
 	untracked bool
@@ -91,7 +82,7 @@ func (a attribution) producer(path, header string) *Producer {
 	if a.untracked {
 		if e := a.edits.all[path]; len(e) > 0 {
 			last := e[len(e)-1]
-			return &Producer{Turn: last.Turn, Seq: last.Seq}
+			return &Producer{Turn: last.Turn, Seq: last.Seq, Match: api.BlameMatchLast}
 		}
 		return nil
 	}
@@ -100,31 +91,8 @@ func (a attribution) producer(path, header string) *Producer {
 		return nil
 	}
 	p := &Producer{Checkpoint: hb.Checkpoint, Kind: hb.Kind, Turn: hb.Turn, Command: hb.Command}
-	if c, ok := a.byID[hb.Checkpoint]; ok && p.Turn == 0 && p.Command == 0 && c.Kind == api.CheckpointPeriodic {
-		// A periodic checkpoint belongs to what was running when it was
-		// taken: a turn first (an agent's turn runs its own commands).
-		p.Turn, p.Command = a.runningAt(c.Time)
-	}
-	if p.Turn > 0 {
-		p.Seq = a.edits.last[p.Turn][path]
+	if c := hb.Call; c != nil {
+		p.Seq, p.Call, p.Tool, p.Match = c.Seq, c.ID, c.Tool, c.Match
 	}
 	return p
-}
-
-// runningAt names the turn, else the command, that was running at t.
-func (a attribution) runningAt(t time.Time) (turn int, command int64) {
-	during := func(start time.Time, end *time.Time) bool {
-		return !t.Before(start) && (end == nil || !t.After(*end))
-	}
-	for _, tu := range a.turns {
-		if during(tu.Started, tu.Ended) {
-			return tu.N, 0
-		}
-	}
-	for _, c := range a.commands {
-		if during(c.Started, c.Ended) {
-			return 0, c.ID
-		}
-	}
-	return 0, 0
 }

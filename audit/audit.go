@@ -119,7 +119,8 @@ type Turn struct {
 // in the turn (from 1), which Patch.Files refers to.
 type Call struct {
 	Seq      int       `json:"seq"`
-	Type     string    `json:"type"` // tool_call, command, file_edit
+	ID       string    `json:"id,omitempty"` // the agent's id of the call (a tool_call and its file_edit share it)
+	Type     string    `json:"type"`         // tool_call, command, file_edit
 	Time     time.Time `json:"time"`
 	Tool     string    `json:"tool,omitempty"`
 	Path     string    `json:"path,omitempty"`
@@ -189,13 +190,19 @@ type Hunk struct {
 
 // Producer is what produced a hunk (see docs/AUDIT.md for the rule): the
 // checkpoint that last changed its lines and its kind, the turn or
-// command that checkpoint belongs to, and within the turn the call (Seq)
-// that edited the hunk's file, when an event of the turn names it.
+// command that checkpoint belongs to, and within the turn the call (Seq,
+// and the agent's id of it and its tool) that edited the hunk's file,
+// when an event of the turn names it; Match says how that call was told
+// (api.BlameMatch*: its text holds the hunk's lines, or it is the last
+// edit of the file in the turn).
 type Producer struct {
 	Checkpoint int64  `json:"checkpoint,omitempty"`
 	Kind       string `json:"kind,omitempty"`
 	Turn       int    `json:"turn,omitempty"`
 	Seq        int    `json:"seq,omitempty"`
+	Call       string `json:"call,omitempty"`
+	Tool       string `json:"tool,omitempty"`
+	Match      string `json:"match,omitempty"`
 	Command    int64  `json:"command,omitempty"`
 }
 
@@ -229,7 +236,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 	if err != nil {
 		return nil, fmt.Errorf("the session's turns: %w", err)
 	}
-	edits := edits{all: map[string][]CallRef{}, last: map[int]map[string]int{}}
+	edits := edits{all: map[string][]CallRef{}}
 	for _, t := range turns {
 		evs, err := src.Events(ctx, id, t.N)
 		if err != nil {
@@ -243,7 +250,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 			default:
 				continue
 			}
-			c := Call{Seq: i + 1, Type: ev.Type, Time: ev.Time, Tool: ev.Tool, Path: ev.Path, Command: ev.Command, ExitCode: ev.ExitCode}
+			c := Call{Seq: i + 1, ID: ev.ID, Type: ev.Type, Time: ev.Time, Tool: ev.Tool, Path: ev.Path, Command: ev.Command, ExitCode: ev.ExitCode}
 			if ev.Input != "" {
 				c.InputSHA256 = digest(ev.Input)
 			}
@@ -309,11 +316,7 @@ func Write(ctx context.Context, src Source, id string, w io.Writer) (*Index, err
 		if err != nil {
 			return nil, fmt.Errorf("which turn changed each hunk: %w", err)
 		}
-		at := attribution{edits: edits, blame: blameByRange(blame), byID: map[int64]Checkpoint{}, turns: ix.Turns, commands: ix.Commands,
-			untracked: len(ix.Checkpoints) == 0}
-		for _, c := range ix.Checkpoints {
-			at.byID[c.ID] = c
-		}
+		at := attribution{edits: edits, blame: blameByRange(blame), untracked: len(ix.Checkpoints) == 0}
 		if ix.Patch.Files, err = patchFiles(patch, edits.all, at.producer); err != nil {
 			return nil, fmt.Errorf("read the session's patch: %w", err)
 		}

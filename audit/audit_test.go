@@ -102,8 +102,12 @@ func (f fakeSource) Blame(_ context.Context, id string, _ []string) (api.Blame, 
 		{Change: api.Change{Path: "gen.txt"}, Hunks: []api.Hunk{{ID: "h3", NewStart: 1, NewLines: 1}}},
 	}}}
 	b.Hunks = []api.HunkBlame{
-		{Path: "a.go", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1},
-		{Path: "a.go", Hunk: "h2", NewStart: 9, Checkpoint: 3, Kind: api.CheckpointPeriodic},
+		// The engine's blame names the turn's call, and the turn running
+		// when a periodic checkpoint was taken.
+		{Path: "a.go", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1,
+			Call: &api.BlameCall{Seq: 6, ID: "toolu_6", Tool: "Edit", Match: api.BlameMatchText, Edits: 2}},
+		{Path: "a.go", Hunk: "h2", NewStart: 9, Checkpoint: 3, Kind: api.CheckpointPeriodic, Turn: 2,
+			Call: &api.BlameCall{Seq: 6, ID: "toolu_9", Tool: "Write", Match: api.BlameMatchLast, Edits: 1}},
 		{Path: "gen.txt", Hunk: "h3", NewStart: 1, Checkpoint: 1, Kind: api.CheckpointCommand, Command: 1},
 	}
 	if f.untracked {
@@ -174,8 +178,8 @@ func TestBundle(t *testing.T) {
 		got  *Producer
 		want Producer
 	}{
-		{"a turn's hunk: the turn's last edit of the file", a.Hunks[0].Producer, Producer{Checkpoint: 2, Kind: "turn", Turn: 1, Seq: 6}},
-		{"a periodic checkpoint's hunk: the turn running then", a.Hunks[1].Producer, Producer{Checkpoint: 3, Kind: "periodic", Turn: 2, Seq: 6}},
+		{"a turn's hunk: the call blame names", a.Hunks[0].Producer, Producer{Checkpoint: 2, Kind: "turn", Turn: 1, Seq: 6, Call: "toolu_6", Tool: "Edit", Match: "text"}},
+		{"a periodic checkpoint's hunk: the turn running then", a.Hunks[1].Producer, Producer{Checkpoint: 3, Kind: "periodic", Turn: 2, Seq: 6, Call: "toolu_9", Tool: "Write", Match: "last"}},
 		{"a command's hunk", gen.Hunks[0].Producer, Producer{Checkpoint: 1, Kind: "command", Command: 1}},
 	} {
 		if tc.got == nil || *tc.got != tc.want {
@@ -204,7 +208,7 @@ func TestBundleWithoutTimeline(t *testing.T) {
 	}
 	a, gen := ix.Patch.Files[0], ix.Patch.Files[1]
 	for _, h := range a.Hunks {
-		if h.Producer == nil || *h.Producer != (Producer{Turn: 2, Seq: 6}) {
+		if h.Producer == nil || *h.Producer != (Producer{Turn: 2, Seq: 6, Match: "last"}) {
 			t.Errorf("a.go's hunk %s: %+v, want turn 2's last edit", h.Header, h.Producer)
 		}
 	}

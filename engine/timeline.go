@@ -192,6 +192,10 @@ func (c timelineCore) Turns(ctx context.Context, id string) ([]api.Turn, error) 
 	return c.e.agents.Turns(ctx, id)
 }
 
+func (c timelineCore) Events(ctx context.Context, id string, turn int) ([]api.Event, error) {
+	return c.e.agents.Events(ctx, id, turn)
+}
+
 func (c timelineCore) Commands(ctx context.Context, id string) ([]api.Command, error) {
 	return c.e.Commands(ctx, id, false)
 }

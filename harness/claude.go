@@ -106,7 +106,7 @@ func (p *claudeParser) Line(line []byte) []Event {
 				}
 			case "tool_use":
 				in := summarize(c.Input)
-				out = append(out, Event{Type: EventToolCall, Time: now, Tool: c.Name, Input: in})
+				out = append(out, Event{Type: EventToolCall, Time: now, Tool: c.Name, Input: in, ID: callID(c.ID)})
 				t := claudeTool{name: c.Name}
 				if c.Name == "Bash" {
 					t.command = in
@@ -116,10 +116,23 @@ func (p *claudeParser) Line(line []byte) []Event {
 					var f struct {
 						Path     string `json:"file_path"`
 						Notebook string `json:"notebook_path"`
+						Content  string `json:"content"`    // Write
+						New      string `json:"new_string"` // Edit
+						Source   string `json:"new_source"` // NotebookEdit
+						Edits    []struct {
+							New string `json:"new_string"`
+						} `json:"edits"` // MultiEdit
 					}
 					json.Unmarshal(c.Input, &f)
+					text := f.Content + f.New + f.Source
+					for _, e := range f.Edits {
+						if len(text) > MaxWrote {
+							break
+						}
+						text += e.New + "\n"
+					}
 					if path := firstNonEmpty(f.Path, f.Notebook); path != "" {
-						out = append(out, Event{Type: EventFileEdit, Time: now, Tool: c.Name, Path: relPath(path)})
+						out = append(out, Event{Type: EventFileEdit, Time: now, Tool: c.Name, Path: relPath(path), ID: callID(c.ID), Wrote: wrote(text)})
 					}
 				}
 			}

@@ -4,6 +4,7 @@ import (
 	"encoding/json"
 	"fmt"
 	"strconv"
+	"strings"
 	"time"
 )
 
@@ -55,6 +56,7 @@ func (p *codexParser) Line(line []byte) []Event {
 			Message string `json:"message"`
 		} `json:"error"`
 		Item struct {
+			ID       string `json:"id"`
 			Type     string `json:"type"`
 			Text     string `json:"text"`
 			Command  string `json:"command"`
@@ -94,11 +96,11 @@ func (p *codexParser) Line(line []byte) []Event {
 	case "item.started":
 		switch it.Type {
 		case "command_execution":
-			return []Event{{Type: EventToolCall, Time: now, Tool: "exec_command", Input: clip(it.Command)}}
+			return []Event{{Type: EventToolCall, Time: now, Tool: "exec_command", Input: clip(it.Command), ID: callID(it.ID)}}
 		case "mcp_tool_call":
-			return []Event{{Type: EventToolCall, Time: now, Tool: it.Server + "." + it.Tool, Input: summarize(it.Arguments)}}
+			return []Event{{Type: EventToolCall, Time: now, Tool: it.Server + "." + it.Tool, Input: summarize(it.Arguments), ID: callID(it.ID)}}
 		case "web_search":
-			return []Event{{Type: EventToolCall, Time: now, Tool: "web_search", Input: clip(it.Query)}}
+			return []Event{{Type: EventToolCall, Time: now, Tool: "web_search", Input: clip(it.Query), ID: callID(it.ID)}}
 		}
 	case "item.completed":
 		switch it.Type {
@@ -108,9 +110,14 @@ func (p *codexParser) Line(line []byte) []Event {
 		case "command_execution":
 			return []Event{{Type: EventCommand, Time: now, Command: clip(it.Command), ExitCode: it.ExitCode}}
 		case "file_change":
-			out := []Event{{Type: EventToolCall, Time: now, Tool: "apply_patch"}}
+			// Codex reports the paths a patch changed, not its text.
+			paths := make([]string, 0, len(it.Changes))
 			for _, c := range it.Changes {
-				out = append(out, Event{Type: EventFileEdit, Time: now, Tool: "apply_patch:" + c.Kind, Path: relPath(c.Path)})
+				paths = append(paths, relPath(c.Path))
+			}
+			out := []Event{{Type: EventToolCall, Time: now, Tool: "apply_patch", Input: clip(strings.Join(paths, ", ")), ID: callID(it.ID)}}
+			for _, c := range it.Changes {
+				out = append(out, Event{Type: EventFileEdit, Time: now, Tool: "apply_patch:" + c.Kind, Path: relPath(c.Path), ID: callID(it.ID)})
 			}
 			return out
 		case "error":

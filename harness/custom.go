@@ -59,6 +59,7 @@ func (p *jsonlParser) Line(line []byte) []Event {
 			e.Time = time.Now()
 		}
 		e.Turn = 0
+		e.ID, e.Wrote = callID(e.ID), wrote(e.Wrote) // bounded as the other agents' are
 		if e.Type == EventMessage {
 			p.final = e.Text
 		}

@@ -41,6 +41,38 @@ type Event struct {
 	Session  string    `json:"session,omitempty"`
 	// Result is the turn's validated structured answer (with --schema).
 	Result json.RawMessage `json:"result,omitempty"`
+	// ID is a tool call's id as the agent's CLI names it (at most 128
+	// bytes): a tool_call and the file_edit events of the same call share
+	// it.
+	ID string `json:"id,omitempty"`
+	// Wrote is, on a file_edit, the text the call wrote to Path where its
+	// input carries it (a write's content, an edit's new text, a patch's
+	// added lines), at most MaxWrote bytes cut at a line's end: what
+	// blame compares a hunk's lines with to tell which call made them.
+	Wrote string `json:"wrote,omitempty"`
+}
+
+// MaxWrote bounds Event.Wrote: an agent's input can be any size.
+const MaxWrote = 8 << 10
+
+// wrote is s as Event.Wrote keeps it: whole lines, at most MaxWrote
+// bytes, valid UTF-8.
+func wrote(s string) string {
+	if len(s) > MaxWrote {
+		s = s[:MaxWrote]
+		if i := strings.LastIndexByte(s, '\n'); i >= 0 {
+			s = s[:i+1]
+		}
+	}
+	return strings.ToValidUTF8(s, "")
+}
+
+// callID is an agent's id of a tool call as Event.ID keeps it.
+func callID(s string) string {
+	if len(s) > 128 {
+		s = s[:128]
+	}
+	return strings.ToValidUTF8(s, "")
 }
 
 // Usage is tokens and cost.
@@ -238,6 +270,28 @@ func isEditTool(name string) bool {
 type lineParser struct{}
 
 func (lineParser) End() []Event { return nil }
+
+// patchAdded is the lines an apply_patch envelope adds to path (its "+"
+// lines under that file's header), joined.
+func patchAdded(patch, path string) string {
+	var b strings.Builder
+	in := false
+	for _, l := range strings.Split(patch, "\n") {
+		if strings.HasPrefix(l, "*** ") {
+			in = false
+			for _, h := range []string{"*** Add File: ", "*** Update File: ", "*** Move to: "} {
+				if p, ok := strings.CutPrefix(l, h); ok {
+					in = strings.TrimSpace(p) == path
+				}
+			}
+			continue
+		}
+		if in && strings.HasPrefix(l, "+") && b.Len() <= MaxWrote {
+			b.WriteString(l[1:] + "\n")
+		}
+	}
+	return wrote(b.String())
+}
 
 // patchPaths lists the files an apply_patch envelope touches (its Add,
 // Update, Delete and Move to headers).

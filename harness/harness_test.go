@@ -2,10 +2,12 @@ package harness
 
 import (
 	"bufio"
+	"encoding/json"
 	"os"
 	"reflect"
 	"strings"
 	"testing"
+	"unicode/utf8"
 )
 
 // parseFile runs a parser over a recorded output, as the engine does.
@@ -243,10 +245,81 @@ func FuzzParseLine(f *testing.F) {
 		for _, a := range []*Agent{Claude, Codex, OpenCode, Aider, Custom} {
 			for _, events := range []string{"", "jsonl"} {
 				p := a.NewParser(Turn{Events: events})
-				p.Line(line)
-				p.End()
+				for _, e := range append(p.Line(line), p.End()...) {
+					if len(e.ID) > 128 || len(e.Wrote) > MaxWrote || !utf8.ValidString(e.ID) || !utf8.ValidString(e.Wrote) {
+						t.Fatalf("%s kept an id of %d bytes, an edit's text of %d", a.Name, len(e.ID), len(e.Wrote))
+					}
+				}
 				p.Final()
 			}
 		}
 	})
+}
+
+// Each file edit in a recording names its tool call by the CLI's id,
+// the same as the tool_call event's, and carries the text it wrote
+// where the CLI's event has it (Codex reports paths only).
+func TestRecordedEditsNameTheirCall(t *testing.T) {
+	for _, tc := range []struct {
+		agent       *Agent
+		file        string
+		id, path    string
+		wrote, tool string
+	}{
+		{Claude, "testdata/claude.jsonl", "toolu_6", "notes.md", "# notes\n", "Write"},
+		{Codex, "testdata/codex.jsonl", "item_1", "added.txt", "", "apply_patch"},
+		{OpenCode, "testdata/opencode.jsonl", "call_5", "w.txt", "written\n", "apply_patch"},
+	} {
+		t.Run(tc.agent.Name, func(t *testing.T) {
+			evs, _ := parseFile(t, tc.agent, Turn{}, tc.file)
+			var call, edit *Event
+			for i, e := range evs {
+				switch {
+				case e.Type == EventToolCall && e.ID == tc.id:
+					call = &evs[i]
+				case e.Type == EventFileEdit:
+					edit = &evs[i]
+				}
+			}
+			if call == nil || call.Tool != tc.tool {
+				t.Fatalf("no tool call %s (%s) in %+v", tc.id, tc.tool, evs)
+			}
+			if edit == nil || edit.ID != tc.id || edit.Path != tc.path || edit.Wrote != tc.wrote {
+				t.Errorf("the edit: %+v, want call %s on %s writing %q", edit, tc.id, tc.path, tc.wrote)
+			}
+		})
+	}
+}
+
+// An edit's text and a call's id come from the agent's output: what is
+// kept of them is bounded, whole lines, valid UTF-8, however large or
+// broken the input.
+func TestEditTextBounded(t *testing.T) {
+	big := strings.Repeat("line of text\n", 100_000) + "\xff\xfe"
+	id := strings.Repeat("i", 10_000)
+	in, _ := json.Marshal(map[string]any{"file_path": "/workspace/a.txt", "old_string": "x", "new_string": big})
+	line, _ := json.Marshal(map[string]any{"type": "assistant", "message": map[string]any{"content": []any{
+		map[string]any{"type": "tool_use", "id": id, "name": "Edit", "input": json.RawMessage(in)}}}})
+	edit := find(Claude.NewParser(Turn{}).Line(line), EventFileEdit)
+	if edit == nil {
+		t.Fatal("no file edit")
+	}
+	if len(edit.Wrote) > MaxWrote || !strings.HasSuffix(edit.Wrote, "line of text\n") || !utf8.ValidString(edit.Wrote) {
+		t.Errorf("wrote %d bytes ending %q", len(edit.Wrote), edit.Wrote[max(0, len(edit.Wrote)-20):])
+	}
+	if len(edit.ID) > 128 {
+		t.Errorf("id of %d bytes kept", len(edit.ID))
+	}
+	patch := "*** Begin Patch\n*** Update File: b.txt\n@@\n-old\n+" + strings.Repeat("y", 3*MaxWrote) + "\n*** Add File: c.txt\n+c\n*** End Patch\n"
+	if got := patchAdded(patch, "b.txt"); len(got) > MaxWrote {
+		t.Errorf("a patch's added text of %d bytes kept", len(got))
+	}
+	custom := Custom.NewParser(Turn{Events: "jsonl"})
+	line, _ = json.Marshal(map[string]any{"type": "file_edit", "path": "a.txt", "id": id, "wrote": big})
+	if evs := custom.Line(line); len(evs) != 1 || len(evs[0].ID) > 128 || len(evs[0].Wrote) > MaxWrote {
+		t.Errorf("a custom agent's edit kept %+v", evs)
+	}
+	if got := patchAdded(patch, "c.txt"); got != "c\n" {
+		t.Errorf("c.txt's added lines %q", got)
+	}
 }

@@ -61,9 +61,10 @@ func (p *opencodeParser) Line(line []byte) []Event {
 		SessionID string          `json:"sessionID"`
 		Error     json.RawMessage `json:"error"`
 		Part      struct {
-			Text  string `json:"text"`
-			Tool  string `json:"tool"`
-			State struct {
+			Text   string `json:"text"`
+			Tool   string `json:"tool"`
+			CallID string `json:"callID"`
+			State  struct {
 				Status   string          `json:"status"`
 				Input    json.RawMessage `json:"input"`
 				Error    string          `json:"error"`
@@ -99,7 +100,8 @@ func (p *opencodeParser) Line(line []byte) []Event {
 			out = append(out, Event{Type: EventMessage, Time: now, Text: part.Text})
 		}
 	case "tool_use":
-		out = append(out, Event{Type: EventToolCall, Time: now, Tool: part.Tool, Input: summarize(part.State.Input)})
+		id := callID(part.CallID)
+		out = append(out, Event{Type: EventToolCall, Time: now, Tool: part.Tool, Input: summarize(part.State.Input), ID: id})
 		switch {
 		case part.Tool == "bash":
 			var in struct {
@@ -116,16 +118,17 @@ func (p *opencodeParser) Line(line []byte) []Event {
 			out[len(out)-1] = Event{Type: EventError, Time: now, Tool: part.Tool, Text: "the model called a tool OpenCode does not offer: " + summarize(part.State.Input)}
 		case isEditTool(part.Tool) && part.State.Status == "completed":
 			var in struct {
-				Path  string `json:"filePath"`
-				Patch string `json:"patchText"`
+				Path    string `json:"filePath"`
+				Patch   string `json:"patchText"`
+				Content string `json:"content"`   // write
+				New     string `json:"newString"` // edit
 			}
 			json.Unmarshal(part.State.Input, &in)
-			paths := patchPaths(in.Patch)
-			if in.Path != "" {
-				paths = append(paths, in.Path)
+			for _, p := range patchPaths(in.Patch) {
+				out = append(out, Event{Type: EventFileEdit, Time: now, Tool: part.Tool, Path: relPath(p), ID: id, Wrote: patchAdded(in.Patch, p)})
 			}
-			for _, p := range paths {
-				out = append(out, Event{Type: EventFileEdit, Time: now, Tool: part.Tool, Path: relPath(p)})
+			if in.Path != "" {
+				out = append(out, Event{Type: EventFileEdit, Time: now, Tool: part.Tool, Path: relPath(in.Path), ID: id, Wrote: wrote(in.Content + in.New)})
 			}
 		}
 		if part.State.Status == "error" && part.State.Error != "" {

@@ -9,6 +9,7 @@ import (
 	"io"
 	"os"
 	"strings"
+	"unicode"
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/engine/api"
@@ -94,7 +95,7 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: every file with kind, modes, sizes and hunks")
 	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
 	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
-	cmd.Flags().BoolVar(&blame, "blame", false, "name beside each hunk the checkpoint (turn or command) that last changed it")
+	cmd.Flags().BoolVar(&blame, "blame", false, "name beside each hunk the checkpoint (turn or command) that last changed it and the agent's tool call that made it")
 	cmd.Flags().IntVar(&q.Turn, "turn", 0, "what agent turn N changed, from the session's checkpoints (the session is not touched)")
 	cmd.Flags().IntVar(&q.From, "from", 0, "from the workspace after turn N (with --to; 0: the session's start)")
 	cmd.Flags().IntVar(&q.To, "to", 0, "to the workspace after turn N (default with --from: the newest checkpoint)")
@@ -166,16 +167,61 @@ func printBlame(w io.Writer, b api.Blame) error {
 	return nil
 }
 
+// blameText is a hunk's annotation: the checkpoint, the turn or command
+// it belongs to and, for a turn, the agent's call that made the hunk and
+// how sure that is. What the agent or the command wrote is shown on one
+// line, without control characters.
 func blameText(h api.HunkBlame) string {
-	switch {
-	case h.Checkpoint == 0:
+	if h.Checkpoint == 0 {
 		return "[not checkpointed yet]"
-	case h.Kind == api.CheckpointTurn:
-		return fmt.Sprintf("[turn %d, checkpoint %d]", h.Turn, h.Checkpoint)
-	case h.Kind == api.CheckpointCommand && h.Command > 0:
-		return fmt.Sprintf("[command %d, checkpoint %d]", h.Command, h.Checkpoint)
 	}
-	return fmt.Sprintf("[%s, checkpoint %d]", h.Kind, h.Checkpoint)
+	var who string
+	switch {
+	case h.Turn > 0:
+		who = fmt.Sprintf("turn %d", h.Turn)
+	case h.Command > 0:
+		who = fmt.Sprintf("command %d", h.Command)
+		if h.CommandLine != "" {
+			who += " `" + printable(h.CommandLine) + "`"
+		}
+	default:
+		who = h.Kind
+	}
+	if h.Kind != api.CheckpointTurn && h.Kind != api.CheckpointCommand && who != h.Kind {
+		who += " (" + h.Kind + ")"
+	}
+	s := fmt.Sprintf("[%s, checkpoint %d", who, h.Checkpoint)
+	if c := h.Call; c != nil {
+		s += "; " + printable(c.Tool)
+		if c.Input != "" {
+			s += " " + printable(c.Input)
+		}
+		if c.ID != "" {
+			s += ", call " + printable(c.ID)
+		}
+		s += " at " + c.Time.Local().Format("15:04:05")
+		if c.Match == api.BlameMatchLast {
+			if c.Edits > 1 {
+				s += fmt.Sprintf(", the last of %d edits of the file in the turn", c.Edits)
+			} else {
+				s += ", the turn's one edit of the file"
+			}
+		}
+	} else if h.Turn > 0 {
+		s += "; no event of the turn names the file"
+	}
+	return s + "]"
+}
+
+// printable is untrusted text fit for a terminal line: control characters
+// (escape sequences, newlines) are shown as U+FFFD.
+func printable(s string) string {
+	return strings.Map(func(r rune) rune {
+		if unicode.IsControl(r) || r == '\u2028' || r == '\u2029' {
+			return '\uFFFD'
+		}
+		return r
+	}, s)
 }
 
 // printStat prints d's stats, one line per path, then the totals.

@@ -49,7 +49,7 @@ func TestTurnsDiffUndoFork(t *testing.T) {
 	}
 
 	blame := c.ok("diff", id, "--blame")
-	if !regexp.MustCompile(`(?m)^@@ .* @@.*\[turn 2, checkpoint \d+\]$`).MatchString(blame) || !strings.Contains(blame, "+two") {
+	if !regexp.MustCompile(`(?m)^@@ .* @@.*\[turn 2, checkpoint \d+; no event of the turn names the file\]$`).MatchString(blame) || !strings.Contains(blame, "+two") {
 		t.Fatalf("airlock diff --blame:\n%s", blame)
 	}
 	t.Logf("diff --blame:\n%s", blame)

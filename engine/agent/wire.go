@@ -8,7 +8,7 @@ import (
 // APIEvent is an agent's event as the API carries it (the same JSON).
 func APIEvent(e harness.Event) api.Event {
 	w := api.Event{Type: e.Type, Time: e.Time, Turn: e.Turn, Text: e.Text, Tool: e.Tool, Input: e.Input,
-		Path: e.Path, Command: e.Command, ExitCode: e.ExitCode, Session: e.Session, Result: e.Result}
+		Path: e.Path, Command: e.Command, ExitCode: e.ExitCode, Session: e.Session, Result: e.Result, ID: e.ID, Wrote: e.Wrote}
 	if e.Usage != nil {
 		u := api.Usage(*e.Usage)
 		w.Usage = &u

@@ -29,7 +29,10 @@ const Version = "v1"
 // Level 5: GET /sessions/{id}/ports/listening, basic auth on ports.
 // Level 6: /sessions/{id}/checkpoints, .../checkpoints/diff, .../undo,
 // .../fork, .../blame (the timeline of checkpoints).
-const Level = 6
+// Level 7: a blame's hunks name their command's line and the agent's
+// call (HunkBlame.CommandLine, .Call); events carry a call's id and an
+// edit's text (Event.ID, .Wrote).
+const Level = 7
 
 // Session states.
 const (

@@ -33,6 +33,12 @@ type Event struct {
 	Session  string    `json:"session,omitempty"`
 	// Result is the turn's validated structured answer (with --schema).
 	Result json.RawMessage `json:"result,omitempty"`
+	// ID is a tool call's id as the agent's CLI names it: a tool_call and
+	// the file_edit events of the same call share it.
+	ID string `json:"id,omitempty"`
+	// Wrote is, on a file_edit, the text the call wrote to Path where the
+	// agent's event carries it (at most 8 KiB, whole lines).
+	Wrote string `json:"wrote,omitempty"`
 }
 
 // Usage is tokens and cost.

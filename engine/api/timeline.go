@@ -94,6 +94,43 @@ type HunkBlame struct {
 	NewStart   int    `json:"new_start"`
 	Checkpoint int64  `json:"checkpoint"`
 	Kind       string `json:"kind,omitempty"`
-	Turn       int    `json:"turn,omitempty"`
-	Command    int64  `json:"command,omitempty"`
+	// Turn and Command are the checkpoint's or, for a periodic one, the
+	// turn (else the command) that was running when it was taken.
+	Turn    int   `json:"turn,omitempty"`
+	Command int64 `json:"command,omitempty"`
+	// CommandLine is that command's argv, joined (at most 200 bytes).
+	CommandLine string `json:"command_line,omitempty"`
+	// Call is, for a turn, the agent's tool call that edited the hunk's
+	// file, as far as the turn's events tell (Match says how far); nil
+	// when no event of the turn names the file (a command the agent ran
+	// may have changed it).
+	Call *BlameCall `json:"call,omitempty"`
+}
+
+// How a hunk was matched to its call (BlameCall.Match).
+const (
+	// BlameMatchText: the call's new text holds the hunk's added lines,
+	// whole or (an edit of a few lines) as part of them: of the turn's
+	// edits of the file, the one holding the most of them, the later one
+	// when two hold as many.
+	BlameMatchText = "text"
+	// BlameMatchLast: the last edit of the file in the turn; the events
+	// do not tell which of its edits made these lines (they carry no
+	// text, the text does not hold them, or the hunk only removes).
+	BlameMatchLast = "last"
+)
+
+// BlameCall is an agent's tool call named by blame.
+type BlameCall struct {
+	// Seq is its file_edit event's place in the turn's events (from 1),
+	// as GET .../events?turn=N lists them.
+	Seq   int       `json:"seq"`
+	ID    string    `json:"id,omitempty"` // the agent's id of the call
+	Tool  string    `json:"tool"`
+	Input string    `json:"input,omitempty"` // its input, summarized: the command or the file's path
+	Time  time.Time `json:"time"`
+	Match string    `json:"match"` // BlameMatch*
+	// Edits counts the turn's edits of the file since the previous
+	// checkpoint, this one among them.
+	Edits int `json:"edits"`
 }

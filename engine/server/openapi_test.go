@@ -42,7 +42,7 @@ var wireTypes = []any{
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
 	api.Schedule{}, api.ScheduleRun{}, api.ScheduleRunRequest{},
-	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{}, api.Blame{}, api.HunkBlame{},
+	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{}, api.Blame{}, api.HunkBlame{}, api.BlameCall{},
 }
 
 // notOnTheWire are engine/api's struct types that no JSON body carries,

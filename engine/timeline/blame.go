@@ -15,7 +15,9 @@ import (
 // of the hunk's lines: the turn or command that last changed it. Lines
 // are followed by their text through each checkpoint's changes to its
 // file, read from the store (and from the project where the session had
-// not changed the file), never from the live session.
+// not changed the file), never from the live session. Each hunk also
+// names its command's line or, in a turn, the agent's tool call that
+// edited the file (see calls.call).
 func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame, error) {
 	out := api.Blame{Session: id, Hunks: []api.HunkBlame{}, Diff: d}
 	t.Settle(id)
@@ -41,6 +43,7 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 		return out, err
 	}
 	defer proj.Close()
+	who := newCalls(t.core, id, list)
 	byID := map[int64]api.Checkpoint{}
 	for _, c := range list {
 		byID[c.ID] = c
@@ -78,6 +81,7 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 			}
 			if c, ok := byID[hb.Checkpoint]; ok {
 				hb.Kind, hb.Turn, hb.Command = c.Kind, c.Turn, c.Command
+				who.attribute(ctx, &hb, h)
 			}
 			out.Hunks = append(out.Hunks, hb)
 		}

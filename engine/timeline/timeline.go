@@ -39,6 +39,9 @@ type Sessions interface {
 	// each checkpoint's turn or command.
 	Turns(ctx context.Context, id string) ([]api.Turn, error)
 	Commands(ctx context.Context, id string) ([]api.Command, error)
+	// Events lists an agent turn's events in order: blame names the tool
+	// call that edited a hunk's file from them.
+	Events(ctx context.Context, id string, turn int) ([]api.Event, error)
 	// StopProcesses stops every process running in the session but its
 	// container's own, and keeps new work out until release is called.
 	// stopped counts the processes stopped.

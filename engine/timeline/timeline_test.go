@@ -20,6 +20,8 @@ import (
 type fakeSessions struct {
 	upper, project string
 	turns          []api.Turn
+	commands       []api.Command
+	events         map[int][]api.Event
 }
 
 func (f *fakeSessions) Workspace(ctx context.Context, id string) (string, string, string, error) {
@@ -32,7 +34,10 @@ func (f *fakeSessions) Project(ctx context.Context, id string) (string, error)  
 func (f *fakeSessions) Active() []string                                         { return []string{"s1"} }
 func (f *fakeSessions) Turns(ctx context.Context, id string) ([]api.Turn, error) { return f.turns, nil }
 func (f *fakeSessions) Commands(ctx context.Context, id string) ([]api.Command, error) {
-	return nil, nil
+	return f.commands, nil
+}
+func (f *fakeSessions) Events(ctx context.Context, id string, turn int) ([]api.Event, error) {
+	return f.events[turn], nil
 }
 func (f *fakeSessions) StopProcesses(ctx context.Context, id string) (int, func(), error) {
 	return 0, func() {}, nil

@@ -356,7 +356,8 @@ func (f *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.
 }
 
 func (f *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blame, error) {
-	return api.Blame{Session: id, Hunks: []api.HunkBlame{{Path: "hello.txt", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1}},
+	return api.Blame{Session: id, Hunks: []api.HunkBlame{{Path: "hello.txt", Hunk: "h1", NewStart: 1, Checkpoint: 2, Kind: api.CheckpointTurn, Turn: 1,
+		Call: &api.BlameCall{Seq: 3, ID: "toolu_1", Tool: "Write", Input: "hello.txt", Time: When, Match: api.BlameMatchText, Edits: 1}}},
 		Diff: api.Diff{Session: id, Files: []api.FileDiff{}, Stats: []api.Stat{}}}, f.call("Blame", id, paths)
 }
 

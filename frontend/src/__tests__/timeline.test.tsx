@@ -210,6 +210,7 @@ describe("Review's blame", () => {
   it("names the turn or command that last changed each hunk, and hides it on request", async () => {
     const d: Diff = diffOf("src/app.py", "hi");
     d.files[0].hunks!.push({ id: "h2", old_start: 9, old_lines: 1, new_start: 9, new_lines: 1, lines: ["+late\n"], digest: "sha256:h2" });
+    d.files[0].hunks!.push({ id: "h3", old_start: 20, old_lines: 1, new_start: 20, new_lines: 1, lines: ["+fmt\n"], digest: "sha256:h3" });
     const t: Transport = {
       kind: "browser",
       async request<T>(_m: string, path: string) {
@@ -219,8 +220,25 @@ describe("Review's blame", () => {
             session: "s1",
             diff: d,
             hunks: [
-              { path: "src/app.py", hunk: "h1", new_start: 1, checkpoint: 2, kind: "turn", turn: 2 },
+              {
+                path: "src/app.py",
+                hunk: "h1",
+                new_start: 1,
+                checkpoint: 2,
+                kind: "turn",
+                turn: 2,
+                call: {
+                  seq: 3,
+                  id: "toolu_1",
+                  tool: "Edit",
+                  input: "/workspace/src/app.py",
+                  time: "2026-11-26T09:55:28Z",
+                  match: "text",
+                  edits: 2,
+                },
+              },
               { path: "src/app.py", hunk: "h2", new_start: 9, checkpoint: 0 },
+              { path: "src/app.py", hunk: "h3", new_start: 20, checkpoint: 4, kind: "command", command: 7, command_line: "make fmt" },
             ],
           } as T;
         return [] as T;
@@ -232,7 +250,11 @@ describe("Review's blame", () => {
     };
     render(<Review client={new Client(t)} session="s1" theme="light" onError={vi.fn()} />);
     await waitFor(() => expect(document.querySelector('[data-hunk="h1"] .blame')).toBeTruthy());
-    expect(document.querySelector('[data-hunk="h1"] .blame')!.textContent).toBe("turn 2");
+    const h1 = document.querySelector('[data-hunk="h1"] .blame')!;
+    expect(h1.textContent).toBe("turn 2 · Edit /workspace/src/app.py · toolu_1");
+    expect(h1.getAttribute("data-call")).toBe("toolu_1");
+    expect(h1.getAttribute("title")).toContain("its new text holds these lines");
+    expect(document.querySelector('[data-hunk="h3"] .blame')!.textContent).toBe("command 7 · make fmt");
     expect(document.querySelector('[data-hunk="h2"] .blame')!.textContent).toBe("since the last checkpoint");
     fireEvent.click(screen.getByLabelText("turns"));
     expect(document.querySelector(".blame")).toBeNull();

@@ -1394,8 +1394,31 @@ export interface components {
       /** @description 0: changed after the newest checkpoint */
       checkpoint: number;
       kind?: string;
+      /** @description the checkpoint's turn or, for a periodic one, the turn running when it was taken */
       turn?: number;
       command?: number;
+      /** @description the command's argv, joined (at most 200 bytes) */
+      command_line?: string;
+      call?: components["schemas"]["BlameCall"];
+    };
+    /** @description the agent's tool call that edited the hunk's file in its turn, as far as the turn's events tell */
+    BlameCall: {
+      /** @description its file_edit event's place in the turn's events, from 1 */
+      seq: number;
+      /** @description the agent's id of the call */
+      id?: string;
+      tool: string;
+      /** @description its input, summarized: the command or the file's path */
+      input?: string;
+      /** Format: date-time */
+      time: string;
+      /**
+       * @description text: its new text holds the hunk's added lines; last: the last edit of the file in the turn (the events do not tell which edit made these lines)
+       * @enum {string}
+       */
+      match: "text" | "last";
+      /** @description the turn's edits of the file since the previous checkpoint */
+      edits: number;
     };
     UndoRequest: {
       turn?: number;
@@ -1586,6 +1609,10 @@ export interface components {
       usage?: components["schemas"]["Usage"];
       session?: string;
       result?: unknown;
+      /** @description a tool call's id as the agent's CLI names it (a tool_call and its file_edit events share it) */
+      id?: string;
+      /** @description on a file_edit: the text the call wrote, where the agent's event carries it (at most 8 KiB, whole lines) */
+      wrote?: string;
     };
     Usage: {
       input_tokens: number;

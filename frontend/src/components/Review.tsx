@@ -46,12 +46,41 @@ export function DiffBlock({ patch, split, theme }: { patch: string; split: boole
   return <div ref={ref} className="diffblock" />;
 }
 
-// blameLabel names what last changed a hunk, as `airlock diff --blame` does.
+// blameLabel names what last changed a hunk, as `airlock diff --blame` does:
+// the turn and the agent's call that made it, or the command.
 export function blameLabel(b: HunkBlame): string {
   if (!b.checkpoint) return "since the last checkpoint";
-  if (b.kind === "turn" && b.turn) return `turn ${b.turn}`;
-  if (b.kind === "command" && b.command) return `command ${b.command}`;
-  return `${b.kind || "checkpoint"} #${b.checkpoint}`;
+  let who = `${b.kind || "checkpoint"} #${b.checkpoint}`;
+  if (b.turn) who = `turn ${b.turn}`;
+  else if (b.command) who = `command ${b.command}` + (b.command_line ? ` · ${b.command_line}` : "");
+  const c = b.call;
+  if (!c) return who;
+  return (
+    `${who} · ${c.tool}${c.input ? " " + c.input : ""}${c.id ? " · " + c.id : ""}` + (c.match === "last" ? " (last edit of the file)" : "")
+  );
+}
+
+// blameTitle says the same at length: the checkpoint, the call's id and
+// time, and how sure the match is.
+export function blameTitle(b: HunkBlame): string {
+  if (!b.checkpoint) return "changed after the newest checkpoint";
+  const parts = [
+    `last changed by checkpoint #${b.checkpoint}` + (b.kind && b.kind !== "turn" && b.kind !== "command" ? ` (${b.kind})` : ""),
+  ];
+  const c = b.call;
+  if (c) {
+    parts.push(`${c.tool} call${c.id ? " " + c.id : ""} at ${new Date(c.time).toLocaleTimeString()}`);
+    parts.push(
+      c.match === "text"
+        ? "its new text holds these lines"
+        : c.edits > 1
+          ? `the last of ${c.edits} edits of the file in the turn: which one made these lines is not known`
+          : "the turn's one edit of the file (its event carries no text to compare)",
+    );
+  } else if (b.turn) {
+    parts.push("no event of the turn names the file: a command the agent ran may have changed it");
+  }
+  return parts.join("; ");
 }
 
 function Lines({ lines, label }: { lines: string[] | null; label: string }) {
@@ -407,11 +436,9 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                         <span
                           className="blame"
                           data-blame={blame[h.id].checkpoint}
-                          title={
-                            blame[h.id].checkpoint
-                              ? `last changed by checkpoint #${blame[h.id].checkpoint}`
-                              : "changed after the newest checkpoint"
-                          }
+                          data-call={blame[h.id].call?.id}
+                          data-match={blame[h.id].call?.match}
+                          title={blameTitle(blame[h.id])}
                         >
                           {blameLabel(blame[h.id])}
                         </span>
