@@ -4,6 +4,7 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/http"
 	"os"
@@ -35,6 +36,16 @@ type ServeOptions struct {
 	Logger *slog.Logger
 	// Version is the engine's version that `airlock version` shows.
 	Version string
+}
+
+// NewLogger is the daemon's log: text lines to w, debug messages only when
+// asked.
+func NewLogger(w io.Writer, debug bool) *slog.Logger {
+	level := slog.LevelInfo
+	if debug {
+		level = slog.LevelDebug
+	}
+	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
 // Serve runs the engine daemon until ctx is done or the API's server

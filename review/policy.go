@@ -168,20 +168,19 @@ type Finding struct {
 
 func on(b *bool) bool { return b == nil || *b }
 
-var (
-	detectorOnce sync.Once
-	detector     *detect.Detector
-	detectorErr  error
-)
+// detector is gitleaks with its default rules, made on the first scan that
+// needs it: its configuration compiles some 200 regular expressions
+// (megabytes of heap) that an engine which reviews nothing never pays for.
+var detector = sync.OnceValues(detect.NewDetectorDefaultConfig)
 
 // secrets scans text with gitleaks' default rules.
 func secrets(text string) ([]Finding, error) {
-	detectorOnce.Do(func() { detector, detectorErr = detect.NewDetectorDefaultConfig() })
-	if detectorErr != nil {
-		return nil, detectorErr
+	d, err := detector()
+	if err != nil {
+		return nil, err
 	}
 	var out []Finding
-	for _, f := range detector.DetectString(text) {
+	for _, f := range d.DetectString(text) {
 		out = append(out, Finding{Scanner: "secrets", Rule: f.RuleID, Line: f.StartLine + 1,
 			Message: fmt.Sprintf("looks like a secret (%s): %s", f.RuleID, f.Description)})
 	}

@@ -1,14 +1,21 @@
 package main
 
 import (
-	"log/slog"
+	"fmt"
 	"os"
 	"os/signal"
+	"path/filepath"
+	"strconv"
 	"syscall"
 
 	"github.com/airlock/airlock/daemon"
+	"github.com/airlock/airlock/errdefs"
 	"github.com/spf13/cobra"
 )
+
+// engineName is the engine's own binary beside the CLI's (cmd/airlock-engine;
+// the Makefile builds both into bin/).
+const engineName = "airlock-engine"
 
 func serveCmd(g *globals) *cobra.Command {
 	o := daemon.ServeOptions{Version: version}
@@ -18,15 +25,14 @@ func serveCmd(g *globals) *cobra.Command {
 		Short: "Run the engine daemon (needs root: it mounts workspaces)",
 		Args:  cobra.NoArgs,
 		RunE: func(cmd *cobra.Command, _ []string) error {
-			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
-			defer stop()
-			level := slog.LevelInfo
-			if debug {
-				level = slog.LevelDebug
-			}
-			o.Logger = slog.New(slog.NewTextHandler(os.Stderr, &slog.HandlerOptions{Level: level}))
 			o.Socket = g.engine
 			o.ConfigRequired = o.Config != daemon.DefaultConfig || os.Getenv("AIRLOCK_CONFIG") != ""
+			if bin := engineBeside(); bin != "" {
+				return execEngine(bin, o, debug)
+			}
+			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
+			defer stop()
+			o.Logger = daemon.NewLogger(os.Stderr, debug)
 			return daemon.Serve(ctx, o)
 		},
 	}
@@ -37,4 +43,32 @@ func serveCmd(g *globals) *cobra.Command {
 	cmd.Flags().StringVar(&o.TokenFile, "token-file", "", "the TCP listener's token (default: a new random one each start, see `airlock ui`)")
 	cmd.Flags().StringVar(&o.Group, "socket-group", "", "let this group's members use the engine (socket mode 0660), e.g. airlock")
 	return cmd
+}
+
+// engineBeside is the engine's own binary when it stands beside this one,
+// else "": the engine then runs in this process.
+func engineBeside() string {
+	self, err := os.Executable()
+	if err != nil {
+		return ""
+	}
+	p := filepath.Join(filepath.Dir(self), engineName)
+	if st, err := os.Stat(p); err != nil || !st.Mode().IsRegular() || st.Mode()&0o111 == 0 {
+		return ""
+	}
+	return p
+}
+
+// execEngine replaces this process with the engine's binary (same pid, so
+// what started `airlock serve` — a shell, systemd, the CLI's start on
+// demand — keeps its engine), passing the options parsed here.
+func execEngine(bin string, o daemon.ServeOptions, debug bool) error {
+	args := []string{engineName,
+		"--engine=" + o.Socket, "--state-dir=" + o.StateDir, "--config=" + o.Config,
+		"--config-required=" + strconv.FormatBool(o.ConfigRequired), "--debug=" + strconv.FormatBool(debug),
+		"--listen=" + o.Listen, "--token-file=" + o.TokenFile, "--socket-group=" + o.Group,
+		"--cli-version=" + o.Version,
+	}
+	err := syscall.Exec(bin, args, os.Environ())
+	return errdefs.Wrap(errdefs.Unavailable, fmt.Errorf("run the engine's binary %s: %w (rebuild it with `make build`, or remove it to run the engine in this process)", bin, err))
 }

@@ -24,11 +24,15 @@ func Parse(expr string) (cron.Schedule, error) {
 	return s, nil
 }
 
-var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]{0,63}$`)
+// validName is a schedule's name, at most maxName bytes long (checked
+// apart: `{0,63}` compiles to 64 copies, 60 KB at every start).
+var validName = regexp.MustCompile(`^[A-Za-z0-9][A-Za-z0-9._-]*$`)
+
+const maxName = 64
 
 // check validates a schedule as `airlock schedule add` gives it.
 func check(s api.Schedule) error {
-	if !validName.MatchString(s.Name) {
+	if len(s.Name) > maxName || !validName.MatchString(s.Name) {
 		return errdefs.Invalidf("schedule name %q: give up to 64 letters, digits, '.', '_' or '-', starting with a letter or digit", s.Name)
 	}
 	if _, err := Parse(s.Cron); err != nil {

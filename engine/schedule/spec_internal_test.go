@@ -1,8 +1,12 @@
 package schedule
 
 import (
+	"strings"
 	"testing"
 	"time"
+
+	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/errdefs"
 )
 
 // TestLastDue: the latest occurrence missed, whether one or many were, and
@@ -37,5 +41,19 @@ func TestLastDue(t *testing.T) {
 				t.Errorf("took %v", d)
 			}
 		})
+	}
+}
+
+// TestCheckNames: a name is up to 64 letters, digits, '.', '_' or '-',
+// starting with a letter or digit.
+func TestCheckNames(t *testing.T) {
+	for name, ok := range map[string]bool{
+		"nightly": true, "a.b_c-1": true, strings.Repeat("a", 64): true,
+		strings.Repeat("a", 65): false, "": false, "-x": false, ".x": false, "a b": false, "é": false, "a\n": false,
+	} {
+		err := check(api.Schedule{Name: name, Cron: "@daily", Project: t.TempDir(), Command: []string{"true"}})
+		if ok != (err == nil) || (err != nil && !errdefs.IsInvalid(err)) {
+			t.Errorf("check(name %q): %v, want ok=%v", name, err, ok)
+		}
 	}
 }

@@ -150,6 +150,11 @@ func TestSetRefusesBadInput(t *testing.T) {
 	if len(tb) != 0 {
 		t.Errorf("stored %v", tb)
 	}
+	for _, name := range []string{"_", "A", "a_1", strings.Repeat("A", 128)} {
+		if err := s.Set(context.Background(), name, "v"); err != nil {
+			t.Errorf("Set(%q): %v", name, err)
+		}
+	}
 }
 
 // A value given for a session wins over the stored one for that session
