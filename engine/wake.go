@@ -2,7 +2,11 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/checkpoint"
@@ -47,13 +51,10 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 			w.undo(ctx)
 		}
 	}()
-	if err := w.mount(ctx); err != nil {
+	if err := w.prepare(ctx); err != nil {
 		return rec, err
 	}
-	if err := w.network(); err != nil {
-		return rec, err
-	}
-	if err := w.container(ctx); err != nil {
+	if err := w.start(ctx); err != nil {
 		return rec, err
 	}
 	w.rec.State, w.rec.Error = api.StateRunning, ""
@@ -67,19 +68,44 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 	e.sessions[id] = l
 	e.mu.Unlock()
 	e.touch(id)
-	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0))
+	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0), "steps", strings.Join(w.took, " "))
 	e.store.AddLifecycle(ctx, id, "woken", reason, time.Now())
 	return w.rec, nil
 }
 
 // waking is a hibernated session being brought back, as steps that each
 // add their own cleanup (like creation).
+//
+// Traced (a 500 MiB workspace of 50 files, bench 18, load ~15 on 2
+// cores), the steps in a row took: mount 1.0-2.6 s (the workspace's
+// restore: hashing every object and writing it into the tmpfs, both
+// CPU-bound), network 1-20 ms, create 40-100 ms, container layer 10-55
+// ms, start 490-660 ms, attach 17-38 ms, home 16-25 ms. So the restore
+// now hashes and writes files on several workers (checkpoint/restore.go),
+// and what does not need the workspace mounted (the network, the
+// container's create — its bind source is the merged directory, which
+// exists — and its layer's restore, before it starts) runs beside it;
+// the container starts once both are done: never over an unmounted
+// workspace.
 type waking struct {
-	e        *Engine
-	rec      store.Session
-	ws       *overlay.Workspace
-	net      *sessionNet
+	e   *Engine
+	rec store.Session
+	ws  *overlay.Workspace
+	net *sessionNet
+
+	mu       sync.Mutex
 	cleanups []func(ctx context.Context)
+	took     []string // each step's time, for the log
+}
+
+// step runs one step of the wake and keeps its time.
+func (w *waking) step(name string, f func() error) error {
+	t := time.Now()
+	err := f()
+	w.mu.Lock()
+	w.took = append(w.took, fmt.Sprintf("%s=%s", name, time.Since(t).Round(100*time.Microsecond)))
+	w.mu.Unlock()
+	return err
 }
 
 func (w *waking) undo(ctx context.Context) {
@@ -88,12 +114,42 @@ func (w *waking) undo(ctx context.Context) {
 	}
 }
 
-// mount mounts the workspace: a fresh tmpfs filled from the newest
-// checkpoint, or the disk workspace's own upper directory.
-func (w *waking) mount(ctx context.Context) error {
+// prepare mounts the workspace and, meanwhile, takes the network and
+// makes the container with its layer restored, not started. The
+// container is made once the workspace's tmpfs is mounted (the fast exec
+// socket directory it binds is in it), while the tmpfs is being filled.
+// Cleanups run as if in a row: the container's, the network's, the
+// mount's.
+func (w *waking) prepare(ctx context.Context) error {
 	rec := w.rec
+	mounted := &waking{e: w.e, rec: rec}
+	tmpfs := make(chan bool, 1) // whether the tmpfs is there, said once
+	var once sync.Once
+	ready := func(ok bool) { once.Do(func() { tmpfs <- ok }) }
+	var merr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		merr = w.step("mount", func() error { return mounted.mount(ctx, rec, func() { ready(true) }) })
+		ready(merr == nil)
+	})
+	cerr := w.step("network", w.network)
+	if cerr == nil && <-tmpfs {
+		cerr = w.container(ctx)
+	}
+	wg.Wait()
+	w.ws = mounted.ws
+	w.cleanups = append(mounted.cleanups, w.cleanups...)
+	return errors.Join(merr, cerr)
+}
+
+// mount mounts the workspace: a fresh tmpfs filled from the newest
+// checkpoint, or the disk workspace's own upper directory. It calls
+// mounted once the tmpfs is there, before it is filled (a disk
+// workspace's directories are always there).
+func (w *waking) mount(ctx context.Context, rec store.Session, mounted func()) error {
 	var err error
 	if rec.Workspace == api.WorkspaceDisk {
+		mounted()
 		w.ws, err = overlay.Find(rec.Project, rec.Dir)
 	} else {
 		var cs *checkpoint.Store
@@ -108,6 +164,7 @@ func (w *waking) mount(ctx context.Context) error {
 			return errdefs.Conflictf("session %s has no checkpoint to wake from: its workspace is lost; remove it with `airlock rm %s`", rec.ID, rec.ID)
 		}
 		w.ws, err = overlay.MountFilled(rec.Project, rec.Dir, rec.Limits.WorkspaceSize, func(upper string) error {
+			mounted()
 			return cs.RestoreDir(ctx, last.ID, upper)
 		})
 	}
@@ -139,17 +196,26 @@ func (w *waking) network() error {
 }
 
 // container makes the session's container again from its record, with
-// its layer and home from their checkpoints, and starts it.
+// its layer from its checkpoint, not started: its workspace's bind source
+// is the merged directory, mounted meanwhile.
 func (w *waking) container(ctx context.Context) error {
 	e := w.e
-	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, w.ws.Merged(), w.net.GW)
+	merged := (&overlay.Workspace{Dir: w.rec.Dir}).Merged()
+	if err := os.MkdirAll(merged, 0o700); err != nil {
+		return err
+	}
+	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, merged, w.net.GW)
 	var err error
 	if hostCfg.CgroupParent, err = e.meter.CgroupParent(ctx, w.rec.ID); err != nil {
 		return dockerError("ask Docker how it manages cgroups", err)
 	}
 	// A container of an earlier, interrupted wake.
 	e.docker.ContainerRemove(ctx, "airlock-"+w.rec.ID, container.RemoveOptions{Force: true})
-	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+w.rec.ID)
+	var created container.CreateResponse
+	err = w.step("create", func() (err error) {
+		created, err = e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+w.rec.ID)
+		return err
+	})
 	if err != nil {
 		return dockerError("create the session's container", err)
 	}
@@ -158,16 +224,20 @@ func (w *waking) container(ctx context.Context) error {
 		e.docker.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
 		e.meter.Remove(ctx, w.rec.ID)
 	})
-	if err := e.restoreContainerLayer(ctx, w.rec, created.ID); err != nil {
-		return err
-	}
-	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID) })
+}
+
+// start starts the container made, plugs its network in and fills its
+// home.
+func (w *waking) start(ctx context.Context) error {
+	e, id := w.e, w.rec.ContainerID
+	if err := w.step("start", func() error { return e.docker.ContainerStart(ctx, id, container.StartOptions{}) }); err != nil {
 		return dockerError("start the session's container", err)
 	}
-	if err := e.attach(ctx, w.rec, created.ID); err != nil {
+	if err := w.step("attach", func() error { return e.attach(ctx, w.rec, id) }); err != nil {
 		return err
 	}
-	return e.restoreHome(ctx, w.rec, created.ID)
+	return w.step("home", func() error { return e.restoreHome(ctx, w.rec, id) })
 }
 
 // restoreContainerLayer fills a new container's own layer, before it
