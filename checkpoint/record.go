@@ -335,6 +335,9 @@ func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entr
 		e, err := r.directory(sub, rel, &st, prev)
 		return e, err == nil, err
 	case unix.S_IFREG:
+		if e, ok := r.unopened(rel, &st, prev); ok {
+			return e, true, nil
+		}
 		return r.file(d, rel, n, prev)
 	case unix.S_IFLNK:
 		target, err := d.Readlink(n)
@@ -434,6 +437,33 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 		r.links[[2]uint64{st.Dev, st.Ino}] = &first
 	}
 	return e, true, nil
+}
+
+// unopened takes a file of one name whose stat data (from fstatat beneath
+// its directory, no symlink followed) equal prev's, or the restored
+// file's, from them without opening it: most files of a checkpoint are
+// unchanged, and an open and a close each cost more than the stat. A file
+// with several names is opened (file), to group its names.
+func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bool) {
+	if st.Nlink != 1 {
+		return Entry{}, false
+	}
+	e := entryOf(st)
+	e.Type, e.Size = File, st.Size
+	key := &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	restored, wasRestored := r.restored[rel]
+	switch {
+	case unread(prev, key, &e):
+		e = *prev
+	case wasRestored && unread(&restored, key, &e):
+		e = restored
+	default:
+		return Entry{}, false
+	}
+	e.HardLink = ""
+	r.stats.Entries++
+	r.stats.Bytes += e.Size
+	return e, true
 }
 
 // unread says whether the file whose stat key and entry (from its stat)
