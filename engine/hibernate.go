@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/checkpoint"
+	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
@@ -206,34 +207,74 @@ func (e *Engine) thaw(ctx context.Context, rec store.Session) {
 // inside the container, reached through the frozen process pid) in the
 // session's directory.
 func (e *Engine) recordContainer(ctx context.Context, rec store.Session, info container.InspectResponse, pid int) error {
+	_, _, err := e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: "hibernate"})
+	return err
+}
+
+// recordLayers records the container layer and home as opts say (with
+// IfChanged, only what changed since their newest checkpoints) and
+// returns their checkpoints; changed says whether either is new. A first
+// checkpoint of either is not counted as a change: a container's layer
+// holds from its start what Docker made in it (mount points), and it is
+// the state before the first checkpoint that is not kept.
+//
+// How an unchanged layer is told: by its walk, which compares each
+// entry's stat data with the newest checkpoint's and neither opens nor
+// reads an unchanged file (checkpoint.Record). A change count that needs
+// no walk, as the workspace's fanotify watch (engine/index) gives, is not
+// to be had for the container layer: a fanotify mark on the container's
+// overlay file system is refused (EOPNOTSUPP: overlayfs gives no file
+// handles without nfs_export), and one on the file system under Docker's
+// directory would see every write of the host.
+func (e *Engine) recordLayers(ctx context.Context, rec store.Session, info container.InspectResponse, pid int, opts checkpoint.RecordOptions) (timeline.Layers, bool, error) {
+	var out timeline.Layers
+	changed := false
+	record := func(s *checkpoint.Store, root *confined.Root) (checkpoint.ID, error) {
+		prev, err := s.Latest()
+		if err != nil {
+			return 0, err
+		}
+		c, err := s.Record(ctx, root, opts)
+		if err != nil {
+			return 0, err
+		}
+		changed = changed || prev != nil && c.ID != prev.ID
+		return c.ID, nil
+	}
 	if info.GraphDriver.Name != "" && overlayDriver(info.GraphDriver.Name) && info.GraphDriver.Data["UpperDir"] != "" {
 		cs, err := containerCheckpoints(rec.Dir)
 		if err != nil {
-			return err
+			return out, false, err
 		}
-		if _, err := cs.RecordDir(ctx, info.GraphDriver.Data["UpperDir"], checkpoint.RecordOptions{Label: "hibernate"}); err != nil {
-			return fmt.Errorf("record the session's container layer: %w", err)
+		root, err := confined.OpenRoot(info.GraphDriver.Data["UpperDir"])
+		if err != nil {
+			return out, false, err
+		}
+		out.Container, err = record(cs, root)
+		root.Close()
+		if err != nil {
+			return out, false, fmt.Errorf("record the session's container layer: %w", err)
 		}
 	} else {
 		e.log.Warn("the container layer is not kept: Docker's storage driver is not overlay2", "session", rec.ID, "driver", info.GraphDriver.Name)
 	}
 	if pid <= 0 {
-		return nil
+		return out, changed, nil
 	}
 	home, err := openHome(pid)
 	if err != nil {
 		e.log.Warn("the session's home is not kept", "session", rec.ID, "err", err)
-		return nil
+		return out, changed, nil
 	}
 	defer home.Close()
 	hs, err := homeCheckpoints(rec.Dir)
 	if err != nil {
-		return err
+		return out, false, err
 	}
-	if _, err := hs.Record(ctx, home, checkpoint.RecordOptions{Label: "hibernate"}); err != nil {
-		return fmt.Errorf("record the session's home: %w", err)
+	if out.Home, err = record(hs, home); err != nil {
+		return out, false, fmt.Errorf("record the session's home: %w", err)
 	}
-	return nil
+	return out, changed, nil
 }
 
 // removeCheckpoints deletes a removed session's workspace checkpoints

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -92,6 +93,9 @@ type waking struct {
 	rec store.Session
 	ws  *overlay.Workspace
 	net *sessionNet
+	// layers are the checkpoints of the container layer and home to
+	// restore; zero: the newest of each.
+	layers timeline.Layers
 
 	mu       sync.Mutex
 	cleanups []func(ctx context.Context)
@@ -224,7 +228,7 @@ func (w *waking) container(ctx context.Context) error {
 		e.docker.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
 		e.meter.Remove(ctx, w.rec.ID)
 	})
-	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID) })
+	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID, w.layers.Container) })
 }
 
 // start starts the container made, plugs its network in and fills its
@@ -237,17 +241,17 @@ func (w *waking) start(ctx context.Context) error {
 	if err := w.step("attach", func() error { return e.attach(ctx, w.rec, id) }); err != nil {
 		return err
 	}
-	return w.step("home", func() error { return e.restoreHome(ctx, w.rec, id) })
+	return w.step("home", func() error { return e.restoreHome(ctx, w.rec, id, w.layers.Home) })
 }
 
 // restoreContainerLayer fills a new container's own layer, before it
-// starts, from the newest checkpoint of the session's.
-func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, containerID string) error {
+// starts, from checkpoint which of the session's (0: the newest).
+func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
 	cs, err := containerCheckpoints(rec.Dir)
 	if err != nil {
 		return err
 	}
-	last, err := cs.Latest()
+	last, err := pick(cs, which)
 	if err != nil || last == nil {
 		return err
 	}
@@ -266,14 +270,14 @@ func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, c
 	return nil
 }
 
-// restoreHome fills the running container's home tmpfs from the newest
-// checkpoint of the session's home.
-func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID string) error {
+// restoreHome fills the running container's home tmpfs from checkpoint
+// which of the session's home (0: the newest).
+func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
 	hs, err := homeCheckpoints(rec.Dir)
 	if err != nil {
 		return err
 	}
-	last, err := hs.Latest()
+	last, err := pick(hs, which)
 	if err != nil || last == nil {
 		return err
 	}
@@ -293,6 +297,14 @@ func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID
 		return fmt.Errorf("restore the session's home: %w", err)
 	}
 	return nil
+}
+
+// pick is checkpoint which of s, or its newest for 0 (nil: it has none).
+func pick(s *checkpoint.Store, which checkpoint.ID) (*checkpoint.Checkpoint, error) {
+	if which == 0 {
+		return s.Latest()
+	}
+	return s.Get(which)
 }
 
 // awake wakes session id if it hibernates: for what writes its

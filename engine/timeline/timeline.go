@@ -43,6 +43,28 @@ type Sessions interface {
 	// container's own, and keeps new work out until release is called.
 	// stopped counts the processes stopped.
 	StopProcesses(ctx context.Context, id string) (stopped int, release func(), err error)
+	// RecordLayers checkpoints the session's container layer and home,
+	// each in its own store and only when it changed since that store's
+	// newest checkpoint, and returns the checkpoints they are now (zero
+	// for one the session does not have). changed says whether either is
+	// new.
+	RecordLayers(ctx context.Context, id, label string) (l Layers, changed bool, err error)
+	// RestoreLayers puts the container layer and home back to l while
+	// the session's processes are stopped (StopProcesses): its container
+	// is made again, unless they hold what l holds (restored false).
+	RestoreLayers(ctx context.Context, id string, l Layers) (restored bool, err error)
+	// PruneLayers removes the layer checkpoints no listed checkpoint
+	// names (keep), but the newest and pinned ones.
+	PruneLayers(ctx context.Context, id string, keep []Layers) error
+}
+
+// Layers are the checkpoints of a session's container layer and home
+// (in their own stores, beside the workspace's) that a checkpoint of its
+// workspace goes with; zero: none, or not known (a checkpoint recorded
+// before layers were, a session without them).
+type Layers struct {
+	Container checkpoint.ID `json:"container,omitempty"`
+	Home      checkpoint.ID `json:"home,omitempty"`
 }
 
 // Options tune a Timeline. Zero fields take the defaults.
@@ -250,6 +272,8 @@ type meta struct {
 	Files   int    `json:"files"`
 	Added   int    `json:"added"`
 	Removed int    `json:"removed"`
+	// Layers are the container layer's and home's checkpoints then.
+	Layers Layers `json:"layers,omitzero"`
 }
 
 func metaPath(s *checkpoint.Store, id checkpoint.ID) string {
@@ -285,6 +309,16 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 		return c, false, nil
 	}
 	always := m.Always || prev != nil && !m.Since.IsZero() && prev.Time.After(m.Since)
+	// The container layer and home first: a command that only installed
+	// a package is a checkpoint too.
+	layers, moved, err := t.core.RecordLayers(ctx, id, m.label())
+	if err != nil {
+		// The workspace is still recorded; undo to this checkpoint then
+		// leaves the container as it is.
+		t.log.Warn("checkpoint a session's container layer and home", "session", id, "err", err)
+		layers = Layers{}
+	}
+	always = always || moved
 	if prev == nil && !always && emptyDir(upper) {
 		return c, false, nil // as the session started: its implicit checkpoint 0
 	}
@@ -295,7 +329,7 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	if prev != nil && cp.ID == prev.ID {
 		return c, false, nil
 	}
-	md := meta{Kind: m.Kind, Turn: m.Turn, Command: m.Command, UndoTo: m.UndoTo, From: int64(cp.Parent)}
+	md := meta{Kind: m.Kind, Turn: m.Turn, Command: m.Command, UndoTo: m.UndoTo, From: int64(cp.Parent), Layers: layers}
 	if !m.Since.IsZero() {
 		md.From = int64(newestBefore(s, m.Since, cp.ID))
 	}
@@ -391,6 +425,34 @@ func (t *Timeline) prune(id string, s *checkpoint.Store) {
 	for _, r := range res.Removed {
 		os.Remove(metaPath(s, r))
 	}
+	// The layers' checkpoints the remaining ones name are kept.
+	list, err := s.List()
+	if err != nil {
+		return
+	}
+	keep := make([]Layers, 0, len(list))
+	for _, c := range list {
+		md, _ := readMeta(s, c)
+		keep = append(keep, md.Layers)
+	}
+	if err := t.core.PruneLayers(context.Background(), id, keep); err != nil {
+		t.log.Warn("prune the checkpoints of a session's container layer and home", "session", id, "err", err)
+	}
+}
+
+// LayersOf are the container layer's and home's checkpoints that
+// checkpoint cid of session id goes with (zero when not known).
+func (t *Timeline) LayersOf(id string, cid checkpoint.ID) (Layers, error) {
+	s, err := t.Store(id)
+	if err != nil {
+		return Layers{}, err
+	}
+	c, err := s.Get(cid)
+	if err != nil {
+		return Layers{}, err
+	}
+	md, _ := readMeta(s, *c)
+	return md.Layers, nil
 }
 
 // readMeta is the timeline's file of checkpoint c, or what its label

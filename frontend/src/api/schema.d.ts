@@ -1407,6 +1407,8 @@ export interface components {
       before: number;
       stopped: number;
       files: number;
+      /** @description the container layer and home went back too (the container was made again) */
+      layers?: boolean;
     };
     ForkRequest: {
       turn?: number;
