@@ -131,7 +131,10 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 	}
 	c.Unstable, c.Skipped = r.unstable, r.skipped
 	if opts.IfChanged && prev != nil && !r.changed && len(c.Unstable) == 0 && len(prev.Unstable) == 0 && sameDirMeta(&c.Root, &prev.Root) {
-		return prev, nil // its trees stay the ones compared against
+		if s.trees == nil {
+			s.trees = r.trees // prev's own, read back by this walk: kept for the next
+		}
+		return prev, nil
 	}
 	r.stats.Duration = time.Since(start)
 	c.Stats = r.stats

@@ -114,7 +114,7 @@ func (e *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.
 		return api.Restored{}, err
 	}
 	spec := newSnapshot(rec, "", "", 0).Spec
-	src := &checkpointSource{store: st, id: checkpoint.ID(cid), dir: rec.Dir, layers: layers}
+	src := &checkpointSource{store: st, id: checkpoint.ID(cid), e: e, from: rec.ID, dir: rec.Dir, layers: layers}
 	for _, l := range src.layerStores() {
 		if l.id == 0 {
 			continue
@@ -149,7 +149,9 @@ type checkpointSource struct {
 	idle
 	store  *checkpoint.Store
 	id     checkpoint.ID
-	dir    string // the source session's directory (its layers' stores)
+	e      *Engine
+	from   string // the source session, and its directory (its layers' stores)
+	dir    string
 	layers timeline.Layers
 }
 
@@ -162,10 +164,10 @@ type layerStore struct {
 // checkpoints to restore (stores that do not open are left out).
 func (s *checkpointSource) layerStores() []layerStore {
 	var out []layerStore
-	if cs, err := containerCheckpoints(s.dir); err == nil {
+	if cs, err := s.e.containerCheckpoints(s.from, s.dir); err == nil {
 		out = append(out, layerStore{cs, s.layers.Container})
 	}
-	if hs, err := homeCheckpoints(s.dir); err == nil {
+	if hs, err := s.e.homeCheckpoints(s.from, s.dir); err == nil {
 		out = append(out, layerStore{hs, s.layers.Home})
 	}
 	return out
@@ -179,7 +181,7 @@ func (s *checkpointSource) created(ctx context.Context, c *creation) error {
 	if s.layers.Container == 0 {
 		return nil
 	}
-	cs, err := containerCheckpoints(s.dir)
+	cs, err := s.e.containerCheckpoints(s.from, s.dir)
 	if err != nil {
 		return err
 	}
@@ -201,7 +203,7 @@ func (s *checkpointSource) running(ctx context.Context, c *creation) error {
 	if s.layers.Home == 0 {
 		return nil
 	}
-	hs, err := homeCheckpoints(s.dir)
+	hs, err := s.e.homeCheckpoints(s.from, s.dir)
 	if err != nil {
 		return err
 	}
@@ -371,7 +373,7 @@ func (c timelineCore) RestoreLayers(ctx context.Context, id string, want timelin
 	if l == nil || l.ws == nil || l.net == nil {
 		return false, errdefs.Conflictf("session %s has no workspace or network", rec.ID)
 	}
-	if same, err := sameLayers(rec.Dir, want); err != nil || same {
+	if same, err := e.sameLayers(rec, want); err != nil || same {
 		return false, err
 	}
 	ctx = context.WithoutCancel(ctx) // half a container helps nobody
@@ -408,15 +410,15 @@ func (c timelineCore) RestoreLayers(ctx context.Context, id string, want timelin
 
 // sameLayers says whether the session's newest container layer and home
 // checkpoints hold what want's do (the same trees).
-func sameLayers(dir string, want timeline.Layers) (bool, error) {
+func (e *Engine) sameLayers(rec store.Session, want timeline.Layers) (bool, error) {
 	for _, x := range []struct {
-		open func(string) (*checkpoint.Store, error)
+		open func(string, string) (*checkpoint.Store, error)
 		id   checkpoint.ID
-	}{{containerCheckpoints, want.Container}, {homeCheckpoints, want.Home}} {
+	}{{e.containerCheckpoints, want.Container}, {e.homeCheckpoints, want.Home}} {
 		if x.id == 0 {
 			continue
 		}
-		s, err := x.open(dir)
+		s, err := x.open(rec.ID, rec.Dir)
 		if err != nil {
 			return false, err
 		}
@@ -447,10 +449,10 @@ func (c timelineCore) PruneLayers(ctx context.Context, id string, keep []timelin
 	}
 	var errs []error
 	for _, x := range []struct {
-		open func(string) (*checkpoint.Store, error)
+		open func(string, string) (*checkpoint.Store, error)
 		keep map[checkpoint.ID]bool
-	}{{containerCheckpoints, kc}, {homeCheckpoints, kh}} {
-		s, err := x.open(rec.Dir)
+	}{{c.e.containerCheckpoints, kc}, {c.e.homeCheckpoints, kh}} {
+		s, err := x.open(rec.ID, rec.Dir)
 		if err == nil {
 			_, err = s.Keep(x.keep)
 		}

@@ -247,7 +247,7 @@ func (w *waking) start(ctx context.Context) error {
 // restoreContainerLayer fills a new container's own layer, before it
 // starts, from checkpoint which of the session's (0: the newest).
 func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
-	cs, err := containerCheckpoints(rec.Dir)
+	cs, err := e.containerCheckpoints(rec.ID, rec.Dir)
 	if err != nil {
 		return err
 	}
@@ -273,7 +273,7 @@ func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, c
 // restoreHome fills the running container's home tmpfs from checkpoint
 // which of the session's home (0: the newest).
 func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
-	hs, err := homeCheckpoints(rec.Dir)
+	hs, err := e.homeCheckpoints(rec.ID, rec.Dir)
 	if err != nil {
 		return err
 	}

@@ -97,6 +97,9 @@ type Timeline struct {
 
 	mu     sync.Mutex
 	stores map[string]*checkpoint.Store
+	// layers are the stores of sessions' container layers and homes, by
+	// session and directory (LayerStore).
+	layers map[string]map[string]*checkpoint.Store
 	// busy serializes, per session, what records or rewrites its
 	// workspace: a checkpoint never sees an undo half done.
 	busy map[string]*sync.Mutex
@@ -196,7 +199,7 @@ func New(stateDir string, core Sessions, opts Options) *Timeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
+	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, layers: map[string]map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
 }
 
 // Store opens (once) the checkpoint store of session id.
@@ -214,6 +217,36 @@ func (t *Timeline) Store(id string) (*checkpoint.Store, error) {
 	return s, nil
 }
 
+// LayerStore opens (once) the store at dir of one of session id's other
+// layers (its container layer, its home): every part of the engine that
+// records or restores it shares one Store, whose cached trees the next
+// Record compares against, and which no other Store's GC can change
+// under it. Remove forgets them.
+func (t *Timeline) LayerStore(id, dir string) (*checkpoint.Store, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.layers[id][dir]; s != nil {
+		return s, nil
+	}
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open the checkpoints of session %s: %w", id, err)
+	}
+	if t.layers[id] == nil {
+		t.layers[id] = map[string]*checkpoint.Store{}
+	}
+	t.layers[id][dir] = s
+	return s, nil
+}
+
+// DropLayers forgets session id's layer stores and the trees they keep
+// (a hibernated session's: nothing records them until it wakes).
+func (t *Timeline) DropLayers(id string) {
+	t.mu.Lock()
+	delete(t.layers, id)
+	t.mu.Unlock()
+}
+
 // existing is the store of session id when it has one on disk, else nil.
 func (t *Timeline) existing(id string) (*checkpoint.Store, error) {
 	if _, err := os.Stat(filepath.Join(t.dir, id)); errors.Is(err, fs.ErrNotExist) {
@@ -228,6 +261,7 @@ func (t *Timeline) Remove(id string) error {
 	defer t.lock(id)()
 	t.mu.Lock()
 	delete(t.stores, id)
+	delete(t.layers, id)
 	t.mu.Unlock()
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return errdefs.Invalidf("session id %q", id)
@@ -311,7 +345,9 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	always := m.Always || prev != nil && !m.Since.IsZero() && prev.Time.After(m.Since)
 	// The container layer and home first: a command that only installed
 	// a package is a checkpoint too.
+	t0 := time.Now()
 	layers, moved, err := t.core.RecordLayers(ctx, id, m.label())
+	layersTook := time.Since(t0)
 	if err != nil {
 		// The workspace is still recorded; undo to this checkpoint then
 		// leaves the container as it is.
@@ -357,7 +393,7 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	if err := atomicfile.Write(metaPath(s, cp.ID), data, 0o600); err != nil {
 		return c, false, err
 	}
-	t.log.Debug("checkpoint", "session", id, "checkpoint", cp.ID, "kind", m.Kind, "files", md.Files, "took", cp.Stats.Duration, "written", cp.Stats.BytesWritten)
+	t.log.Debug("checkpoint", "session", id, "checkpoint", cp.ID, "kind", m.Kind, "files", md.Files, "took", cp.Stats.Duration, "written", cp.Stats.BytesWritten, "layers_took", layersTook, "layers_moved", moved)
 	if cp.ID%10 == 0 {
 		t.prune(id, s)
 	}
