@@ -29,6 +29,11 @@ type RecordOptions struct {
 	// Attempts is how often a file that changes while it is read is read
 	// again before it is recorded as unstable (default 3).
 	Attempts int
+	// Dir, when set, is called with each directory's open descriptor
+	// (beneath root, reached without following a symlink) before its
+	// entries are read: a watch marked there sees every later change
+	// the walk would not.
+	Dir func(fd int)
 	// IfChanged records nothing when the directory is as the newest
 	// checkpoint has it (same root tree and metadata, nothing unstable):
 	// Record then returns the newest checkpoint itself, whose ID is not
@@ -207,6 +212,9 @@ var errChanged = errors.New("changed while read")
 func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev *Entry) (Entry, error) {
 	if err := r.ctx.Err(); err != nil {
 		return Entry{}, err
+	}
+	if r.opts.Dir != nil {
+		r.opts.Dir(d.Fd())
 	}
 	e := entryOf(st)
 	xs, err := confined.Xattrs(d.Fd(), func(k string) bool { return keepXattr(k) || k == opaqueXattr }, maxXattrs)

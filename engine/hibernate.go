@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/index"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/engine/timeline"
@@ -20,6 +21,7 @@ import (
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
 	"github.com/docker/docker/api/types/container"
+	"golang.org/x/sys/unix"
 )
 
 // A hibernated session has no container, no tmpfs and no live network:
@@ -213,7 +215,7 @@ func (e *Engine) thaw(ctx context.Context, rec store.Session) {
 // inside the container, reached through the frozen process pid) in the
 // session's directory.
 func (e *Engine) recordContainer(ctx context.Context, rec store.Session, info container.InspectResponse, pid int) error {
-	_, _, err := e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: "hibernate"})
+	_, _, err := e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: "hibernate"}, nil)
 	return err
 }
 
@@ -224,18 +226,22 @@ func (e *Engine) recordContainer(ctx context.Context, rec store.Session, info co
 // holds from its start what Docker made in it (mount points), and it is
 // the state before the first checkpoint that is not kept.
 //
-// How an unchanged layer is told: by its walk, which compares each
-// entry's stat data with the newest checkpoint's and neither opens nor
-// reads an unchanged file (checkpoint.Record). A change count that needs
-// no walk, as the workspace's fanotify watch (engine/index) gives, is not
-// to be had for the container layer: a fanotify mark on the container's
-// overlay file system is refused (EOPNOTSUPP: overlayfs gives no file
-// handles without nfs_export), and one on the file system under Docker's
-// directory would see every write of the host.
-func (e *Engine) recordLayers(ctx context.Context, rec store.Session, info container.InspectResponse, pid int, opts checkpoint.RecordOptions) (timeline.Layers, bool, error) {
+// How an unchanged container layer is told without a walk: lw, when
+// given, is a fanotify watch with a mark on every directory of the layer
+// (added by the walk that records it, before each directory is read),
+// with their children's events; while its mark has not moved since the
+// last checkpoint and no process of the session holds a shared writable
+// mapping of a file (whose writes make no event), the layer is as that
+// checkpoint has it. A mark on the whole of the container's overlay is
+// refused (EOPNOTSUPP: overlayfs gives no file handles without
+// nfs_export), and one on the file system under Docker's directory would
+// count every write of the host. Otherwise, and for the home (a small
+// tmpfs), the walk tells: it compares each entry's stat data with the
+// newest checkpoint's and opens no unchanged file.
+func (e *Engine) recordLayers(ctx context.Context, rec store.Session, info container.InspectResponse, pid int, opts checkpoint.RecordOptions, lw *layerWatch) (timeline.Layers, bool, error) {
 	var out timeline.Layers
 	changed := false
-	record := func(s *checkpoint.Store, root *confined.Root) (checkpoint.ID, error) {
+	recordIn := func(s *checkpoint.Store, root *confined.Root, opts checkpoint.RecordOptions) (checkpoint.ID, error) {
 		prev, err := s.Latest()
 		if err != nil {
 			return 0, err
@@ -252,14 +258,30 @@ func (e *Engine) recordLayers(ctx context.Context, rec store.Session, info conta
 		if err != nil {
 			return out, false, err
 		}
-		root, err := confined.OpenRoot(info.GraphDriver.Data["UpperDir"])
-		if err != nil {
-			return out, false, err
+		upper := info.GraphDriver.Data["UpperDir"]
+		var mark string
+		if lw != nil {
+			mark = lw.w.Mark()
 		}
-		out.Container, err = record(cs, root)
-		root.Close()
-		if err != nil {
-			return out, false, fmt.Errorf("record the session's container layer: %w", err)
+		if lw != nil && lw.id != 0 && mark == lw.mark && !e.layerMapped(rec.ID, upper, pid) {
+			out.Container = lw.id // unchanged: not walked
+		} else {
+			root, err := confined.OpenRoot(upper)
+			if err != nil {
+				return out, false, err
+			}
+			o := opts
+			if lw != nil {
+				o.Dir = lw.w.AddDir
+			}
+			out.Container, err = recordIn(cs, root, o)
+			root.Close()
+			if err != nil {
+				return out, false, fmt.Errorf("record the session's container layer: %w", err)
+			}
+			if lw != nil {
+				lw.mark, lw.id = mark, out.Container
+			}
 		}
 	} else {
 		e.log.Warn("the container layer is not kept: Docker's storage driver is not overlay2", "session", rec.ID, "driver", info.GraphDriver.Name)
@@ -277,10 +299,37 @@ func (e *Engine) recordLayers(ctx context.Context, rec store.Session, info conta
 	if err != nil {
 		return out, false, err
 	}
-	if out.Home, err = record(hs, home); err != nil {
+	if out.Home, err = recordIn(hs, home, opts); err != nil {
 		return out, false, fmt.Errorf("record the session's home: %w", err)
 	}
 	return out, changed, nil
+}
+
+// layerWatch tells a session's container layer unchanged (see
+// recordLayers): the watch on its directories, the layer's upper
+// directory, and the mark and checkpoint of its last record.
+type layerWatch struct {
+	w     *index.Watch
+	upper string
+	mark  string
+	id    checkpoint.ID
+}
+
+func (l *layerWatch) Close() error { return l.w.Close() }
+
+// layerMapped says whether a process of session id may write a file of
+// its container layer through a shared mapping (when unsure: yes).
+func (e *Engine) layerMapped(id, upper string, pid int) bool {
+	pids, err := e.meter.Procs(id)
+	if err != nil {
+		return true
+	}
+	var a, b unix.Stat_t
+	if unix.Stat(upper, &a) != nil || pid <= 0 || unix.Stat(fmt.Sprintf("/proc/%d/root", pid), &b) != nil {
+		return true
+	}
+	found, err := index.WritableMappings(pids, a.Dev, b.Dev)
+	return found || err != nil
 }
 
 // removeCheckpoints deletes a removed session's workspace checkpoints

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/fastexec"
+	"github.com/airlock/airlock/engine/index"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
@@ -349,7 +350,17 @@ func (c timelineCore) RecordLayers(ctx context.Context, id, label string) (timel
 	if info.State != nil && info.State.Running {
 		pid = info.State.Pid
 	}
-	return c.e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: label, IfChanged: true})
+	// The watch on this container's layer (a new container has a new
+	// one); the timeline closes it with the session's layer stores.
+	lw, _ := c.e.timeline.LayerWatch(rec.ID).(*layerWatch)
+	if upper := info.GraphDriver.Data["UpperDir"]; upper != "" && (lw == nil || lw.upper != upper) {
+		lw = nil
+		if w, err := index.StartTree(); err == nil {
+			lw = &layerWatch{w: w, upper: upper}
+			c.e.timeline.SetLayerWatch(rec.ID, lw)
+		}
+	}
+	return c.e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: label, IfChanged: true}, lw)
 }
 
 // RestoreLayers implements timeline.Sessions. The container is made

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -100,6 +101,9 @@ type Timeline struct {
 	// layers are the stores of sessions' container layers and homes, by
 	// session and directory (LayerStore).
 	layers map[string]map[string]*checkpoint.Store
+	// watches are what tells a session's layers unchanged (the
+	// engine's), closed with its layer stores.
+	watches map[string]io.Closer
 	// busy serializes, per session, what records or rewrites its
 	// workspace: a checkpoint never sees an undo half done.
 	busy map[string]*sync.Mutex
@@ -199,7 +203,7 @@ func New(stateDir string, core Sessions, opts Options) *Timeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, layers: map[string]map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
+	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, layers: map[string]map[string]*checkpoint.Store{}, watches: map[string]io.Closer{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
 }
 
 // Store opens (once) the checkpoint store of session id.
@@ -240,11 +244,36 @@ func (t *Timeline) LayerStore(id, dir string) (*checkpoint.Store, error) {
 }
 
 // DropLayers forgets session id's layer stores and the trees they keep
-// (a hibernated session's: nothing records them until it wakes).
+// (a hibernated session's: nothing records them until it wakes), and
+// closes its layer watch.
 func (t *Timeline) DropLayers(id string) {
 	t.mu.Lock()
 	delete(t.layers, id)
+	w := t.watches[id]
+	delete(t.watches, id)
 	t.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
+}
+
+// LayerWatch is session id's layer watch (nil: none). SetLayerWatch
+// replaces it, closing the one before; DropLayers and Remove close it.
+func (t *Timeline) LayerWatch(id string) io.Closer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watches[id]
+}
+
+// SetLayerWatch: see LayerWatch.
+func (t *Timeline) SetLayerWatch(id string, w io.Closer) {
+	t.mu.Lock()
+	old := t.watches[id]
+	t.watches[id] = w
+	t.mu.Unlock()
+	if old != nil && old != w {
+		old.Close()
+	}
 }
 
 // existing is the store of session id when it has one on disk, else nil.
@@ -261,8 +290,8 @@ func (t *Timeline) Remove(id string) error {
 	defer t.lock(id)()
 	t.mu.Lock()
 	delete(t.stores, id)
-	delete(t.layers, id)
 	t.mu.Unlock()
+	t.DropLayers(id)
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return errdefs.Invalidf("session id %q", id)
 	}
