@@ -158,3 +158,36 @@ func BenchmarkCheckpoint10Files(b *testing.B) {
 	})
 	benchCleanup(b)
 }
+
+// BenchmarkCheckpointWalk: the walk alone, a Record with IfChanged of the
+// 1 GiB workspace when nothing changed (every file's stat data compared,
+// nothing read or written):
+//
+//	go test -run '^$' -bench CheckpointWalk -benchtime 20x ./checkpoint/
+func BenchmarkCheckpointWalk(b *testing.B) {
+	ws := benchWorkspace(b)
+	storeDir, err := os.MkdirTemp("/var/tmp", "checkpoint-bench-store-")
+	if err != nil {
+		b.Fatal(err)
+	}
+	b.Cleanup(func() { os.RemoveAll(storeDir) })
+	s, err := Open(filepath.Join(storeDir, "ckpt"))
+	if err != nil {
+		b.Fatal(err)
+	}
+	time.Sleep(racyWindow())
+	first, err := s.RecordDir(context.Background(), ws, RecordOptions{})
+	if err != nil {
+		b.Fatal(err)
+	}
+	for b.Loop() {
+		c, err := s.RecordDir(context.Background(), ws, RecordOptions{IfChanged: true})
+		if err != nil {
+			b.Fatal(err)
+		}
+		if c.ID != first.ID {
+			b.Fatalf("an unchanged workspace made checkpoint %d", c.ID)
+		}
+	}
+	benchCleanup(b)
+}

@@ -87,6 +87,10 @@ func (e *Entry) sameAs(o *Entry) bool {
 		maps.EqualFunc(e.Xattrs, o.Xattrs, bytes.Equal)
 }
 
+// SameAs says whether two entries describe the same thing (type,
+// content — a directory's tree —, metadata), whatever their stat keys.
+func (e *Entry) SameAs(o *Entry) bool { return e.sameAs(o) }
+
 // tree is a directory's entries in name order, as stored.
 type tree struct {
 	Entries []Entry `json:"e"`

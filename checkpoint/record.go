@@ -29,6 +29,11 @@ type RecordOptions struct {
 	// Attempts is how often a file that changes while it is read is read
 	// again before it is recorded as unstable (default 3).
 	Attempts int
+	// Dir, when set, is called with each directory's open descriptor
+	// (beneath root, reached without following a symlink) before its
+	// entries are read: a watch marked there sees every later change
+	// the walk would not.
+	Dir func(fd int)
 	// IfChanged records nothing when the directory is as the newest
 	// checkpoint has it (same root tree and metadata, nothing unstable):
 	// Record then returns the newest checkpoint itself, whose ID is not
@@ -131,7 +136,10 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 	}
 	c.Unstable, c.Skipped = r.unstable, r.skipped
 	if opts.IfChanged && prev != nil && !r.changed && len(c.Unstable) == 0 && len(prev.Unstable) == 0 && sameDirMeta(&c.Root, &prev.Root) {
-		return prev, nil // its trees stay the ones compared against
+		if s.trees == nil {
+			s.trees = r.trees // prev's own, read back by this walk: kept for the next
+		}
+		return prev, nil
 	}
 	r.stats.Duration = time.Since(start)
 	c.Stats = r.stats
@@ -204,6 +212,9 @@ var errChanged = errors.New("changed while read")
 func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev *Entry) (Entry, error) {
 	if err := r.ctx.Err(); err != nil {
 		return Entry{}, err
+	}
+	if r.opts.Dir != nil {
+		r.opts.Dir(d.Fd())
 	}
 	e := entryOf(st)
 	xs, err := confined.Xattrs(d.Fd(), func(k string) bool { return keepXattr(k) || k == opaqueXattr }, maxXattrs)
@@ -335,6 +346,9 @@ func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entr
 		e, err := r.directory(sub, rel, &st, prev)
 		return e, err == nil, err
 	case unix.S_IFREG:
+		if e, ok := r.unopened(rel, &st, prev); ok {
+			return e, true, nil
+		}
 		return r.file(d, rel, n, prev)
 	case unix.S_IFLNK:
 		target, err := d.Readlink(n)
@@ -434,6 +448,33 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 		r.links[[2]uint64{st.Dev, st.Ino}] = &first
 	}
 	return e, true, nil
+}
+
+// unopened takes a file of one name whose stat data (from fstatat beneath
+// its directory, no symlink followed) equal prev's, or the restored
+// file's, from them without opening it: most files of a checkpoint are
+// unchanged, and an open and a close each cost more than the stat. A file
+// with several names is opened (file), to group its names.
+func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bool) {
+	if st.Nlink != 1 {
+		return Entry{}, false
+	}
+	e := entryOf(st)
+	e.Type, e.Size = File, st.Size
+	key := &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	restored, wasRestored := r.restored[rel]
+	switch {
+	case unread(prev, key, &e):
+		e = *prev
+	case wasRestored && unread(&restored, key, &e):
+		e = restored
+	default:
+		return Entry{}, false
+	}
+	e.HardLink = ""
+	r.stats.Entries++
+	r.stats.Bytes += e.Size
+	return e, true
 }
 
 // unread says whether the file whose stat key and entry (from its stat)

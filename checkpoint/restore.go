@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"sync"
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/errdefs"
@@ -51,8 +52,12 @@ func (s *Store) Restore(ctx context.Context, id ID, target *confined.Root) error
 	if err := s.dropRestored(); err != nil {
 		return err
 	}
-	rs := &restorer{s: s, ctx: ctx, target: target, buf: make([]byte, 1<<20), files: map[string]Entry{}}
-	if err := rs.dir(target.Fd(), "", c.Root.Digest); err != nil {
+	rs := newRestorer(ctx, s, target)
+	err = rs.dir(target.Fd(), "", c.Root.Digest)
+	if werr := rs.wait(); werr != nil {
+		err = werr // the cause, where the walk saw only the cancel
+	}
+	if err != nil {
 		return fmt.Errorf("restore checkpoint %s: %w", id, err)
 	}
 	if err := rs.meta(target.Fd(), &c.Root); err != nil {
@@ -81,21 +86,103 @@ func (s *Store) RestoreDir(ctx context.Context, id ID, dir string) error {
 	return s.Restore(ctx, id, root)
 }
 
+// A restore is bound by hashing (SHA-256, with the CPU's SHA extensions
+// where it has them: about 1.5 GB/s a core here, 0.4 GB/s under this
+// machine's usual load) and copying each object, not by the walk: the
+// walk makes every name itself, in order, and hands each file's content
+// to restoreWorkers goroutines that copy, check and finish it. Copying
+// through the kernel instead (sendfile into the tmpfs, then hashing the
+// new file through a mapping) was measured no faster than a read and a
+// write through a buffer the hash reads from the CPU's cache; copy_file_range
+// refuses to cross file systems (the store is on disk, the target a tmpfs).
+const (
+	restoreWorkers = 4
+	restoreBuf     = 256 << 10 // read, hashed and written while in the cache
+)
+
 type restorer struct {
 	s      *Store
 	ctx    context.Context
+	cancel context.CancelFunc
 	target *confined.Root
-	buf    []byte
+	// jobs are files made and open, whose content the workers write.
+	jobs chan restoreJob
+	wg   sync.WaitGroup
+
+	mu sync.Mutex
 	// files are the regular files made, by path, with their new stat
-	// keys; newest is the latest ctime among them.
+	// keys; newest is the latest ctime among them; linked are first
+	// names given another name (their ctime moved: read them again).
 	files  map[string]Entry
+	linked map[string]bool
 	newest int64
+	err    error // a worker's first
+}
+
+type restoreJob struct {
+	fd  int
+	rel string
+	e   *Entry
+}
+
+func newRestorer(ctx context.Context, s *Store, target *confined.Root) *restorer {
+	ctx, cancel := context.WithCancel(ctx)
+	rs := &restorer{s: s, ctx: ctx, cancel: cancel, target: target,
+		jobs: make(chan restoreJob, 64), files: map[string]Entry{}, linked: map[string]bool{}}
+	for range restoreWorkers {
+		rs.wg.Go(func() {
+			buf := make([]byte, restoreBuf)
+			for j := range rs.jobs {
+				if rs.ctx.Err() == nil {
+					if err := rs.finish(j, buf); err != nil {
+						rs.fail(fmt.Errorf("%s: %w", j.rel, err))
+					}
+				}
+				unix.Close(j.fd)
+			}
+		})
+	}
+	return rs
+}
+
+// fail keeps a worker's first error and stops the restore.
+func (rs *restorer) fail(err error) {
+	rs.mu.Lock()
+	if rs.err == nil {
+		rs.err = err
+	}
+	rs.mu.Unlock()
+	rs.cancel()
+}
+
+// wait waits for the workers and returns their first error; the stat
+// keys of files given another name are dropped.
+func (rs *restorer) wait() error {
+	close(rs.jobs)
+	rs.wg.Wait()
+	rs.cancel()
+	for p := range rs.linked {
+		delete(rs.files, p)
+	}
+	return rs.err
+}
+
+// finish writes a made file's content, checking its digest, then its
+// metadata, and keeps its stat key.
+func (rs *restorer) finish(j restoreJob, buf []byte) error {
+	if err := rs.content(j.fd, j.e, buf); err != nil {
+		return err
+	}
+	if err := rs.meta(j.fd, j.e); err != nil {
+		return err
+	}
+	return rs.made(j.fd, j.rel, j.e)
 }
 
 // dir fills the directory dfd (the path rel) from the tree digest.
 func (rs *restorer) dir(dfd int, rel, digest string) error {
 	if err := rs.ctx.Err(); err != nil {
-		return err
+		return err // a worker's error, or the caller's
 	}
 	t, err := rs.s.readTree(digest)
 	if err != nil {
@@ -151,14 +238,14 @@ func (rs *restorer) entry(dfd int, rel string, e *Entry) error {
 		if err != nil {
 			return err
 		}
-		defer unix.Close(fd)
-		if err := rs.content(fd, e); err != nil {
-			return err
+		// Its content, checked, and its metadata are the workers'.
+		select {
+		case rs.jobs <- restoreJob{fd: fd, rel: rel, e: e}:
+			return nil
+		case <-rs.ctx.Done():
+			unix.Close(fd)
+			return rs.ctx.Err()
 		}
-		if err := rs.meta(fd, e); err != nil {
-			return err
-		}
-		return rs.made(fd, rel, e)
 	case Symlink:
 		if err := unix.Symlinkat(e.Target, dfd, n); err != nil {
 			return err
@@ -196,8 +283,10 @@ func (rs *restorer) made(fd int, rel string, e *Entry) error {
 	}
 	k := *e
 	k.Stat = &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	rs.mu.Lock()
 	rs.files[rel] = k
 	rs.newest = max(rs.newest, st.Ctim.Nano(), st.Mtim.Nano())
+	rs.mu.Unlock()
 	return nil
 }
 
@@ -210,12 +299,14 @@ func (rs *restorer) link(dfd int, e *Entry) error {
 	}
 	defer unix.Close(fd)
 	// A new link changes the file's ctime: its first name is read again.
-	delete(rs.files, e.HardLink)
+	rs.mu.Lock()
+	rs.linked[e.HardLink] = true
+	rs.mu.Unlock()
 	return unix.Linkat(unix.AT_FDCWD, fmt.Sprintf("/proc/self/fd/%d", fd), dfd, e.Name, unix.AT_SYMLINK_FOLLOW)
 }
 
 // content copies a file's object into fd, checking its digest.
-func (rs *restorer) content(fd int, e *Entry) error {
+func (rs *restorer) content(fd int, e *Entry, buf []byte) error {
 	if e.Digest == "" {
 		return fmt.Errorf("%w: a file without content", ErrCorrupt)
 	}
@@ -232,7 +323,7 @@ func (rs *restorer) content(fd int, e *Entry) error {
 	}
 	defer obj.Close()
 	h := contentHash(e.Size, e.Regions, e.Sparse)
-	_, err = copyRegions(int(obj.Fd()), dataOf(e.Size, e.Regions, e.Sparse), rs.buf, func(b []byte, off int64) error {
+	_, err = copyRegions(int(obj.Fd()), dataOf(e.Size, e.Regions, e.Sparse), buf, func(b []byte, off int64) error {
 		h.Write(b)
 		_, err := unix.Pwrite(fd, b, off)
 		return err

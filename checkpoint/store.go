@@ -343,6 +343,40 @@ func (s *Store) Remove(id ID) error {
 	return err
 }
 
+// Keep removes every checkpoint but those keep names, the newest and the
+// pinned ones, then the objects no remaining one uses.
+func (s *Store) Keep(keep map[ID]bool) (PruneResult, error) {
+	unlock, err := s.lock()
+	if err != nil {
+		return PruneResult{}, err
+	}
+	defer unlock()
+	var res PruneResult
+	ids, err := s.ids()
+	if err != nil || len(ids) == 0 {
+		return res, err
+	}
+	pins, err := s.pins()
+	if err != nil {
+		return res, err
+	}
+	for _, id := range ids[:len(ids)-1] {
+		if keep[id] || len(pins[id]) > 0 {
+			continue
+		}
+		if err := atomicfile.Remove(s.recordPath(id)); err != nil {
+			return res, err
+		}
+		res.Removed = append(res.Removed, id)
+	}
+	if len(res.Removed) == 0 {
+		return res, nil
+	}
+	g, err := s.gc()
+	res.Freed, res.Objects = g.freed, g.objects
+	return res, err
+}
+
 // PruneOptions say which checkpoints to keep; zero fields do not limit.
 // The newest checkpoint and every pinned one are always kept.
 type PruneOptions struct {

@@ -2,6 +2,7 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
 	"os"
 	"strconv"
@@ -12,8 +13,11 @@ import (
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/fastexec"
+	"github.com/airlock/airlock/engine/index"
+	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types/container"
 )
 
 // Checkpoints lists a session's checkpoints (its timeline).
@@ -106,8 +110,21 @@ func (e *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.
 		return api.Restored{}, err
 	}
 	defer st.Unpin(checkpoint.ID(cid), pin)
+	layers, err := e.timeline.LayersOf(rec.ID, checkpoint.ID(cid))
+	if err != nil {
+		return api.Restored{}, err
+	}
 	spec := newSnapshot(rec, "", "", 0).Spec
-	src := &checkpointSource{store: st, id: checkpoint.ID(cid)}
+	src := &checkpointSource{store: st, id: checkpoint.ID(cid), e: e, from: rec.ID, dir: rec.Dir, layers: layers}
+	for _, l := range src.layerStores() {
+		if l.id == 0 {
+			continue
+		}
+		if err := l.store.Pin(l.id, pin); err != nil {
+			return api.Restored{}, err
+		}
+		defer l.store.Unpin(l.id, pin)
+	}
 	made, warning, err := e.createN(ctx, spec, src, n)
 	if err != nil {
 		return api.Restored{}, err
@@ -125,15 +142,88 @@ func (e *Engine) Fork(ctx context.Context, id string, req api.ForkRequest) (api.
 }
 
 // checkpointSource is the create mode of a fork from a checkpoint: idle,
-// its workspace's upper directory restored from the checkpoint.
+// its workspace's upper directory restored from the checkpoint before the
+// overlay is mounted, its container layer (once the container exists,
+// before it starts) and home (once it runs) from the checkpoints of the
+// source session's that the checkpoint names, when it names them.
 type checkpointSource struct {
 	idle
+	store  *checkpoint.Store
+	id     checkpoint.ID
+	e      *Engine
+	from   string // the source session, and its directory (its layers' stores)
+	dir    string
+	layers timeline.Layers
+}
+
+type layerStore struct {
 	store *checkpoint.Store
 	id    checkpoint.ID
 }
 
+// layerStores are the source's container layer and home stores with the
+// checkpoints to restore (stores that do not open are left out).
+func (s *checkpointSource) layerStores() []layerStore {
+	var out []layerStore
+	if cs, err := s.e.containerCheckpoints(s.from, s.dir); err == nil {
+		out = append(out, layerStore{cs, s.layers.Container})
+	}
+	if hs, err := s.e.homeCheckpoints(s.from, s.dir); err == nil {
+		out = append(out, layerStore{hs, s.layers.Home})
+	}
+	return out
+}
+
 func (s *checkpointSource) fillWorkspace(upper string) error {
 	return s.store.RestoreDir(context.Background(), s.id, upper)
+}
+
+func (s *checkpointSource) created(ctx context.Context, c *creation) error {
+	if s.layers.Container == 0 {
+		return nil
+	}
+	cs, err := s.e.containerCheckpoints(s.from, s.dir)
+	if err != nil {
+		return err
+	}
+	info, err := c.e.docker.ContainerInspect(ctx, c.rec.ContainerID)
+	if err != nil {
+		return dockerError("inspect the session's container", err)
+	}
+	upper := info.GraphDriver.Data["UpperDir"]
+	if !overlayDriver(info.GraphDriver.Name) || upper == "" {
+		return errdefs.Unavailablef("Docker stores containers with the %q storage driver; a fork with the container layer needs overlay2 (the default)", info.GraphDriver.Name)
+	}
+	if err := cs.RestoreDir(ctx, s.layers.Container, upper); err != nil {
+		return fmt.Errorf("restore the container layer of checkpoint %s: %w", s.id, err)
+	}
+	return nil
+}
+
+func (s *checkpointSource) running(ctx context.Context, c *creation) error {
+	if s.layers.Home == 0 {
+		return nil
+	}
+	hs, err := s.e.homeCheckpoints(s.from, s.dir)
+	if err != nil {
+		return err
+	}
+	info, err := c.e.docker.ContainerInspect(ctx, c.rec.ContainerID)
+	if err != nil {
+		return dockerError("inspect the session's container", err)
+	}
+	if info.State == nil || info.State.Pid <= 0 {
+		return errdefs.Unavailablef("the forked session's container stopped as it started")
+	}
+	home, err := openHome(info.State.Pid)
+	if err != nil {
+		return err
+	}
+	defer home.Close()
+	if err := hs.Restore(ctx, s.layers.Home, home); err != nil {
+		return fmt.Errorf("restore the home of checkpoint %s: %w", s.id, err)
+	}
+	return nil
 }
 
 func (*checkpointSource) racesBase() bool { return false }
@@ -247,6 +337,143 @@ func (c timelineCore) StopProcesses(ctx context.Context, id string) (int, func()
 	}
 	release()
 	return stopped, nil, errdefs.Unavailablef("session %s's processes did not stop: try again", rec.ID)
+}
+
+// RecordLayers implements timeline.Sessions: the container layer and home
+// of a running session, recorded when they changed (see recordLayers).
+func (c timelineCore) RecordLayers(ctx context.Context, id, label string) (timeline.Layers, bool, error) {
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil || rec.ContainerID == "" || rec.State != api.StateRunning && rec.State != api.StatePaused {
+		return timeline.Layers{}, false, err
+	}
+	info, err := c.e.docker.ContainerInspect(ctx, rec.ContainerID)
+	if err != nil {
+		return timeline.Layers{}, false, dockerError("inspect the session's container", err)
+	}
+	pid := 0
+	if info.State != nil && info.State.Running {
+		pid = info.State.Pid
+	}
+	// The watch on this container's layer (a new container has a new
+	// one); the timeline closes it with the session's layer stores.
+	lw, _ := c.e.timeline.LayerWatch(rec.ID).(*layerWatch)
+	if upper := info.GraphDriver.Data["UpperDir"]; upper != "" && (lw == nil || lw.upper != upper) {
+		lw = nil
+		if w, err := index.StartTree(); err == nil {
+			lw = &layerWatch{w: w, upper: upper}
+			c.e.timeline.SetLayerWatch(rec.ID, lw)
+		}
+	}
+	return c.e.recordLayers(ctx, rec, info, pid, checkpoint.RecordOptions{Label: label, IfChanged: true}, lw)
+}
+
+// RestoreLayers implements timeline.Sessions. The container is made
+// again, as a wake makes it, around the session's mounted workspace and
+// its network: removed (its processes are stopped already), created from
+// the record with its layer restored into Docker's new upper directory
+// before it starts, then started, plugged in and its home filled. Not
+// rewritten in place: the kernel leaves changes to an overlay's upper
+// directory under the mounted overlay undefined, and writing through the
+// container's root instead would need the image's layers resolved for
+// every path the checkpoint lacks. The restore is checkpoint.Restore's
+// (into an empty directory, nothing followed or opened that the layer
+// holds), the one a wake uses.
+func (c timelineCore) RestoreLayers(ctx context.Context, id string, want timeline.Layers) (bool, error) {
+	e := c.e
+	rec, err := e.store.Session(ctx, id)
+	if err != nil {
+		return false, err
+	}
+	l := e.liveSession(rec.ID)
+	if l == nil || l.ws == nil || l.net == nil {
+		return false, errdefs.Conflictf("session %s has no workspace or network", rec.ID)
+	}
+	if same, err := e.sameLayers(rec, want); err != nil || same {
+		return false, err
+	}
+	ctx = context.WithoutCancel(ctx) // half a container helps nobody
+	e.docker.ContainerRemove(ctx, rec.ContainerID, container.RemoveOptions{Force: true})
+	remake := func(layers timeline.Layers) (store.Session, error) {
+		w := &waking{e: e, rec: rec, ws: l.ws, net: l.net, layers: layers}
+		err := w.container(ctx)
+		if err == nil {
+			err = w.start(ctx)
+		}
+		if err != nil {
+			w.undo(ctx)
+		}
+		return w.rec, err
+	}
+	made, err := remake(want)
+	if err != nil {
+		// Back as it was (its newest layers) rather than without a
+		// container.
+		if again, err2 := remake(timeline.Layers{}); err2 == nil {
+			e.store.PutSession(ctx, again)
+			return false, err
+		}
+		e.store.SetSessionState(ctx, rec.ID, api.StateFailed, "its container could not be made again after an undo: "+err.Error())
+		return false, err
+	}
+	cur, err := e.store.Session(ctx, rec.ID)
+	if err != nil {
+		return true, err
+	}
+	cur.ContainerID = made.ContainerID
+	return true, e.store.PutSession(ctx, cur)
+}
+
+// sameLayers says whether the session's newest container layer and home
+// checkpoints hold what want's do (the same trees).
+func (e *Engine) sameLayers(rec store.Session, want timeline.Layers) (bool, error) {
+	for _, x := range []struct {
+		open func(string, string) (*checkpoint.Store, error)
+		id   checkpoint.ID
+	}{{e.containerCheckpoints, want.Container}, {e.homeCheckpoints, want.Home}} {
+		if x.id == 0 {
+			continue
+		}
+		s, err := x.open(rec.ID, rec.Dir)
+		if err != nil {
+			return false, err
+		}
+		cur, err := s.Latest()
+		if err != nil {
+			return false, err
+		}
+		w, err := s.Get(x.id)
+		if err != nil {
+			return false, err
+		}
+		if cur == nil || !cur.Root.SameAs(&w.Root) {
+			return false, nil
+		}
+	}
+	return true, nil
+}
+
+// PruneLayers implements timeline.Sessions.
+func (c timelineCore) PruneLayers(ctx context.Context, id string, keep []timeline.Layers) error {
+	rec, err := c.e.store.Session(ctx, id)
+	if err != nil {
+		return err
+	}
+	kc, kh := map[checkpoint.ID]bool{}, map[checkpoint.ID]bool{}
+	for _, l := range keep {
+		kc[l.Container], kh[l.Home] = true, true
+	}
+	var errs []error
+	for _, x := range []struct {
+		open func(string, string) (*checkpoint.Store, error)
+		keep map[checkpoint.ID]bool
+	}{{c.e.containerCheckpoints, kc}, {c.e.homeCheckpoints, kh}} {
+		s, err := x.open(rec.ID, rec.Dir)
+		if err == nil {
+			_, err = s.Keep(x.keep)
+		}
+		errs = append(errs, err)
+	}
+	return errors.Join(errs...)
 }
 
 // idleMain says whether the container's main process runs the idle loop

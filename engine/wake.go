@@ -2,13 +2,18 @@ package engine
 
 import (
 	"context"
+	"errors"
 	"fmt"
+	"os"
+	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
+	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
@@ -47,13 +52,10 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 			w.undo(ctx)
 		}
 	}()
-	if err := w.mount(ctx); err != nil {
+	if err := w.prepare(ctx); err != nil {
 		return rec, err
 	}
-	if err := w.network(); err != nil {
-		return rec, err
-	}
-	if err := w.container(ctx); err != nil {
+	if err := w.start(ctx); err != nil {
 		return rec, err
 	}
 	w.rec.State, w.rec.Error = api.StateRunning, ""
@@ -67,19 +69,47 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 	e.sessions[id] = l
 	e.mu.Unlock()
 	e.touch(id)
-	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0))
+	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0), "steps", strings.Join(w.took, " "))
 	e.store.AddLifecycle(ctx, id, "woken", reason, time.Now())
 	return w.rec, nil
 }
 
 // waking is a hibernated session being brought back, as steps that each
 // add their own cleanup (like creation).
+//
+// Traced (a 500 MiB workspace of 50 files, bench 18, load ~15 on 2
+// cores), the steps in a row took: mount 1.0-2.6 s (the workspace's
+// restore: hashing every object and writing it into the tmpfs, both
+// CPU-bound), network 1-20 ms, create 40-100 ms, container layer 10-55
+// ms, start 490-660 ms, attach 17-38 ms, home 16-25 ms. So the restore
+// now hashes and writes files on several workers (checkpoint/restore.go),
+// and what does not need the workspace mounted (the network, the
+// container's create — its bind source is the merged directory, which
+// exists — and its layer's restore, before it starts) runs beside it;
+// the container starts once both are done: never over an unmounted
+// workspace.
 type waking struct {
-	e        *Engine
-	rec      store.Session
-	ws       *overlay.Workspace
-	net      *sessionNet
+	e   *Engine
+	rec store.Session
+	ws  *overlay.Workspace
+	net *sessionNet
+	// layers are the checkpoints of the container layer and home to
+	// restore; zero: the newest of each.
+	layers timeline.Layers
+
+	mu       sync.Mutex
 	cleanups []func(ctx context.Context)
+	took     []string // each step's time, for the log
+}
+
+// step runs one step of the wake and keeps its time.
+func (w *waking) step(name string, f func() error) error {
+	t := time.Now()
+	err := f()
+	w.mu.Lock()
+	w.took = append(w.took, fmt.Sprintf("%s=%s", name, time.Since(t).Round(100*time.Microsecond)))
+	w.mu.Unlock()
+	return err
 }
 
 func (w *waking) undo(ctx context.Context) {
@@ -88,12 +118,42 @@ func (w *waking) undo(ctx context.Context) {
 	}
 }
 
-// mount mounts the workspace: a fresh tmpfs filled from the newest
-// checkpoint, or the disk workspace's own upper directory.
-func (w *waking) mount(ctx context.Context) error {
+// prepare mounts the workspace and, meanwhile, takes the network and
+// makes the container with its layer restored, not started. The
+// container is made once the workspace's tmpfs is mounted (the fast exec
+// socket directory it binds is in it), while the tmpfs is being filled.
+// Cleanups run as if in a row: the container's, the network's, the
+// mount's.
+func (w *waking) prepare(ctx context.Context) error {
 	rec := w.rec
+	mounted := &waking{e: w.e, rec: rec}
+	tmpfs := make(chan bool, 1) // whether the tmpfs is there, said once
+	var once sync.Once
+	ready := func(ok bool) { once.Do(func() { tmpfs <- ok }) }
+	var merr error
+	var wg sync.WaitGroup
+	wg.Go(func() {
+		merr = w.step("mount", func() error { return mounted.mount(ctx, rec, func() { ready(true) }) })
+		ready(merr == nil)
+	})
+	cerr := w.step("network", w.network)
+	if cerr == nil && <-tmpfs {
+		cerr = w.container(ctx)
+	}
+	wg.Wait()
+	w.ws = mounted.ws
+	w.cleanups = append(mounted.cleanups, w.cleanups...)
+	return errors.Join(merr, cerr)
+}
+
+// mount mounts the workspace: a fresh tmpfs filled from the newest
+// checkpoint, or the disk workspace's own upper directory. It calls
+// mounted once the tmpfs is there, before it is filled (a disk
+// workspace's directories are always there).
+func (w *waking) mount(ctx context.Context, rec store.Session, mounted func()) error {
 	var err error
 	if rec.Workspace == api.WorkspaceDisk {
+		mounted()
 		w.ws, err = overlay.Find(rec.Project, rec.Dir)
 	} else {
 		var cs *checkpoint.Store
@@ -108,6 +168,7 @@ func (w *waking) mount(ctx context.Context) error {
 			return errdefs.Conflictf("session %s has no checkpoint to wake from: its workspace is lost; remove it with `airlock rm %s`", rec.ID, rec.ID)
 		}
 		w.ws, err = overlay.MountFilled(rec.Project, rec.Dir, rec.Limits.WorkspaceSize, func(upper string) error {
+			mounted()
 			return cs.RestoreDir(ctx, last.ID, upper)
 		})
 	}
@@ -139,17 +200,26 @@ func (w *waking) network() error {
 }
 
 // container makes the session's container again from its record, with
-// its layer and home from their checkpoints, and starts it.
+// its layer from its checkpoint, not started: its workspace's bind source
+// is the merged directory, mounted meanwhile.
 func (w *waking) container(ctx context.Context) error {
 	e := w.e
-	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, w.ws.Merged(), w.net.GW)
+	merged := (&overlay.Workspace{Dir: w.rec.Dir}).Merged()
+	if err := os.MkdirAll(merged, 0o700); err != nil {
+		return err
+	}
+	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, merged, w.net.GW)
 	var err error
 	if hostCfg.CgroupParent, err = e.meter.CgroupParent(ctx, w.rec.ID); err != nil {
 		return dockerError("ask Docker how it manages cgroups", err)
 	}
 	// A container of an earlier, interrupted wake.
 	e.docker.ContainerRemove(ctx, "airlock-"+w.rec.ID, container.RemoveOptions{Force: true})
-	created, err := e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+w.rec.ID)
+	var created container.CreateResponse
+	err = w.step("create", func() (err error) {
+		created, err = e.docker.ContainerCreate(ctx, cfg, hostCfg, nil, nil, "airlock-"+w.rec.ID)
+		return err
+	})
 	if err != nil {
 		return dockerError("create the session's container", err)
 	}
@@ -158,26 +228,30 @@ func (w *waking) container(ctx context.Context) error {
 		e.docker.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
 		e.meter.Remove(ctx, w.rec.ID)
 	})
-	if err := e.restoreContainerLayer(ctx, w.rec, created.ID); err != nil {
-		return err
-	}
-	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
+	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID, w.layers.Container) })
+}
+
+// start starts the container made, plugs its network in and fills its
+// home.
+func (w *waking) start(ctx context.Context) error {
+	e, id := w.e, w.rec.ContainerID
+	if err := w.step("start", func() error { return e.docker.ContainerStart(ctx, id, container.StartOptions{}) }); err != nil {
 		return dockerError("start the session's container", err)
 	}
-	if err := e.attach(ctx, w.rec, created.ID); err != nil {
+	if err := w.step("attach", func() error { return e.attach(ctx, w.rec, id) }); err != nil {
 		return err
 	}
-	return e.restoreHome(ctx, w.rec, created.ID)
+	return w.step("home", func() error { return e.restoreHome(ctx, w.rec, id, w.layers.Home) })
 }
 
 // restoreContainerLayer fills a new container's own layer, before it
-// starts, from the newest checkpoint of the session's.
-func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, containerID string) error {
-	cs, err := containerCheckpoints(rec.Dir)
+// starts, from checkpoint which of the session's (0: the newest).
+func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
+	cs, err := e.containerCheckpoints(rec.ID, rec.Dir)
 	if err != nil {
 		return err
 	}
-	last, err := cs.Latest()
+	last, err := pick(cs, which)
 	if err != nil || last == nil {
 		return err
 	}
@@ -196,14 +270,14 @@ func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, c
 	return nil
 }
 
-// restoreHome fills the running container's home tmpfs from the newest
-// checkpoint of the session's home.
-func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID string) error {
-	hs, err := homeCheckpoints(rec.Dir)
+// restoreHome fills the running container's home tmpfs from checkpoint
+// which of the session's home (0: the newest).
+func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID string, which checkpoint.ID) error {
+	hs, err := e.homeCheckpoints(rec.ID, rec.Dir)
 	if err != nil {
 		return err
 	}
-	last, err := hs.Latest()
+	last, err := pick(hs, which)
 	if err != nil || last == nil {
 		return err
 	}
@@ -223,6 +297,14 @@ func (e *Engine) restoreHome(ctx context.Context, rec store.Session, containerID
 		return fmt.Errorf("restore the session's home: %w", err)
 	}
 	return nil
+}
+
+// pick is checkpoint which of s, or its newest for 0 (nil: it has none).
+func pick(s *checkpoint.Store, which checkpoint.ID) (*checkpoint.Checkpoint, error) {
+	if which == 0 {
+		return s.Latest()
+	}
+	return s.Get(which)
 }
 
 // awake wakes session id if it hibernates: for what writes its

@@ -101,6 +101,9 @@ undone (airlock undo ID --checkpoint BEFORE, as printed).`,
 			if out.Stopped > 0 {
 				fmt.Fprintf(os.Stderr, "airlock: stopped %d process(es) running in the session first\n", out.Stopped)
 			}
+			if out.Layers {
+				fmt.Fprintln(os.Stderr, "airlock: the container layer and home went back too: the session's container was made again (processes running in it were stopped)")
+			}
 			fmt.Printf("workspace put back to checkpoint %d (%s): %d path(s) changed; this undo is checkpoint %d, the workspace before it checkpoint %d (airlock undo %s --checkpoint %d puts that back)\n",
 				out.To.ID, checkpointWhat(out.To), out.Files, out.Checkpoint.ID, out.Before, args[0], out.Before)
 			return nil

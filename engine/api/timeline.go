@@ -67,6 +67,9 @@ type Undone struct {
 	// Stopped counts the session's processes stopped first.
 	Stopped int `json:"stopped"`
 	Files   int `json:"files"` // paths put back
+	// Layers says the container layer and home went back too (the
+	// session's container was made again around its workspace).
+	Layers bool `json:"layers,omitempty"`
 }
 
 // ForkRequest makes N sessions (1 when 0) from the state after turn Turn

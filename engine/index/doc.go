@@ -4,7 +4,9 @@
 // the summary of its changes kept on disk from the last walk (Summary),
 // read back while nothing changed. A `diff --stat` or a session listing
 // of an unchanged session then costs a read of one file, not a walk of
-// its upper layer and a stat of every file in it.
+// its upper layer and a stat of every file in it. A tree watch
+// (StartTree) does the same for a directory tree on a file system others
+// write too: a container's own layer, marked directory by directory.
 //
 // What the kernel does not report, the index does not know: writes made
 // through a shared writable memory mapping of a workspace file. The engine

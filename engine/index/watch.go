@@ -64,6 +64,40 @@ func Start(mountPoint string) (*Watch, error) {
 	return &Watch{fd: fd, id: hex.EncodeToString(b[:])}, nil
 }
 
+// StartTree returns a watch of the directories added to it (AddDir), each
+// with its entries: a directory tree on a file system shared with others
+// (a container's layer, in Docker's directory on the host's disk), where
+// a mark on the whole file system would count every write of the host.
+// Its marks are on the directories' inodes, with the events of their
+// children: what is created, removed, renamed, written, chmodded or
+// given an xattr in a marked directory, through an overlay mounted over
+// it too (overlayfs changes its upper directory through these calls).
+// Directories made later are seen made (in their marked parent) and
+// must be added then.
+func StartTree() (*Watch, error) {
+	fd, err := unix.FanotifyInit(unix.FAN_CLASS_NOTIF|unix.FAN_CLOEXEC|unix.FAN_NONBLOCK|unix.FAN_REPORT_DFID_NAME, unix.O_RDONLY|unix.O_CLOEXEC)
+	if err != nil {
+		return nil, fmt.Errorf("index: fanotify: %w", err)
+	}
+	var b [8]byte
+	rand.Read(b[:])
+	return &Watch{fd: fd, id: hex.EncodeToString(b[:])}, nil
+}
+
+// AddDir marks the open directory dfd of a tree watch. A mark that fails
+// (too many marks, a file system without file handles) kills the watch:
+// its marks then never repeat, and the caller walks every time.
+func (w *Watch) AddDir(dfd int) {
+	w.mu.Lock()
+	defer w.mu.Unlock()
+	if w.dead {
+		return
+	}
+	if err := unix.FanotifyMark(w.fd, unix.FAN_MARK_ADD|unix.FAN_MARK_INODE, changeMask|unix.FAN_EVENT_ON_CHILD, dfd, ""); err != nil {
+		w.dead = true
+	}
+}
+
 // Mark says where the workspace stands: two equal marks, taken with
 // anything in between, mean nothing changed in between. A watch that
 // failed gives a new mark each time (nothing is ever unchanged).

@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"errors"
 	"fmt"
+	"io"
 	"io/fs"
 	"log/slog"
 	"os"
@@ -46,6 +47,28 @@ type Sessions interface {
 	// container's own, and keeps new work out until release is called.
 	// stopped counts the processes stopped.
 	StopProcesses(ctx context.Context, id string) (stopped int, release func(), err error)
+	// RecordLayers checkpoints the session's container layer and home,
+	// each in its own store and only when it changed since that store's
+	// newest checkpoint, and returns the checkpoints they are now (zero
+	// for one the session does not have). changed says whether either is
+	// new.
+	RecordLayers(ctx context.Context, id, label string) (l Layers, changed bool, err error)
+	// RestoreLayers puts the container layer and home back to l while
+	// the session's processes are stopped (StopProcesses): its container
+	// is made again, unless they hold what l holds (restored false).
+	RestoreLayers(ctx context.Context, id string, l Layers) (restored bool, err error)
+	// PruneLayers removes the layer checkpoints no listed checkpoint
+	// names (keep), but the newest and pinned ones.
+	PruneLayers(ctx context.Context, id string, keep []Layers) error
+}
+
+// Layers are the checkpoints of a session's container layer and home
+// (in their own stores, beside the workspace's) that a checkpoint of its
+// workspace goes with; zero: none, or not known (a checkpoint recorded
+// before layers were, a session without them).
+type Layers struct {
+	Container checkpoint.ID `json:"container,omitempty"`
+	Home      checkpoint.ID `json:"home,omitempty"`
 }
 
 // Options tune a Timeline. Zero fields take the defaults.
@@ -78,6 +101,12 @@ type Timeline struct {
 
 	mu     sync.Mutex
 	stores map[string]*checkpoint.Store
+	// layers are the stores of sessions' container layers and homes, by
+	// session and directory (LayerStore).
+	layers map[string]map[string]*checkpoint.Store
+	// watches are what tells a session's layers unchanged (the
+	// engine's), closed with its layer stores.
+	watches map[string]io.Closer
 	// busy serializes, per session, what records or rewrites its
 	// workspace: a checkpoint never sees an undo half done.
 	busy map[string]*sync.Mutex
@@ -177,7 +206,7 @@ func New(stateDir string, core Sessions, opts Options) *Timeline {
 	if log == nil {
 		log = slog.New(slog.DiscardHandler)
 	}
-	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
+	return &Timeline{dir: filepath.Join(stateDir, "checkpoints"), core: core, opts: opts, log: log.With("component", "timeline"), stores: map[string]*checkpoint.Store{}, layers: map[string]map[string]*checkpoint.Store{}, watches: map[string]io.Closer{}, busy: map[string]*sync.Mutex{}, pending: map[string]*pending{}}
 }
 
 // Store opens (once) the checkpoint store of session id.
@@ -195,6 +224,61 @@ func (t *Timeline) Store(id string) (*checkpoint.Store, error) {
 	return s, nil
 }
 
+// LayerStore opens (once) the store at dir of one of session id's other
+// layers (its container layer, its home): every part of the engine that
+// records or restores it shares one Store, whose cached trees the next
+// Record compares against, and which no other Store's GC can change
+// under it. Remove forgets them.
+func (t *Timeline) LayerStore(id, dir string) (*checkpoint.Store, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if s := t.layers[id][dir]; s != nil {
+		return s, nil
+	}
+	s, err := checkpoint.Open(dir)
+	if err != nil {
+		return nil, fmt.Errorf("open the checkpoints of session %s: %w", id, err)
+	}
+	if t.layers[id] == nil {
+		t.layers[id] = map[string]*checkpoint.Store{}
+	}
+	t.layers[id][dir] = s
+	return s, nil
+}
+
+// DropLayers forgets session id's layer stores and the trees they keep
+// (a hibernated session's: nothing records them until it wakes), and
+// closes its layer watch.
+func (t *Timeline) DropLayers(id string) {
+	t.mu.Lock()
+	delete(t.layers, id)
+	w := t.watches[id]
+	delete(t.watches, id)
+	t.mu.Unlock()
+	if w != nil {
+		w.Close()
+	}
+}
+
+// LayerWatch is session id's layer watch (nil: none). SetLayerWatch
+// replaces it, closing the one before; DropLayers and Remove close it.
+func (t *Timeline) LayerWatch(id string) io.Closer {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	return t.watches[id]
+}
+
+// SetLayerWatch: see LayerWatch.
+func (t *Timeline) SetLayerWatch(id string, w io.Closer) {
+	t.mu.Lock()
+	old := t.watches[id]
+	t.watches[id] = w
+	t.mu.Unlock()
+	if old != nil && old != w {
+		old.Close()
+	}
+}
+
 // existing is the store of session id when it has one on disk, else nil.
 func (t *Timeline) existing(id string) (*checkpoint.Store, error) {
 	if _, err := os.Stat(filepath.Join(t.dir, id)); errors.Is(err, fs.ErrNotExist) {
@@ -210,6 +294,7 @@ func (t *Timeline) Remove(id string) error {
 	t.mu.Lock()
 	delete(t.stores, id)
 	t.mu.Unlock()
+	t.DropLayers(id)
 	if id == "" || strings.ContainsAny(id, "/.") {
 		return errdefs.Invalidf("session id %q", id)
 	}
@@ -253,6 +338,8 @@ type meta struct {
 	Files   int    `json:"files"`
 	Added   int    `json:"added"`
 	Removed int    `json:"removed"`
+	// Layers are the container layer's and home's checkpoints then.
+	Layers Layers `json:"layers,omitzero"`
 }
 
 func metaPath(s *checkpoint.Store, id checkpoint.ID) string {
@@ -288,6 +375,18 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 		return c, false, nil
 	}
 	always := m.Always || prev != nil && !m.Since.IsZero() && prev.Time.After(m.Since)
+	// The container layer and home first: a command that only installed
+	// a package is a checkpoint too.
+	t0 := time.Now()
+	layers, moved, err := t.core.RecordLayers(ctx, id, m.label())
+	layersTook := time.Since(t0)
+	if err != nil {
+		// The workspace is still recorded; undo to this checkpoint then
+		// leaves the container as it is.
+		t.log.Warn("checkpoint a session's container layer and home", "session", id, "err", err)
+		layers = Layers{}
+	}
+	always = always || moved
 	if prev == nil && !always && emptyDir(upper) {
 		return c, false, nil // as the session started: its implicit checkpoint 0
 	}
@@ -298,7 +397,7 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	if prev != nil && cp.ID == prev.ID {
 		return c, false, nil
 	}
-	md := meta{Kind: m.Kind, Turn: m.Turn, Command: m.Command, UndoTo: m.UndoTo, From: int64(cp.Parent)}
+	md := meta{Kind: m.Kind, Turn: m.Turn, Command: m.Command, UndoTo: m.UndoTo, From: int64(cp.Parent), Layers: layers}
 	if !m.Since.IsZero() {
 		md.From = int64(newestBefore(s, m.Since, cp.ID))
 	}
@@ -326,7 +425,7 @@ func (t *Timeline) record(ctx context.Context, id string, m Mark) (c api.Checkpo
 	if err := atomicfile.Write(metaPath(s, cp.ID), data, 0o600); err != nil {
 		return c, false, err
 	}
-	t.log.Debug("checkpoint", "session", id, "checkpoint", cp.ID, "kind", m.Kind, "files", md.Files, "took", cp.Stats.Duration, "written", cp.Stats.BytesWritten)
+	t.log.Debug("checkpoint", "session", id, "checkpoint", cp.ID, "kind", m.Kind, "files", md.Files, "took", cp.Stats.Duration, "written", cp.Stats.BytesWritten, "layers_took", layersTook, "layers_moved", moved)
 	if cp.ID%10 == 0 {
 		t.prune(id, s)
 	}
@@ -394,6 +493,34 @@ func (t *Timeline) prune(id string, s *checkpoint.Store) {
 	for _, r := range res.Removed {
 		os.Remove(metaPath(s, r))
 	}
+	// The layers' checkpoints the remaining ones name are kept.
+	list, err := s.List()
+	if err != nil {
+		return
+	}
+	keep := make([]Layers, 0, len(list))
+	for _, c := range list {
+		md, _ := readMeta(s, c)
+		keep = append(keep, md.Layers)
+	}
+	if err := t.core.PruneLayers(context.Background(), id, keep); err != nil {
+		t.log.Warn("prune the checkpoints of a session's container layer and home", "session", id, "err", err)
+	}
+}
+
+// LayersOf are the container layer's and home's checkpoints that
+// checkpoint cid of session id goes with (zero when not known).
+func (t *Timeline) LayersOf(id string, cid checkpoint.ID) (Layers, error) {
+	s, err := t.Store(id)
+	if err != nil {
+		return Layers{}, err
+	}
+	c, err := s.Get(cid)
+	if err != nil {
+		return Layers{}, err
+	}
+	md, _ := readMeta(s, *c)
+	return md.Layers, nil
 }
 
 // readMeta is the timeline's file of checkpoint c, or what its label

@@ -42,6 +42,15 @@ func (f *fakeSessions) Events(ctx context.Context, id string, turn int) ([]api.E
 func (f *fakeSessions) StopProcesses(ctx context.Context, id string) (int, func(), error) {
 	return 0, func() {}, nil
 }
+func (f *fakeSessions) RecordLayers(ctx context.Context, id, label string) (timeline.Layers, bool, error) {
+	return timeline.Layers{}, false, nil
+}
+func (f *fakeSessions) RestoreLayers(ctx context.Context, id string, l timeline.Layers) (bool, error) {
+	return false, nil
+}
+func (f *fakeSessions) PruneLayers(ctx context.Context, id string, keep []timeline.Layers) error {
+	return nil
+}
 
 func must(t *testing.T, err error) {
 	t.Helper()

@@ -25,6 +25,13 @@ import (
 // layer under the mounted overlay, which the kernel leaves undefined.
 // The result is recorded as a checkpoint of kind undo. Checkpoints of the
 // session (a command stopped by the undo, the periodic one) wait for it.
+//
+// The container layer and home go back too when the checkpoint names
+// theirs and they differ from what they are now (Sessions.RestoreLayers:
+// the container is made again around the same workspace and network);
+// undoing to the session's start leaves them as they are (their state
+// before the first checkpoint is not kept). Undone.Layers says whether
+// they went back.
 func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
 	list, err := t.List(ctx, id)
 	if err != nil {
@@ -73,6 +80,16 @@ func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (ap
 	if out.Files, err = w.apply(ctx); err != nil {
 		return out, fmt.Errorf("undo session %s to checkpoint %d: %w (the workspace as it was is checkpoint %d: `airlock undo %s --checkpoint %d` puts it back)", id, to.ID, err, latest.ID, id, latest.ID)
 	}
+	now, _ := readMeta(s, *latest)
+	want, err := t.layersAt(s, to)
+	if err != nil {
+		return out, err
+	}
+	if want != (Layers{}) && want != now.Layers {
+		if out.Layers, err = t.core.RestoreLayers(ctx, id, want); err != nil {
+			return out, fmt.Errorf("undo session %s to checkpoint %d: the workspace is put back, its container layer and home are not: %w (the state before is checkpoint %d: `airlock undo %s --checkpoint %d` puts it back)", id, to.ID, err, latest.ID, id, latest.ID)
+		}
+	}
 	c, _, err := t.record(ctx, id, Mark{Kind: api.CheckpointUndo, UndoTo: to.ID, Always: true})
 	if err != nil {
 		return out, err
@@ -80,6 +97,20 @@ func (t *Timeline) Undo(ctx context.Context, id string, req api.UndoRequest) (ap
 	c.From = int64(latest.ID)
 	out.Checkpoint = c
 	return out, nil
+}
+
+// layersAt are the layers checkpoint to goes with (none for the session's
+// start, to.ID 0).
+func (t *Timeline) layersAt(s *checkpoint.Store, to api.Checkpoint) (Layers, error) {
+	if to.ID != 0 {
+		c, err := s.Get(checkpoint.ID(to.ID))
+		if err != nil {
+			return Layers{}, err
+		}
+		md, _ := readMeta(s, *c)
+		return md.Layers, nil
+	}
+	return Layers{}, nil
 }
 
 // lastTurnStart is the checkpoint from which the last turn's changes are

@@ -1430,6 +1430,8 @@ export interface components {
       before: number;
       stopped: number;
       files: number;
+      /** @description the container layer and home went back too (the container was made again) */
+      layers?: boolean;
     };
     ForkRequest: {
       turn?: number;
