@@ -401,9 +401,18 @@ func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 	if err == nil {
 		last, err = cs.Latest()
 	}
-	if err != nil || last == nil {
+	fresh := false
+	if err == nil && last == nil {
+		// Nothing was ever recorded (no command changed the workspace, or
+		// none ran long enough for a periodic checkpoint): the session
+		// comes back as it started, an empty upper layer, rather than
+		// failed — its record, policy and conversation are still good.
+		last, err = startCheckpoint(ctx, cs, r.Dir)
+		fresh = err == nil
+	}
+	if err != nil {
 		if r.State != api.StateFailed {
-			msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot) and it has no checkpoint: its changes are lost; remove it with `airlock rm " + r.ID + "`"
+			msg := "the session's workspace is gone (its tmpfs did not survive, e.g. a host reboot) and no checkpoint of it could be read: its changes are lost; remove it with `airlock rm " + r.ID + "`"
 			e.log.Warn("session workspace lost", "session", r.ID, "err", errors.Join(cause, err))
 			e.store.SetSessionState(ctx, r.ID, api.StateFailed, msg)
 		}
@@ -416,6 +425,9 @@ func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 	}
 	reason := fmt.Sprintf("host restarted: restored from checkpoint %d of %s%s; changes after it are lost, processes were not kept",
 		last.ID, last.Time.UTC().Format(time.RFC3339), what)
+	if fresh {
+		reason = fmt.Sprintf("host restarted before any checkpoint was made: restored as the session started (checkpoint %d, empty); changes made in it are lost, processes were not kept", last.ID)
+	}
 	r.State, r.Error, r.ContainerID, r.Network = api.StateHibernated, "", "", ""
 	if err := e.store.PutSession(ctx, r); err != nil {
 		e.log.Error("record a session restored after a restart", "session", r.ID, "err", err)
@@ -423,6 +435,18 @@ func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 	}
 	e.log.Warn("session workspace lost with its tmpfs: hibernated from its last checkpoint", "session", r.ID, "checkpoint", last.ID, "time", last.Time)
 	e.store.AddLifecycle(ctx, r.ID, "hibernated", reason, time.Now())
+}
+
+// startCheckpoint records the session's workspace as it started (an
+// empty upper layer) in cs, for a session that lost its tmpfs before its
+// first checkpoint.
+func startCheckpoint(ctx context.Context, cs *checkpoint.Store, dir string) (*checkpoint.Checkpoint, error) {
+	empty, err := os.MkdirTemp(dir, ".start-")
+	if err != nil {
+		return nil, err
+	}
+	defer os.Remove(empty)
+	return cs.RecordDir(ctx, empty, checkpoint.RecordOptions{Label: "start: no checkpoint had been made"})
 }
 
 // adoptDisk is adopt's answer to a disk workspace whose container is

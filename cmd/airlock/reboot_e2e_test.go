@@ -324,8 +324,8 @@ func TestRebootRestartsDockerd(t *testing.T) {
 	if s := got[disk]; s.State != api.StateHibernated {
 		t.Errorf("the disk session after the reboot: %s %s", s.State, s.Error)
 	}
-	if s := got[none]; s.State != api.StateFailed || !strings.Contains(s.Error, "no checkpoint") {
-		t.Errorf("the session without a checkpoint: %s %q, want failed saying it has no checkpoint", s.State, s.Error)
+	if s := got[none]; s.State != api.StateHibernated || s.Hibernation == nil || !strings.Contains(s.Hibernation.Reason, "before any checkpoint was made") {
+		t.Errorf("the session without a checkpoint: %s %q %+v, want hibernated as it started, saying so", s.State, s.Error, s.Hibernation)
 	}
 
 	// The diffs, read without waking: the checkpoint's, the disk's as it was.
@@ -359,10 +359,14 @@ func TestRebootRestartsDockerd(t *testing.T) {
 			"a\na2\n../../a.txt\n755\nls: README.md: No such file or directory\nls: lost.txt: No such file or directory\n"},
 		{hib, "cat h.txt", "h\n"},
 		{disk, "cat b.txt late.txt", "b\nlate\n"},
+		{none, "echo woke", "woke\n"},
 	} {
 		if out := c.ok("exec", tc.id, "--", "sh", "-c", tc.script); out != tc.want {
 			t.Errorf("session %s after the wake:\n%s\nwant:\n%s", tc.id, out, tc.want)
 		}
+	}
+	if p := c.ok("diff", none, "--patch"); p != "" {
+		t.Errorf("the session restored as it started has changes:\n%s", p)
 	}
 	if p := c.ok("diff", two, "--patch"); p != twoPatch {
 		t.Errorf("after the wake the diff is\n%s\nwant the checkpoint's\n%s", p, twoPatch)
