@@ -440,8 +440,9 @@ func TestRemoveRemovesContainerBeforeUnmount(t *testing.T) {
 
 // After a restart, a session whose container is gone is stopped with its
 // workspace kept for review; one whose workspace tmpfs is gone (a host
-// reboot) is hibernated from its checkpoint when it has one, and failed
-// with what to do when not. None is removed.
+// reboot) is hibernated from its checkpoint when it has one, as it
+// started when it has none yet, and failed with what to do when its
+// checkpoints cannot be read. None is removed.
 func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 	for _, tc := range []struct {
 		name      string
@@ -455,7 +456,20 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 				t.Fatal(err)
 			}
 		}, api.StateStopped, "its workspace is intact", true},
-		{"workspace gone", func(t *testing.T, c *core, s api.Session) {
+		{"workspace gone before any checkpoint", func(t *testing.T, c *core, s api.Session) {
+			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
+				if err := unix.Unmount(m, 0); err != nil {
+					t.Fatal(err)
+				}
+			}
+		}, api.StateHibernated, "", false},
+		{"workspace gone, checkpoints unreadable", func(t *testing.T, c *core, s api.Session) {
+			if err := os.MkdirAll(filepath.Dir(c.e.checkpointDir(s.ID)), 0o700); err != nil {
+				t.Fatal(err)
+			}
+			if err := os.WriteFile(c.e.checkpointDir(s.ID), []byte("not a store"), 0o600); err != nil {
+				t.Fatal(err)
+			}
 			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
 				if err := unix.Unmount(m, 0); err != nil {
 					t.Fatal(err)
