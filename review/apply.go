@@ -14,6 +14,7 @@ import (
 	"os"
 	"path"
 	"path/filepath"
+	"runtime"
 	"slices"
 	"strconv"
 	"strings"
@@ -199,6 +200,7 @@ type accepter struct {
 	cause     error
 	committed bool
 	step      func(string) // see acceptEach
+	stagers   *stagers     // nil until the staging directory is made
 }
 
 // placing is a directory staged whole: path in the project, rel in the
@@ -261,6 +263,7 @@ func newAccepter(l Layers, journalPath string) (*accepter, error) {
 
 // close ends the accept; unless it was committed, nothing of it is left.
 func (a *accepter) close() {
+	a.stopStagers()
 	a.popPlacing("")
 	if !a.committed {
 		a.rollback()
@@ -321,6 +324,9 @@ func (a *accepter) add(it item, stage bool) error {
 				r.From = c.From
 			}
 		}
+		if a.stagers != nil && a.cause == nil {
+			a.cause = a.stagers.failed()
+		}
 		if stage && a.cause == nil {
 			sum, under, err := a.write(it, i)
 			r.Sum, r.Under = sum, under
@@ -353,6 +359,9 @@ func (a *accepter) write(it item, i int) (sum string, under int, err error) {
 		if a.sfd, err = a.t.dir(a.staging, nil); err != nil {
 			return "", 0, err
 		}
+		if n := min(2, runtime.NumCPU()); n > 1 {
+			a.stagers = newStagers(a.t, a.sfd, n)
+		}
 	}
 	// A directory new to the project is staged whole, with everything
 	// under it, and placed by one rename rather than a rename per file.
@@ -362,7 +371,7 @@ func (a *accepter) write(it item, i int) (sum string, under int, err error) {
 			return "", 0, err
 		}
 		if p != nil {
-			sum, err := a.stageAt(it, p.fd, path.Base(it.d.Path))
+			sum, err := a.stageAt(it, p.fd, p.rel, path.Base(it.d.Path))
 			return sum, top, err
 		}
 	}
@@ -377,13 +386,13 @@ func (a *accepter) write(it item, i int) (sum string, under int, err error) {
 	if !staged {
 		return "", 0, nil
 	}
-	sum, err = a.stageAt(it, a.sfd, ops[len(ops)-1].Tmp)
+	sum, err = a.stageAt(it, a.sfd, "", ops[len(ops)-1].Tmp)
 	return sum, 0, err
 }
 
 // stageAt stages item it (a file, symlink or empty directory) as name in
-// the staging directory's descendant dirfd.
-func (a *accepter) stageAt(it item, dirfd int, name string) (sum string, err error) {
+// dirfd, the staging directory's descendant rel ("" for itself).
+func (a *accepter) stageAt(it item, dirfd int, rel, name string) (sum string, err error) {
 	if it.d.Type == Dir {
 		// An empty directory the session added.
 		fd, err := a.t.mkdirFd(dirfd, name, it.d.Mode)
@@ -393,7 +402,13 @@ func (a *accepter) stageAt(it item, dirfd int, name string) (sum string, err err
 		unix.Close(fd)
 		return "", nil
 	}
-	sum, err = stage(a.t, dirfd, name, a.upper, a.l, it)
+	var put func([]byte, uint32)
+	if a.stagers != nil {
+		put = func(data []byte, perm uint32) {
+			a.stagers.write(stageJob{dir: rel, name: name, path: it.d.Path, data: data, perm: perm})
+		}
+	}
+	sum, err = stage(a.t, dirfd, name, a.upper, a.l, it, put)
 	if err != nil {
 		var ce *ChangedError
 		if errors.As(err, &ce) {
@@ -402,6 +417,15 @@ func (a *accepter) stageAt(it item, dirfd int, name string) (sum string, err err
 		return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", it.d.Path, err)
 	}
 	return sum, nil
+}
+
+// stopStagers waits for every file handed to the stagers and says whether
+// one failed: nothing is synced or removed while they write.
+func (a *accepter) stopStagers() error {
+	if a.stagers == nil {
+		return nil
+	}
+	return a.stagers.wait()
 }
 
 // placingDir is the staged directory that added item it (item i) goes
@@ -499,6 +523,9 @@ func (a *accepter) absent(p string) bool {
 // commit makes the accept durable and does it, records it in the session's
 // base and hands the outcomes to each.
 func (a *accepter) commit(each func(Outcome) error) error {
+	if err := a.stopStagers(); err != nil && a.cause == nil {
+		a.cause = err
+	}
 	if a.cause == nil && a.journal != nil {
 		a.cause = a.sync()
 	}
@@ -567,6 +594,9 @@ func (a *accepter) commit(each func(Outcome) error) error {
 // `cp -a` then `sync`, the alternative an accept is measured against,
 // pays the same.
 func (a *accepter) sync() error {
+	if err := a.stopStagers(); err != nil {
+		return err
+	}
 	a.popPlacing("")
 	a.step("staged")
 	if a.sfd >= 0 {
@@ -716,14 +746,15 @@ func randHex() string {
 }
 
 // stage writes an item's new content (given, or the session's file or
-// symlink) as tmp in the staging directory sfd.
+// symlink) as tmp in the staging directory sfd; small content already in
+// memory goes to put, when not nil, to be written there.
 //
 // The session's file is read through upper (confined: no symlink in its
 // path, no FIFO or device) and hashed as it is copied: if what was copied
 // is not what the review digested (it.want) — the file changed since the
 // review, or while it was copied — the result is a ChangedError. So the
 // bytes written are the bytes the user reviewed and the scanners read.
-func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item) (sum string, err error) {
+func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item, put func([]byte, uint32)) (sum string, err error) {
 	c := it.d.Change
 	mode := c.Mode
 	if it.keepMode || c.Type == None {
@@ -769,20 +800,11 @@ func stage(t *tree, sfd int, tmp string, upper *confined.Root, l Layers, it item
 			sum = sha256hex(d.new)
 		}
 		perm := unixMode(mode)
-		fd, err := unix.Openat(sfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, perm)
-		if err != nil {
-			return "", diskFull(err)
+		if put != nil && len(data) <= maxStagedAsync {
+			put(data, perm)
+			return sum, nil
 		}
-		defer unix.Close(fd)
-		for off := 0; off < len(data) && err == nil; {
-			var n int
-			n, err = unix.Write(fd, data[off:])
-			off += n
-		}
-		if err := finishStaged(t, fd, perm, err); err != nil {
-			return "", err
-		}
-		return sum, nil
+		return sum, writeStaged(t, sfd, tmp, data, perm)
 	}
 	in, st, err := upper.OpenFd(c.Path)
 	if err != nil {

@@ -101,6 +101,7 @@ func staged(t *testing.T, l Layers, journal string, commit bool) {
 			t.Fatal(err)
 		}
 	} else {
+		a.stopStagers()
 		a.popPlacing("")
 	}
 	// The crash: the process is gone, its descriptors closed.
