@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"crypto/sha256"
 	"encoding/json"
+	"fmt"
 	"io"
 	"os"
 	"os/exec"
@@ -208,6 +209,42 @@ func TestFullHostDiskRollsBack(t *testing.T) {
 	for _, o := range out {
 		if o.Applied || !strings.Contains(o.Error, "disk is full") {
 			t.Errorf("%s: %+v, want not applied because the disk is full", o.Path, o)
+		}
+	}
+	if b, _ := os.ReadFile(filepath.Join(p, "keep.txt")); string(b) != "old\n" {
+		t.Errorf("keep.txt changed by a failed accept: %q", b)
+	}
+	entries, _ := os.ReadDir(p)
+	for _, e := range entries {
+		if e.Name() != "keep.txt" {
+			t.Errorf("left in the project: %s", e.Name())
+		}
+	}
+}
+
+// The same with many small files, which the accept writes on several
+// goroutines: the first that finds the disk full rolls everything back.
+func TestFullHostDiskRollsBackSmallFiles(t *testing.T) {
+	if os.Geteuid() != 0 {
+		t.Skip("needs root to mount a small filesystem for the project")
+	}
+	p := filepath.Join(t.TempDir(), "proj")
+	must(t, os.MkdirAll(p, 0o755))
+	must(t, syscall.Mount("small", p, "tmpfs", 0, "size=1m"))
+	defer syscall.Unmount(p, syscall.MNT_DETACH)
+	write(t, filepath.Join(p, "keep.txt"), "old\n", 0o644)
+	ws := mountWS(t, p)
+	write(t, filepath.Join(ws.Merged(), "keep.txt"), "new\n", 0o644)
+	for i := range 600 {
+		write(t, filepath.Join(ws.Merged(), fmt.Sprintf("new%d/f%03d.txt", i%6, i)), strings.Repeat("s", 3000), 0o644)
+	}
+	out := acceptAll(t, review.Layers{Upper: ws.Upper(), Project: p})
+	if len(out) != 601 {
+		t.Fatalf("%d outcomes, want 601", len(out))
+	}
+	for _, o := range out {
+		if o.Applied || !strings.Contains(o.Error, "disk is full") {
+			t.Fatalf("%s: %+v, want not applied because the disk is full", o.Path, o)
 		}
 	}
 	if b, _ := os.ReadFile(filepath.Join(p, "keep.txt")); string(b) != "old\n" {

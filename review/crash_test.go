@@ -6,6 +6,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -142,4 +143,107 @@ func runHelper(t *testing.T, dir string, delay time.Duration) {
 		cmd.Process.Signal(syscall.SIGKILL)
 	}
 	cmd.Wait()
+}
+
+// TestHelperAcceptStep is the process TestAcceptKilledAtEachStep kills:
+// it accepts everything of the layers named in the environment and kills
+// itself with SIGKILL right after step AIRLOCK_CRASH_STEP (counted from
+// 1; 0 never: it prints how many steps there were).
+func TestHelperAcceptStep(t *testing.T) {
+	dir := os.Getenv("AIRLOCK_CRASH_DIR")
+	if dir == "" || os.Getenv("AIRLOCK_CRASH_STEP") == "" {
+		t.Skip("helper process for TestAcceptKilledAtEachStep")
+	}
+	killAt, err := strconv.Atoi(os.Getenv("AIRLOCK_CRASH_STEP"))
+	if err != nil {
+		t.Fatal(err)
+	}
+	l := review.Layers{Upper: filepath.Join(dir, "upper"), Project: filepath.Join(dir, "project")}
+	n := 0
+	err = review.AcceptStepping(l, filepath.Join(dir, "accept.journal"), func(name string) {
+		n++
+		if killAt == 0 {
+			fmt.Printf("step %d %s\n", n, name)
+		}
+		if n == killAt {
+			fmt.Printf("killed after step %d (%s)\n", n, name)
+			syscall.Kill(os.Getpid(), syscall.SIGKILL)
+		}
+	})
+	if err != nil {
+		t.Fatal(err)
+	}
+	fmt.Printf("steps=%d\n", n)
+}
+
+// stepSetup is a project of 30 files the session modified, a file it added
+// in an existing directory and a directory it added with a subdirectory
+// (both staged whole and placed by one rename).
+func stepSetup(t *testing.T) string {
+	dir := t.TempDir()
+	for i := 0; i < 30; i++ {
+		name := fmt.Sprintf("d%d/f%02d.txt", i%3, i)
+		write(t, filepath.Join(dir, "project", name), fmt.Sprintf("old %d\n%s", i, strings.Repeat("o", 2000)), 0o644)
+		write(t, filepath.Join(dir, "upper", name), fmt.Sprintf("new %d\n%s", i, strings.Repeat("n", 3000)), 0o644)
+	}
+	for _, name := range []string{"d0/extra.txt", "added/a.txt", "added/b.txt", "added/sub/c.txt", "added/sub/deeper/d.txt", "added.txt"} {
+		write(t, filepath.Join(dir, "upper", name), "added\n", 0o644)
+	}
+	return dir
+}
+
+// TestAcceptKilledAtEachStep kills the accepting process right after each
+// of its steps that change the disk — staging done, staging synced, the
+// journal committed, every operation (the renames of files and the
+// placing of new directories), the sync after them, the staging
+// directory's removal, the journal's — and checks that Recover then
+// leaves the accept all done or not done at all, every file whole.
+func TestAcceptKilledAtEachStep(t *testing.T) {
+	if testing.Short() {
+		t.Skip("kills dozens of processes: skipped with -short")
+	}
+	run := func(dir string, killAt int) string {
+		cmd := exec.Command(os.Args[0], "-test.run=^TestHelperAcceptStep$", "-test.count=1", "-test.v")
+		cmd.Env = append(os.Environ(), "AIRLOCK_CRASH_DIR="+dir, "AIRLOCK_CRASH_STEP="+strconv.Itoa(killAt))
+		out, _ := cmd.CombinedOutput()
+		return string(out)
+	}
+	dir := stepSetup(t)
+	out := run(dir, 0)
+	var steps int
+	for _, l := range strings.Split(out, "\n") {
+		if v, ok := strings.CutPrefix(l, "steps="); ok {
+			steps, _ = strconv.Atoi(v)
+		}
+	}
+	// 32 files renamed in, added/ placed whole (4 files, one rename), and
+	// at least 6 other steps.
+	if steps < 39 || strings.Count(out, " place\n") != 1 || !strings.Contains(out, " committed\n") {
+		t.Fatalf("the accept took %d steps, want at least 39 with one place (added/) and a commit:\n%s", steps, out)
+	}
+	if old, new, added, left := crashState(t, dir); old != 0 || new != 30 || added != 6 || len(left) > 0 {
+		t.Fatalf("uninterrupted accept: old %d new %d added %d leftovers %v", old, new, added, left)
+	}
+	for k := 1; k <= steps; k++ {
+		dir := stepSetup(t)
+		out := run(dir, k)
+		if !strings.Contains(out, "killed after step") {
+			t.Fatalf("step %d: the helper was not killed:\n%s", k, out)
+		}
+		if err := review.Recover(filepath.Join(dir, "accept.journal")); err != nil {
+			t.Fatalf("step %d: recover: %v", k, err)
+		}
+		old, new, added, left := crashState(t, dir)
+		if len(left) > 0 {
+			t.Fatalf("%s: left behind %v", strings.TrimSpace(out), left)
+		}
+		if !(old == 30 && new == 0 && added == 0) && !(old == 0 && new == 30 && added == 6) {
+			t.Errorf("%s: half an accept after recovery: %d old, %d new, %d added", firstLine(out), old, new, added)
+		}
+	}
+}
+
+func firstLine(s string) string {
+	l, _, _ := strings.Cut(s, "\n")
+	return l
 }

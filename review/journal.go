@@ -28,6 +28,10 @@ import (
 //	{"op":...}                              one per operation, appended as items are planned
 //	{"op":"commit"}                         appended once everything is staged and synced
 //
+// A directory new to the project is staged whole, with everything under
+// it, and its one "place" operation renames it into place: files in it
+// have no operations of their own.
+//
 // Operations are done in two rounds: first those of renames (marked
 // "first"), which move their sources before a deleted directory that held
 // them goes, then the others, each round in the order written. Without the
@@ -45,17 +49,19 @@ type journalHead struct {
 	Ops   []jop  `json:"ops,omitempty"`
 }
 
-const journalVersion = 2
+// journalVersion 3 added "place"; an older engine refuses such a journal
+// rather than skip its operations.
+const journalVersion = 3
 
 type jop struct {
-	Op   string `json:"op"` // mkdir, remove, replace, chmod, rename; commit ends the journal
+	Op   string `json:"op"` // mkdir, remove, replace, place, chmod, rename; commit ends the journal
 	Path string `json:"path,omitempty"`
 	From string `json:"from,omitempty"` // rename: the old path
 	// RawPath and RawFrom hold paths that are not valid UTF-8, which JSON
 	// would mangle.
 	RawPath []byte `json:"raw_path,omitempty"`
 	RawFrom []byte `json:"raw_from,omitempty"`
-	Tmp     string `json:"tmp,omitempty"`   // replace: the staged name
+	Tmp     string `json:"tmp,omitempty"`   // replace, place: the staged name
 	Mode    uint32 `json:"mode,omitempty"`  // mkdir, chmod: permission bits
 	IsDir   bool   `json:"isdir,omitempty"` // chmod of a directory
 	First   bool   `json:"first,omitempty"` // done in the first round (renames)
@@ -327,6 +333,18 @@ func (t *tree) do(op jop, staging string, mkMode func(string) fs.FileMode) error
 			return fmt.Errorf("%s is on another filesystem than the project root: accept it separately", op.Path)
 		}
 		return err
+	case "place":
+		// A directory new to the project, staged whole with everything
+		// under it.
+		sfd, err := t.dir(staging, nil)
+		if err != nil {
+			return nil // staging gone: everything was placed
+		}
+		pfd, name, err := t.parent(op.Path, mkMode)
+		if err != nil {
+			return err
+		}
+		return placeTree(sfd, op.Tmp, pfd, name)
 	case "chmod":
 		pfd, name, err := t.parent(op.Path, nil)
 		if err != nil {

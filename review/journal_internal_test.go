@@ -101,7 +101,8 @@ func staged(t *testing.T, l Layers, journal string, commit bool) {
 			t.Fatal(err)
 		}
 	} else {
-		a.waitStaged()
+		a.stopStagers()
+		a.popPlacing("")
 	}
 	// The crash: the process is gone, its descriptors closed.
 	a.journal.close()
@@ -229,10 +230,58 @@ func TestRecoverRenamesFirst(t *testing.T) {
 // half-understood.
 func TestRecoverRefusesANewerJournal(t *testing.T) {
 	journal := filepath.Join(t.TempDir(), "accept.journal")
-	if err := os.WriteFile(journal, []byte(`{"journal":3,"project":"/nowhere","staging":"s"}`+"\n"), 0o600); err != nil {
+	if err := os.WriteFile(journal, []byte(fmt.Sprintf(`{"journal":%d,"project":"/nowhere","staging":"s"}`+"\n", journalVersion+1)), 0o600); err != nil {
 		t.Fatal(err)
 	}
 	if err := Recover(journal); err == nil || !strings.Contains(err.Error(), "newer Airlock") {
 		t.Errorf("recover of a newer journal: %v", err)
+	}
+}
+
+// A directory new to the project is staged whole and placed by one
+// rename; when the host made a directory of that name in the meantime (or
+// a recovery finds it half moved), the staged entries are moved into it
+// one by one, replacing what stands in their way, and the host's other
+// entries stay.
+func TestPlaceMergesIntoADirectoryTheHostMade(t *testing.T) {
+	l, names := journalLayers(t)
+	put(t, filepath.Join(l.Upper, "added/sub/deep.txt"), "new added/sub/deep.txt\n")
+	names = append(names, "added/sub/deep.txt")
+	journal := filepath.Join(t.TempDir(), "accept.journal")
+	staged(t, l, journal, true)
+	ops := 0
+	if err := eachOp(journal, false, func(op jop) error {
+		if op.Op == "place" {
+			ops++
+			if op.Path != "added" {
+				t.Errorf("placed %q, want added", op.Path)
+			}
+		}
+		return nil
+	}); err != nil {
+		t.Fatal(err)
+	}
+	if ops != 1 {
+		t.Fatalf("%d place operations, want 1 (added/ staged whole)", ops)
+	}
+	// The host, meanwhile: added/ with a file of its own, a directory
+	// where the session has a file, a file where it has a directory.
+	put(t, filepath.Join(l.Project, "added/host.txt"), "host\n")
+	put(t, filepath.Join(l.Project, "added/a.txt/x"), "host\n")
+	put(t, filepath.Join(l.Project, "added/sub"), "host\n")
+	if err := os.Chmod(filepath.Join(l.Project, "added"), 0o700); err != nil {
+		t.Fatal(err)
+	}
+	if err := Recover(journal); err != nil {
+		t.Fatal(err)
+	}
+	if old, new, missing, left := projectState(t, l, names, journal); old != 0 || new != len(names) || missing != 0 || len(left) > 0 {
+		t.Errorf("recovered to %d old, %d new, %d missing, left %v; want all %d new", old, new, missing, left, len(names))
+	}
+	if b, err := os.ReadFile(filepath.Join(l.Project, "added/host.txt")); err != nil || string(b) != "host\n" {
+		t.Errorf("the host's own file in the merged directory: %q, %v", b, err)
+	}
+	if fi, err := os.Stat(filepath.Join(l.Project, "added")); err != nil || fi.Mode().Perm() != 0o755 {
+		t.Errorf("the merged directory's mode: %v, %v; want the session's 0755", fi, err)
 	}
 }

@@ -92,23 +92,135 @@ func (t *tree) dir(rel string, mkMode func(rel string) fs.FileMode) (int, error)
 }
 
 func (t *tree) mkdir(pfd int, name string, mode fs.FileMode) error {
+	fd, err := t.mkdirFd(pfd, name, mode)
+	if err == nil {
+		unix.Close(fd)
+	}
+	return err
+}
+
+// mkdirFd makes directory name in pfd with the tree's owner and mode, and
+// returns it open.
+func (t *tree) mkdirFd(pfd int, name string, mode fs.FileMode) (int, error) {
 	if err := unix.Mkdirat(pfd, name, 0o700); err != nil {
-		return err
+		return -1, err
 	}
 	// Owner and mode through a descriptor: in a session's view the entry
 	// can be swapped for a symlink right after the mkdir.
 	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return &refusal{fmt.Sprintf("%s was replaced while it was created: refusing to go through it", name)}
+			return -1, &refusal{fmt.Sprintf("%s was replaced while it was created: refusing to go through it", name)}
+		}
+		return -1, err
+	}
+	if err := unix.Fchown(fd, t.uid, t.gid); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	if err := unix.Fchmod(fd, unixMode(mode)); err != nil {
+		unix.Close(fd)
+		return -1, err
+	}
+	return fd, nil
+}
+
+// placeTree moves the directory sname of sfd (a tree staged whole) to
+// dname in dfd, never through a symlink. When something stands at dname
+// (the host made it since the accept was planned, or a recovery redoes
+// the move halfway), a directory there is merged into, entry by entry,
+// and anything else replaced: the result is what moving each staged
+// entry on its own would give. A source that is gone was moved already.
+func placeTree(sfd int, sname string, dfd int, dname string) error {
+	for range 3 {
+		err := unix.Renameat2(sfd, sname, dfd, dname, unix.RENAME_NOREPLACE)
+		if errors.Is(err, unix.EINVAL) || errors.Is(err, unix.ENOSYS) {
+			// No RENAME_NOREPLACE on this file system: look first.
+			var st unix.Stat_t
+			if err = unix.Fstatat(dfd, dname, &st, unix.AT_SYMLINK_NOFOLLOW); errors.Is(err, unix.ENOENT) {
+				err = unix.Renameat(sfd, sname, dfd, dname)
+			} else if err == nil {
+				err = unix.EEXIST
+			}
+		}
+		switch {
+		case err == nil, errors.Is(err, unix.ENOENT):
+			return nil
+		case !errors.Is(err, unix.EEXIST) && !errors.Is(err, unix.ENOTEMPTY) && !errors.Is(err, unix.ENOTDIR):
+			return err
+		}
+		var st unix.Stat_t
+		if err := unix.Fstatat(dfd, dname, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			return mergeTree(sfd, sname, dfd, dname)
+		}
+		if err := removeAll(dfd, dname); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("%s keeps changing while the accept writes it: accept again", dname)
+}
+
+// mergeTree moves every entry of the staged directory sname into the
+// existing directory dname, gives dname the staged one's mode, and removes
+// sname.
+func mergeTree(sfd int, sname string, dfd int, dname string) error {
+	src, err := unix.Openat(sfd, sname, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		return err
+	}
+	defer unix.Close(src)
+	dst, err := unix.Openat(dfd, dname, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
+	if err != nil {
+		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
+			return &refusal{fmt.Sprintf("%s was replaced while it was written: refusing to go through it", dname)}
 		}
 		return err
 	}
-	defer unix.Close(fd)
-	if err := unix.Fchown(fd, t.uid, t.gid); err != nil {
+	defer unix.Close(dst)
+	names, err := readNames(src)
+	if err != nil {
 		return err
 	}
-	return unix.Fchmod(fd, unixMode(mode))
+	for _, n := range names {
+		var st unix.Stat_t
+		if err := unix.Fstatat(src, n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
+			if errors.Is(err, unix.ENOENT) {
+				continue
+			}
+			return err
+		}
+		if st.Mode&unix.S_IFMT == unix.S_IFDIR {
+			err = placeTree(src, n, dst, n)
+		} else {
+			err = unix.Renameat(src, n, dst, n)
+			if errors.Is(err, unix.EISDIR) || errors.Is(err, unix.ENOTEMPTY) || errors.Is(err, unix.EEXIST) {
+				// A directory stands where the file goes.
+				if err = removeAll(dst, n); err == nil {
+					err = unix.Renameat(src, n, dst, n)
+				}
+			}
+			if errors.Is(err, unix.ENOENT) {
+				err = nil
+			}
+		}
+		if err != nil {
+			return err
+		}
+	}
+	var st unix.Stat_t
+	if err := unix.Fstat(src, &st); err != nil {
+		return err
+	}
+	if err := chmodAt(dfd, dname, st.Mode&^unix.S_IFMT); err != nil {
+		return err
+	}
+	return unix.Unlinkat(sfd, sname, unix.AT_REMOVEDIR)
 }
 
 // chmodAt sets the mode of name in dirfd, never through a symlink: the
