@@ -289,7 +289,7 @@ func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.T
 	if cur, err := e.store.Session(ctx, r.ID); err != nil || cur.State != r.State {
 		return
 	}
-	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String(), false); err != nil {
 		e.log.Warn("hibernate an idle session", "session", r.ID, "err", err)
 	}
 }

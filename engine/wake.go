@@ -3,10 +3,12 @@ package engine
 import (
 	"context"
 	"fmt"
+	"os"
 	"time"
 
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/criu"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
@@ -67,6 +69,9 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 	e.sessions[id] = l
 	e.mu.Unlock()
 	e.touch(id)
+	if w.processes != "" {
+		reason += "; " + w.processes
+	}
 	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0))
 	e.store.AddLifecycle(ctx, id, "woken", reason, time.Now())
 	return w.rec, nil
@@ -80,6 +85,9 @@ type waking struct {
 	ws       *overlay.Workspace
 	net      *sessionNet
 	cleanups []func(ctx context.Context)
+	// processes says what became of processes kept at hibernation:
+	// restored, or why not (the session then wakes without them).
+	processes string
 }
 
 func (w *waking) undo(ctx context.Context) {
@@ -139,8 +147,26 @@ func (w *waking) network() error {
 }
 
 // container makes the session's container again from its record, with
-// its layer and home from their checkpoints, and starts it.
+// its layer from its checkpoint, and starts it with the processes kept
+// at hibernation, or else afresh with its home from its checkpoint.
 func (w *waking) container(ctx context.Context) error {
+	if !criu.Kept(w.rec.Dir) {
+		return w.start(ctx, false)
+	}
+	err := w.start(ctx, true)
+	os.RemoveAll(criu.Dir(w.rec.Dir)) // used once, restored or not
+	if err == nil {
+		w.processes = "processes restored"
+		return nil
+	}
+	w.e.log.Warn("restore a session's processes: waking it without them", "session", w.rec.ID, "err", err)
+	w.processes = fmt.Sprintf("processes not restored (%v): they were stopped", err)
+	return w.start(ctx, false)
+}
+
+// start makes and starts the container, from the process checkpoint when
+// processes says so (CRIU restores the home tmpfs with them).
+func (w *waking) start(ctx context.Context, processes bool) error {
 	e := w.e
 	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, w.ws.Merged(), w.net.GW)
 	var err error
@@ -160,6 +186,12 @@ func (w *waking) container(ctx context.Context) error {
 	})
 	if err := e.restoreContainerLayer(ctx, w.rec, created.ID); err != nil {
 		return err
+	}
+	if processes {
+		if err := criu.Restore(ctx, e.docker, w.rec.Dir, created.ID); err != nil {
+			return err
+		}
+		return e.attach(ctx, w.rec, created.ID)
 	}
 	if err := e.docker.ContainerStart(ctx, created.ID, container.StartOptions{}); err != nil {
 		return dockerError("start the session's container", err)
