@@ -45,31 +45,12 @@ func TestKeepProcessesRefused(t *testing.T) {
 // 3.17 cannot run on kernels from 6.13 on; see docs/ARCHITECTURE.md,
 // "Processes and CRIU"): skipped without one.
 func TestHibernateKeepProcesses(t *testing.T) {
-	enginetest.Require(t)
-	criu, err := exec.LookPath("criu")
-	if err != nil {
-		t.Skip("no criu in PATH: process checkpoints need CRIU 4.1 or newer")
-	}
-	if out, err := exec.Command(criu, "check").CombinedOutput(); err != nil {
-		t.Skipf("`criu check` fails here (CRIU 4.1 or newer is needed): %s", strings.TrimSpace(string(out)))
-	}
+	requireCRIU(t)
 	e := experimentalEngine(t)
 	ctx := context.Background()
 	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
 	must(t, err)
-	run(t, e, s.ID, "sh", "-c", "echo home > /home/airlock/h; (sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 1; done' >/dev/null 2>&1 &); true")
-	count := func() int {
-		t.Helper()
-		_, out := run(t, e, s.ID, "cat", "/tmp/n")
-		n, err := strconv.Atoi(strings.TrimSpace(out))
-		if err != nil {
-			t.Fatalf("the counter's file: %q", out)
-		}
-		return n
-	}
-	for count() < 3 {
-		time.Sleep(500 * time.Millisecond)
-	}
+	count := startCounter(t, e, s.ID)
 
 	h, err := e.Hibernate(ctx, s.ID, api.HibernateRequest{KeepProcesses: true})
 	must(t, err)
@@ -115,13 +96,92 @@ func TestHibernateKeepProcesses(t *testing.T) {
 	}
 }
 
+// An idle session hibernates with its processes under the engine's
+// setting.
+func TestIdleHibernateKeepsProcesses(t *testing.T) {
+	requireCRIU(t)
+	e := experimentalEngine(t, func(o *engine.Options) {
+		o.IdleCheck = 200 * time.Millisecond
+		o.Defaults.HibernateAfter = 3 * time.Second
+		o.Defaults.HibernateKeepProcesses = true
+	})
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	count := startCounter(t, e, s.ID)
+	deadline := time.Now().Add(30 * time.Second)
+	for state(t, e, s.ID) != api.StateHibernated && time.Now().Before(deadline) {
+		time.Sleep(100 * time.Millisecond)
+	}
+	got, err := e.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateHibernated || got.Hibernation == nil || !got.Hibernation.Processes || !strings.HasPrefix(got.Hibernation.Reason, "idle for") {
+		t.Fatalf("an idle session: %s %+v", got.State, got.Hibernation)
+	}
+	before := count()
+	time.Sleep(2500 * time.Millisecond)
+	if after := count(); after <= before {
+		t.Errorf("the counter stopped: %d, then %d 2.5 s later", before, after)
+	}
+}
+
+// requireCRIU skips the test without a working CRIU in PATH.
+func requireCRIU(t *testing.T) {
+	t.Helper()
+	enginetest.Require(t)
+	criu, err := exec.LookPath("criu")
+	if err != nil {
+		t.Skip("no criu in PATH: process checkpoints need CRIU 4.1 or newer")
+	}
+	if out, err := exec.Command(criu, "check").CombinedOutput(); err != nil {
+		t.Skipf("`criu check` fails here (CRIU 4.1 or newer is needed): %s", strings.TrimSpace(string(out)))
+	}
+}
+
+// startCounter starts in session id a shell counting seconds in its
+// memory and writing the count to /tmp/n (a background process of a
+// command that ended), and returns what reads the count; it returns once
+// the count reached 3.
+func startCounter(t *testing.T, e *enginetest.Engine, id string) func() int {
+	t.Helper()
+	run(t, e, id, "sh", "-c", "echo home > /home/airlock/h; (sh -c 'i=0; while :; do i=$((i+1)); echo $i > /tmp/n; sleep 1; done' >/dev/null 2>&1 &); true")
+	read := func() (int, string) {
+		_, out := run(t, e, id, "cat", "/tmp/n")
+		n, err := strconv.Atoi(strings.TrimSpace(out))
+		if err != nil {
+			return -1, out
+		}
+		return n, out
+	}
+	deadline := time.Now().Add(20 * time.Second)
+	for n, _ := read(); n < 3 && time.Now().Before(deadline); n, _ = read() {
+		time.Sleep(500 * time.Millisecond)
+	}
+	return func() int {
+		t.Helper()
+		// The shell truncates the file before it writes: a read can land
+		// between the two.
+		for range 3 {
+			if n, _ := read(); n >= 0 {
+				return n
+			}
+			time.Sleep(100 * time.Millisecond)
+		}
+		n, out := read()
+		if n < 0 {
+			t.Fatalf("the counter's file: %q", out)
+		}
+		return n
+	}
+}
+
 // experimentalEngine is an engine over a Docker daemon of the test's own,
 // started with --experimental (its checkpoint API) in its own mount and
 // network namespaces. Its init is the host's docker-init resolved, not
 // Debian's symlink to it (see canKeepProcesses). The engine's state
 // directory is a shared mount, so that the workspaces mounted there
 // reach the daemon's namespace.
-func experimentalEngine(t *testing.T) *enginetest.Engine {
+func experimentalEngine(t *testing.T, opts ...func(*engine.Options)) *enginetest.Engine {
 	t.Helper()
 	bin, err := exec.LookPath("dockerd")
 	if err != nil {
@@ -155,7 +215,7 @@ func experimentalEngine(t *testing.T) *enginetest.Engine {
 		"--bridge=none", "--iptables=false", "--ip6tables=false")
 	enginetest.Serve(t, "the experimental dockerd", cmd, d)
 	enginetest.TinyImage(t, d)
-	e := enginetest.Reopen(t, d, state)
+	e := enginetest.Reopen(t, d, state, opts...)
 	t.Cleanup(func() { enginetest.RemoveAll(t, e) })
 	return e
 }
