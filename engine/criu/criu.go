@@ -17,9 +17,11 @@ package criu
 import (
 	"context"
 	"fmt"
+	"io"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"regexp"
 	"strings"
 
 	"github.com/airlock/airlock/errdefs"
@@ -100,9 +102,45 @@ func Checkpoint(ctx context.Context, d Docker, sessionDir, containerID string) e
 	err := d.CheckpointCreate(ctx, containerID, checkpoint.CreateOptions{CheckpointID: name, CheckpointDir: dir, Exit: true})
 	if err != nil {
 		os.RemoveAll(dir)
-		return errdefs.Wrap(errdefs.Unavailable, fmt.Errorf("CRIU could not checkpoint the session's processes (%w): hibernate without keeping processes to stop them instead", err))
+		why := ""
+		if said := dumpErrors(err.Error()); said != "" {
+			why = "; CRIU said: " + said
+		}
+		return errdefs.Wrap(errdefs.Unavailable, fmt.Errorf("CRIU could not checkpoint the session's processes (%w%s): hibernate without keeping processes to stop them instead", err, why))
 	}
 	return nil
+}
+
+// dumpLog finds the log runc names in a failed checkpoint's error.
+var dumpLog = regexp.MustCompile(`path= (/\S+/criu-dump\.log)`)
+
+// dumpErrors is what CRIU's log, named in a failed checkpoint's error,
+// says went wrong (its last error lines, from the end of the log only),
+// or "". The rlimit line is CRIU's own setup, in every log here.
+func dumpErrors(msg string) string {
+	m := dumpLog.FindStringSubmatch(msg)
+	if m == nil {
+		return ""
+	}
+	f, err := os.Open(m[1])
+	if err != nil {
+		return ""
+	}
+	defer f.Close()
+	const tail = 64 << 10
+	if fi, err := f.Stat(); err != nil || !fi.Mode().IsRegular() {
+		return ""
+	} else if fi.Size() > tail {
+		f.Seek(fi.Size()-tail, io.SeekStart)
+	}
+	b, _ := io.ReadAll(io.LimitReader(f, tail))
+	var errs []string
+	for _, line := range strings.Split(string(b), "\n") {
+		if i := strings.Index(line, "Error ("); i >= 0 && !strings.Contains(line, "rlimit") && !strings.Contains(line, "FAILED") {
+			errs = append(errs, strings.TrimSpace(line[i:]))
+		}
+	}
+	return strings.Join(errs[max(0, len(errs)-3):], "; ")
 }
 
 // Restore starts a session's new container (created, not started) from

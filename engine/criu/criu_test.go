@@ -2,6 +2,7 @@ package criu
 
 import (
 	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strconv"
@@ -126,4 +127,32 @@ func TestCheckpointThenRestore(t *testing.T) {
 	if len(d.started) != 1 || d.started[0].CheckpointID != name || d.started[0].CheckpointDir != "" {
 		t.Errorf("started with %+v: want the checkpoint by name, no directory (Docker 20.10 refuses one)", d.started)
 	}
+}
+
+// A failed checkpoint says what CRIU's log says went wrong.
+func TestCheckpointSaysWhy(t *testing.T) {
+	dir := t.TempDir()
+	log := filepath.Join(dir, "criu-dump.log")
+	lines := "(00.04) Error (criu/util.c:1533): rlimit: Can't setup RLIMIT_NOFILE for self: Operation not permitted\n" +
+		"(00.08) Error (criu/sk-inet.c:191): inet: Connected TCP socket, consider using --tcp-established option.\n" +
+		"(00.08) Error (criu/cr-dump.c:1681): Dump files (pid: 13978) failed with -1\n" +
+		"(00.13) Error (criu/cr-dump.c:2111): Dumping FAILED.\n"
+	if err := os.WriteFile(log, []byte(lines), 0o600); err != nil {
+		t.Fatal(err)
+	}
+	d := &failingDocker{err: errors.New("Cannot checkpoint container x: runc did not terminate successfully: exit status 1: criu failed: type NOTIFY errno 0 path= " + log + ": unknown")}
+	err := Checkpoint(context.Background(), d, t.TempDir(), "x")
+	if !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "CRIU said: Error (criu/sk-inet.c:191): inet: Connected TCP socket") ||
+		strings.Contains(err.Error(), "rlimit") || !strings.Contains(err.Error(), "hibernate without keeping processes") {
+		t.Fatalf("a failed checkpoint: %v", err)
+	}
+}
+
+type failingDocker struct {
+	fakeDocker
+	err error
+}
+
+func (f *failingDocker) CheckpointCreate(context.Context, string, checkpoint.CreateOptions) error {
+	return f.err
 }
