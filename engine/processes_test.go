@@ -52,15 +52,19 @@ func TestHibernateKeepProcesses(t *testing.T) {
 	must(t, err)
 	count := startCounter(t, e, s.ID)
 
+	t0 := time.Now()
 	h, err := e.Hibernate(ctx, s.ID, api.HibernateRequest{KeepProcesses: true})
 	must(t, err)
+	t.Logf("hibernate keeping processes: %v, %d bytes on disk", time.Since(t0), h.Hibernation.DiskBytes)
 	if h.State != api.StateHibernated || h.Hibernation == nil || !h.Hibernation.Processes {
 		t.Fatalf("hibernated keeping processes: %+v %+v", h, h.Hibernation)
 	}
 	if containerExists(t, e, s.ID) {
 		t.Error("a hibernated session still has its container")
 	}
+	t0 = time.Now()
 	before := count() // wakes it
+	t.Logf("wake restoring processes, to the first command's answer: %v", time.Since(t0))
 	time.Sleep(2500 * time.Millisecond)
 	after := count()
 	if after <= before {
@@ -75,6 +79,16 @@ func TestHibernateKeepProcesses(t *testing.T) {
 	if last := life[len(life)-1]; last.Kind != "woken" || !strings.Contains(last.Reason, "processes restored") {
 		t.Errorf("lifecycle after the wake: %+v", last)
 	}
+
+	// The same without processes, for comparison.
+	t0 = time.Now()
+	h, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
+	must(t, err)
+	t.Logf("hibernate: %v, %d bytes on disk", time.Since(t0), h.Hibernation.DiskBytes)
+	t0 = time.Now()
+	run(t, e, s.ID, "true")
+	t.Logf("wake, to the first command's answer: %v", time.Since(t0))
+	startCounter(t, e, s.ID)
 
 	// A damaged process checkpoint: the session wakes without its
 	// processes and says why.
