@@ -35,6 +35,9 @@ type config struct {
 	// HibernateAfter hibernates sessions idle that long (default 2h;
 	// "off" or 0: never).
 	HibernateAfter string `yaml:"hibernate_after"`
+	// HibernateKeepProcesses keeps idle sessions' processes when they
+	// hibernate, where Docker and CRIU can (off by default).
+	HibernateKeepProcesses bool `yaml:"hibernate_keep_processes"`
 	// Workspace is where sessions' writes live: tmpfs (default) or disk.
 	Workspace string `yaml:"workspace"`
 	// CostPerCoreHour prices active CPU.
@@ -118,6 +121,7 @@ func (c config) defaults() (engine.Defaults, error) {
 			d.HibernateAfter = -1
 		}
 	}
+	d.HibernateKeepProcesses = c.HibernateKeepProcesses
 	switch c.Workspace {
 	case "", api.WorkspaceTmpfs, api.WorkspaceDisk:
 		d.Workspace = c.Workspace

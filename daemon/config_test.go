@@ -12,7 +12,7 @@ import (
 
 func TestConfigFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
-	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\nhibernate_after: 4h\nworkspace: disk\ncheckpoint_every: 30s\ncheckpoint_keep: 50\ncheckpoint_max_size: 1g\n"+
+	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\nhibernate_after: 4h\nhibernate_keep_processes: true\nworkspace: disk\ncheckpoint_every: 30s\ncheckpoint_keep: 50\ncheckpoint_max_size: 1g\n"+
 		"egress:\n  allow: [example.org, \"*.example.com:443\"]\n  private: true\n  ask_timeout: 2m\nagents:\n  claude: {model: m1, base_url: \"http://10.0.0.5:8080\"}\n"), 0o644)
 	d, err := LoadConfig(p, true)
 	if err != nil {
@@ -22,7 +22,7 @@ func TestConfigFile(t *testing.T) {
 		d.Limits.CPUs != 1.5 || d.Limits.Pids != 200 || d.Image != "my/image" || d.CABundle != "/etc/ca.pem" ||
 		d.Egress.Mode != "custom" || len(d.Egress.Allow) != 2 || !d.Egress.Private || d.Egress.AskTimeout != 2*time.Minute ||
 		d.Agents["claude"].Model != "m1" || d.Agents["claude"].BaseURL != "http://10.0.0.5:8080" ||
-		d.HibernateAfter != 4*time.Hour || d.Workspace != "disk" ||
+		d.HibernateAfter != 4*time.Hour || !d.HibernateKeepProcesses || d.Workspace != "disk" ||
 		d.CheckpointEvery != 30*time.Second || d.CheckpointKeep != 50 || d.CheckpointMaxBytes != 1<<30 {
 		t.Fatalf("defaults %+v", d)
 	}

@@ -9,6 +9,7 @@ import (
 	"github.com/airlock/airlock/errdefs"
 	cerrdefs "github.com/containerd/errdefs"
 	"github.com/docker/docker/api/types"
+	"github.com/docker/docker/api/types/checkpoint"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
 	"github.com/docker/docker/api/types/network"
@@ -26,6 +27,7 @@ type Docker interface {
 	Info(ctx context.Context) (system.Info, error)
 	ContainerCreate(ctx context.Context, config *container.Config, hostConfig *container.HostConfig, networkingConfig *network.NetworkingConfig, platform *ocispec.Platform, containerName string) (container.CreateResponse, error)
 	ContainerStart(ctx context.Context, containerID string, options container.StartOptions) error
+	CheckpointCreate(ctx context.Context, containerID string, options checkpoint.CreateOptions) error
 	ContainerPause(ctx context.Context, containerID string) error
 	ContainerUpdate(ctx context.Context, containerID string, updateConfig container.UpdateConfig) (container.UpdateResponse, error)
 	ContainerUnpause(ctx context.Context, containerID string) error

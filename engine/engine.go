@@ -56,6 +56,10 @@ type Defaults struct {
 	// HibernateAfter hibernates sessions idle that long (default
 	// DefaultHibernateAfter; negative: never). See hibernate.go.
 	HibernateAfter time.Duration
+	// HibernateKeepProcesses keeps the processes of sessions that
+	// hibernate for being idle, where the host can (engine/criu); where
+	// it cannot, they are stopped as without it.
+	HibernateKeepProcesses bool
 	// Workspace is where new sessions' workspaces live (api.WorkspaceTmpfs,
 	// the default, or api.WorkspaceDisk).
 	Workspace string

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/criu"
 	"github.com/airlock/airlock/engine/index"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
@@ -36,7 +37,8 @@ import (
 // not: a diff reads the checkpoint restored into a directory on disk
 // (peek), kept until the session wakes.
 //
-// Not kept: running processes (they are stopped, as on a reboot), the
+// Not kept: running processes (they are stopped, as on a reboot) unless
+// asked and the host can (engine/criu), the
 // session's values given for secrets survive only within this engine
 // (as for any session), a paused session wakes running.
 
@@ -67,11 +69,17 @@ func (e *Engine) homeCheckpoints(id, dir string) (*checkpoint.Store, error) {
 }
 
 // Hibernate records a session's checkpoint and releases everything it
-// holds in memory (see above). It refuses while a command or turn runs.
-func (e *Engine) Hibernate(ctx context.Context, id string) (api.Session, error) {
+// holds in memory (see above). It refuses while a command or turn runs,
+// and, asked to keep the processes, where the host cannot.
+func (e *Engine) Hibernate(ctx context.Context, id string, req api.HibernateRequest) (api.Session, error) {
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return api.Session{}, err
+	}
+	if req.KeepProcesses {
+		if err := criu.Check(ctx, e.docker); err != nil {
+			return api.Session{}, err
+		}
 	}
 	a := e.activityOf(rec.ID)
 	a.gate.Lock()
@@ -80,7 +88,7 @@ func (e *Engine) Hibernate(ctx context.Context, id string) (api.Session, error) 
 	e.actMu.Unlock()
 	if busy == 0 {
 		if rec, err = e.store.Session(ctx, rec.ID); err == nil {
-			err = e.hibernate(ctx, rec, "asked")
+			err = e.hibernate(ctx, rec, "asked", req.KeepProcesses)
 		}
 	}
 	a.gate.Unlock()
@@ -93,9 +101,10 @@ func (e *Engine) Hibernate(ctx context.Context, id string) (api.Session, error) 
 	return e.Get(ctx, rec.ID)
 }
 
-// hibernate hibernates rec. The caller holds the session's gate with no
-// work running, so none starts meanwhile.
-func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string) error {
+// hibernate hibernates rec, its processes checkpointed when keep says so.
+// The caller holds the session's gate with no work running, so none
+// starts meanwhile.
+func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string, keep bool) error {
 	switch rec.State {
 	case api.StateHibernated:
 		return nil
@@ -149,6 +158,14 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 		}
 	}
 	e.timeline.DropLayers(rec.ID) // recorded: their stores' trees need not stay in memory
+	os.RemoveAll(criu.Dir(rec.Dir)) // an earlier hibernation's, restored or not
+	if keep && pid > 0 {
+		if err := criu.Checkpoint(ctx, e.docker, rec.Dir, rec.ContainerID); err != nil {
+			e.thaw(ctx, rec)
+			return err
+		}
+		reason += "; processes kept"
+	}
 	if l.stopCapture != nil {
 		l.stopCapture()
 	}
@@ -361,6 +378,10 @@ func (e *Engine) hibernation(ctx context.Context, r store.Session) *api.Hibernat
 		if n, err := cs.Usage(); err == nil {
 			h.DiskBytes += n
 		}
+	}
+	if criu.Kept(r.Dir) {
+		h.Processes = true
+		h.DiskBytes += diskUsage(criu.Dir(r.Dir))
 	}
 	for _, open := range []func(string, string) (*checkpoint.Store, error){e.containerCheckpoints, e.homeCheckpoints} {
 		if s, err := open(r.ID, r.Dir); err == nil {

@@ -61,7 +61,7 @@ func TestHibernateWake(t *testing.T) {
 	// A background process is not kept.
 	run(t, e, s.ID, "sh", "-c", "(sleep 600 >/dev/null 2>&1 &) ; true")
 
-	h, err := e.Hibernate(ctx, s.ID)
+	h, err := e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	if h.State != api.StateHibernated || h.Hibernation == nil || h.Hibernation.Checkpoint == 0 || h.Hibernation.DiskBytes <= 0 || h.Hibernation.Reason != "asked" {
 		t.Fatalf("hibernated session: %+v %+v", h, h.Hibernation)
@@ -122,7 +122,7 @@ func TestHibernateWake(t *testing.T) {
 
 	// Hibernated again, and accepting wakes it.
 	run(t, e, s.ID, "sh", "-c", "echo again > again.txt")
-	_, err = e.Hibernate(ctx, s.ID)
+	_, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	acceptAll(t, e, s.ID)
 	if b, err := os.ReadFile(filepath.Join(p, "again.txt")); err != nil || string(b) != "again\n" {
@@ -203,7 +203,7 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 		}
 	}
 	run(t, e, s.ID, "sh", "-c", "echo disk > disk.txt")
-	h, err := e.Hibernate(ctx, s.ID)
+	h, err := e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	if h.Hibernation == nil || h.Hibernation.Checkpoint != 0 || h.Hibernation.DiskBytes <= 0 {
 		t.Errorf("a hibernated disk session: %+v", h.Hibernation)
@@ -284,7 +284,7 @@ func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
 	must(t, err)
 	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
 	must(t, err)
-	h, err := e.Hibernate(ctx, s.ID)
+	h, err := e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	if busy.CPUSeconds <= 0 || h.CPUSeconds < busy.CPUSeconds {
 		t.Errorf("CPU seconds %v before hibernating, %v hibernated", busy.CPUSeconds, h.CPUSeconds)
@@ -318,7 +318,7 @@ func TestHibernateKeepsRecordAndRemoves(t *testing.T) {
 		t.Errorf("the snapshot taken before hibernation: %v", err)
 	}
 
-	_, err = e2.Hibernate(ctx, s.ID)
+	_, err = e2.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	if _, err := e2.Diff(ctx, s.ID, nil); err != nil { // a peek to remove too
 		t.Fatal(err)
@@ -345,7 +345,7 @@ func TestHibernateAgentConversation(t *testing.T) {
 	if t1.State != "done" {
 		t.Fatalf("turn 1: %+v", t1)
 	}
-	_, err = e.Hibernate(ctx, s.ID)
+	_, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	if turns, err := e.Turns(ctx, s.ID); err != nil || len(turns) != 1 {
 		t.Fatalf("turns of a hibernated session: %v, %v", turns, err)
@@ -378,7 +378,7 @@ func TestWakeFromDamagedCheckpointFails(t *testing.T) {
 	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
 	must(t, err)
 	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt")
-	_, err = e.Hibernate(ctx, s.ID)
+	_, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
 	must(t, err)
 	must(t, os.RemoveAll(filepath.Join(e.StateDir, "checkpoints", s.ID, "objects")))
 	if _, err := e.Wake(ctx, s.ID); err == nil || !strings.Contains(err.Error(), "mount the session's workspace") {

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/criu"
 	"github.com/airlock/airlock/engine/meter"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
@@ -268,9 +269,10 @@ func (e *Engine) checkIdle(ctx context.Context) {
 }
 
 // checkHibernate hibernates session r, running or paused, once it has
-// been idle for the engine's HibernateAfter. Its processes are not kept:
-// a background process using CPU keeps the session from counting as
-// idle in the first place.
+// been idle for the engine's HibernateAfter. Its processes are kept only
+// under HibernateKeepProcesses and where the host can; otherwise they
+// stop (a background process using CPU keeps the session from counting
+// as idle in the first place).
 func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.Time) {
 	hib := e.hibernateAfter(r)
 	if hib <= 0 {
@@ -289,7 +291,20 @@ func (e *Engine) checkHibernate(ctx context.Context, r store.Session, now time.T
 	if cur, err := e.store.Session(ctx, r.ID); err != nil || cur.State != r.State {
 		return
 	}
-	if err := e.hibernate(ctx, r, "idle for "+idleFor.Round(time.Second).String()); err != nil {
+	reason := "idle for " + idleFor.Round(time.Second).String()
+	keep := e.defs().HibernateKeepProcesses
+	if keep {
+		if err := criu.Check(ctx, e.docker); err != nil {
+			e.log.Warn("an idle session hibernates without its processes: the host cannot keep them", "session", r.ID, "err", err)
+			keep = false
+		}
+	}
+	err := e.hibernate(ctx, r, reason, keep)
+	if err != nil && keep {
+		e.log.Warn("an idle session hibernates without its processes", "session", r.ID, "err", err)
+		err = e.hibernate(ctx, r, reason, false)
+	}
+	if err != nil {
 		e.log.Warn("hibernate an idle session", "session", r.ID, "err", err)
 	}
 }

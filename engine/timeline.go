@@ -495,24 +495,31 @@ func isInit(pid int) bool {
 	return strings.HasPrefix(string(b), fastexec.InitPath+"\x00")
 }
 
-// strayPids lists the processes of container cid that are not its main
-// process main nor beneath it — commands run as execs and what they left
-// — and those beneath the fast exec init, which are commands too.
+// strayPids lists the processes of container cid that are not its own:
+// its main process main and, beneath it, the idle loop (the shell and its
+// sleep) or the fast exec init. The rest are commands — run as execs or
+// by the init — and what they left: orphans go to main, the container's
+// pid 1.
 func strayPids(cid string, main int) []int {
 	ents, err := os.ReadDir("/proc")
 	if err != nil {
 		return nil
 	}
-	initPid := 0 // the fast exec init: what it runs are commands
+	own := map[int]bool{main: true}
 	for _, c := range childPids(main) {
-		if isInit(c) {
-			initPid = c
+		if isInit(c) || idleLoop(c) {
+			own[c] = true
+			for _, g := range childPids(c) {
+				if !isInit(c) && idleLoop(g) {
+					own[g] = true
+				}
+			}
 		}
 	}
 	var out []int
 	for _, d := range ents {
 		pid, err := strconv.Atoi(d.Name())
-		if err != nil || pid == main || pid == initPid || !inContainer(pid, cid) || descends(pid, main) && (initPid == 0 || !descends(pid, initPid)) {
+		if err != nil || own[pid] || !inContainer(pid, cid) {
 			continue
 		}
 		out = append(out, pid)
@@ -520,27 +527,8 @@ func strayPids(cid string, main int) []int {
 	return out
 }
 
-// descends says whether pid is below main in the process tree.
-func descends(pid, main int) bool {
-	for i := 0; i < 64 && pid > 1; i++ {
-		b, err := os.ReadFile(fmt.Sprintf("/proc/%d/stat", pid))
-		if err != nil {
-			return false
-		}
-		s := string(b)
-		j := strings.LastIndexByte(s, ')')
-		if j < 0 {
-			return false
-		}
-		f := strings.Fields(s[j+1:])
-		if len(f) < 2 {
-			return false
-		}
-		ppid, _ := strconv.Atoi(f[1])
-		if ppid == main {
-			return true
-		}
-		pid = ppid
-	}
-	return false
+// idleLoop says whether pid is the idle loop's shell or its sleep.
+func idleLoop(pid int) bool {
+	b, _ := os.ReadFile(fmt.Sprintf("/proc/%d/cmdline", pid))
+	return strings.Contains(string(b), "sleep 86400") || string(b) == "sleep\x0086400\x00"
 }

@@ -168,8 +168,9 @@ func TestTimeline(t *testing.T) {
 		t.Errorf("a turn without a checkpoint: %v", err)
 	}
 
-	// Undo, with a process running: it is stopped, and the workspace is
-	// as it was after turn 1.
+	// Undo, with a process running and one a command left behind: both
+	// are stopped, and the workspace is as it was after turn 1.
+	run(t, e, s.ID, "sh", "-c", "(sleep 601 >/dev/null 2>&1 &); true")
 	sleeping := make(chan error, 1)
 	go func() {
 		_, err := e.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"sleep", "600"}}, engine.ExecIO{})
@@ -185,6 +186,9 @@ func TestTimeline(t *testing.T) {
 	case <-sleeping:
 	case <-time.After(10 * time.Second):
 		t.Fatal("the running command was not stopped by the undo")
+	}
+	if _, out := run(t, e, s.ID, "sh", "-c", "ps -o args | grep -c '^sleep 601' || true"); out != "0\n" {
+		t.Errorf("the process a command left behind was not stopped by the undo: %q", out)
 	}
 	if l, _ := e.Checkpoints(ctx, s.ID); l[len(l)-1].Kind != api.CheckpointUndo {
 		t.Errorf("the command the undo stopped was checkpointed after it: %+v", l[len(l)-1])

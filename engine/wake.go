@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/criu"
 	"github.com/airlock/airlock/engine/network"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/engine/timeline"
@@ -69,6 +70,9 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 	e.sessions[id] = l
 	e.mu.Unlock()
 	e.touch(id)
+	if w.processes != "" {
+		reason += "; " + w.processes
+	}
 	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0), "steps", strings.Join(w.took, " "))
 	e.store.AddLifecycle(ctx, id, "woken", reason, time.Now())
 	return w.rec, nil
@@ -100,6 +104,9 @@ type waking struct {
 	mu       sync.Mutex
 	cleanups []func(ctx context.Context)
 	took     []string // each step's time, for the log
+	// processes says what became of processes kept at hibernation:
+	// restored, or why not (the session then wakes without them).
+	processes string
 }
 
 // step runs one step of the wake and keeps its time.
@@ -231,9 +238,32 @@ func (w *waking) container(ctx context.Context) error {
 	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID, w.layers.Container) })
 }
 
-// start starts the container made, plugs its network in and fills its
-// home.
+// start starts the container made, with the processes kept at
+// hibernation when there are any (CRIU restores the home tmpfs with
+// them), plugs its network in and fills its home. Processes that do not
+// restore are said, and the session wakes without them in a container
+// made again.
 func (w *waking) start(ctx context.Context) error {
+	if !criu.Kept(w.rec.Dir) {
+		return w.startAfresh(ctx)
+	}
+	err := w.step("processes", func() error { return criu.Restore(ctx, w.e.docker, w.rec.Dir, w.rec.ContainerID) })
+	os.RemoveAll(criu.Dir(w.rec.Dir)) // used once, restored or not
+	if err == nil {
+		w.processes = "processes restored"
+		return w.step("attach", func() error { return w.e.attach(ctx, w.rec, w.rec.ContainerID) })
+	}
+	w.e.log.Warn("restore a session's processes: waking it without them", "session", w.rec.ID, "err", err)
+	w.processes = fmt.Sprintf("processes not restored (%v): they were stopped", err)
+	if err := w.container(ctx); err != nil {
+		return err
+	}
+	return w.startAfresh(ctx)
+}
+
+// startAfresh starts the container made, plugs its network in and fills
+// its home.
+func (w *waking) startAfresh(ctx context.Context) error {
 	e, id := w.e, w.rec.ContainerID
 	if err := w.step("start", func() error { return e.docker.ContainerStart(ctx, id, container.StartOptions{}) }); err != nil {
 		return dockerError("start the session's container", err)

@@ -52,16 +52,17 @@ func resumeCmd(g *globals) *cobra.Command {
 }
 
 func hibernateCmd(g *globals) *cobra.Command {
-	return &cobra.Command{
+	var req api.HibernateRequest
+	cmd := &cobra.Command{
 		Use:   "hibernate ID",
-		Short: "Keep a session on disk only: its workspace, container layer and home in a checkpoint, no container, no memory (running processes are not kept; new work wakes it)",
+		Short: "Keep a session on disk only: its workspace, container layer and home in a checkpoint, no container, no memory (running processes are not kept unless --keep-processes; new work wakes it)",
 		Args:  cobra.ExactArgs(1),
 		RunE: func(cmd *cobra.Command, args []string) error {
 			c, err := g.connect(cmd.Context())
 			if err != nil {
 				return err
 			}
-			s, err := c.Hibernate(cmd.Context(), args[0])
+			s, err := c.Hibernate(cmd.Context(), args[0], req)
 			if err != nil {
 				return err
 			}
@@ -69,6 +70,8 @@ func hibernateCmd(g *globals) *cobra.Command {
 			return nil
 		},
 	}
+	cmd.Flags().BoolVar(&req.KeepProcesses, "keep-processes", false, "checkpoint the running processes with CRIU so that a wake restores them (needs an experimental Docker daemon and CRIU 4.1 or newer; refused otherwise)")
+	return cmd
 }
 
 func wakeCmd(g *globals) *cobra.Command {
@@ -92,12 +95,16 @@ func wakeCmd(g *globals) *cobra.Command {
 }
 
 // stateText is a session's state, and for a hibernated one what it
-// keeps on disk and that its processes were not kept.
+// keeps on disk and whether its processes were kept.
 func stateText(s api.Session) string {
 	if s.State != api.StateHibernated || s.Hibernation == nil {
 		return s.State
 	}
-	return fmt.Sprintf("hibernated (%s on disk, no processes)", bytesText(s.Hibernation.DiskBytes))
+	procs := "no processes"
+	if s.Hibernation.Processes {
+		procs = "processes kept"
+	}
+	return fmt.Sprintf("hibernated (%s on disk, %s)", bytesText(s.Hibernation.DiskBytes), procs)
 }
 
 func meterCmd(g *globals) *cobra.Command {

@@ -104,6 +104,15 @@ type Hibernation struct {
 	Time       time.Time `json:"time"`                 // of that checkpoint, or of the hibernation
 	DiskBytes  int64     `json:"disk_bytes"`           // its checkpoints (and disk workspace) on disk
 	Reason     string    `json:"reason,omitempty"`     // asked, idle for 2h0m0s, host restarted
+	Processes  bool      `json:"processes,omitempty"`  // its processes were kept (CRIU): a wake restores them
+}
+
+// HibernateRequest hibernates a session.
+type HibernateRequest struct {
+	// KeepProcesses checkpoints the session's running processes (CRIU,
+	// through Docker's checkpoint API) so that a wake restores them; refused
+	// where the host cannot. Without it they are stopped.
+	KeepProcesses bool `json:"keep_processes,omitempty"`
 }
 
 // Workspace is the fill level of a session's tmpfs.

@@ -173,9 +173,9 @@ func (c *Client) Resume(ctx context.Context, id string) (api.Session, error) {
 
 // Hibernate records a session's checkpoint and releases its memory: no
 // container, no tmpfs. New work wakes it.
-func (c *Client) Hibernate(ctx context.Context, id string) (api.Session, error) {
+func (c *Client) Hibernate(ctx context.Context, id string, req api.HibernateRequest) (api.Session, error) {
 	var out api.Session
-	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/hibernate", nil, nil, &out)
+	return out, c.do(ctx, "POST", "/sessions/"+url.PathEscape(id)+"/hibernate", nil, req, &out)
 }
 
 // Wake brings a hibernated session back from its checkpoint.

@@ -209,13 +209,15 @@ var routes = []route{
 		func(id string) any { return servertest.Session(id) }, 200, named("Get", nil)},
 	{"POST /sessions/{id}/resume", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Resume(ctx, id) },
 		func(id string) any { return servertest.Session(id) }, 200, named("Get", nil)},
-	{"POST /sessions/{id}/hibernate", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Hibernate(ctx, id) },
+	{"POST /sessions/{id}/hibernate", func(ctx context.Context, c *client.Client, id string) (any, error) {
+		return c.Hibernate(ctx, id, api.HibernateRequest{KeepProcesses: true})
+	},
 		func(id string) any {
 			s := servertest.Session(id)
 			s.State, s.ContainerID = api.StateHibernated, ""
-			s.Hibernation = &api.Hibernation{Checkpoint: 1, Time: servertest.When, DiskBytes: 4096, Reason: "asked"}
+			s.Hibernation = &api.Hibernation{Checkpoint: 1, Time: servertest.When, DiskBytes: 4096, Reason: "asked", Processes: true}
 			return s
-		}, 200, named("Hibernate", nil)},
+		}, 200, named("Hibernate", api.HibernateRequest{KeepProcesses: true})},
 	{"POST /sessions/{id}/wake", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Wake(ctx, id) },
 		func(id string) any { return servertest.Session(id) }, 200, named("Wake", nil)},
 	{"GET /sessions/{id}/meter", func(ctx context.Context, c *client.Client, id string) (any, error) { return c.Meter(ctx, id) },

@@ -30,8 +30,8 @@ func NewServer(env []string) *Server {
 	return &Server{env: env, running: map[int]chan syscall.WaitStatus{}}
 }
 
-// Reap waits for every child that ends, the commands' and the orphans'
-// that the init adopts as a subreaper, as tini does. It never returns.
+// Reap waits for every child of the init that ends: its commands (their
+// orphans go to the container's pid 1). It never returns.
 func (s *Server) Reap() {
 	ch := make(chan os.Signal, 16)
 	signal.Notify(ch, syscall.SIGCHLD)

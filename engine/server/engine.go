@@ -45,7 +45,7 @@ type Engine interface {
 
 	Pause(ctx context.Context, id string) error
 	Resume(ctx context.Context, id string) error
-	Hibernate(ctx context.Context, id string) (api.Session, error)
+	Hibernate(ctx context.Context, id string, req api.HibernateRequest) (api.Session, error)
 	Wake(ctx context.Context, id string) (api.Session, error)
 	Lifecycle(ctx context.Context, id string) ([]api.LifecycleEvent, error)
 	Meter(ctx context.Context, id string) (api.Meter, error)

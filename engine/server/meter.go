@@ -24,8 +24,8 @@ func (s *Server) resume(r *http.Request, _ none) (api.Session, error) {
 
 // hibernate records a session's checkpoint and releases its container,
 // tmpfs and network (hibernate.go in the engine).
-func (s *Server) hibernate(r *http.Request, _ none) (api.Session, error) {
-	return s.eng.Hibernate(r.Context(), r.PathValue("id"))
+func (s *Server) hibernate(r *http.Request, req api.HibernateRequest) (api.Session, error) {
+	return s.eng.Hibernate(r.Context(), r.PathValue("id"), req)
 }
 
 // wake brings a hibernated session back.

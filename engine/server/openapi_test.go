@@ -31,7 +31,7 @@ const specPath = "../../docs/openapi.yaml"
 // wireTypes are the engine/api types the spec describes, by the name of
 // their schema in components.schemas.
 var wireTypes = []any{
-	api.Limits{}, api.Session{}, api.Hibernation{}, api.Workspace{}, api.CreateRequest{}, api.Budgets{},
+	api.Limits{}, api.Session{}, api.Hibernation{}, api.HibernateRequest{}, api.Workspace{}, api.CreateRequest{}, api.Budgets{},
 	api.Command{}, api.ExecRequest{}, api.RunRequest{}, api.ExecStarted{}, api.ExecExit{},
 	api.Resize{}, api.Signal{}, api.Error{}, api.Image{}, api.ImageBuildRequest{},
 	api.Progress{}, api.VersionInfo{}, api.AgentRequest{}, api.Turn{}, api.AgentLine{},

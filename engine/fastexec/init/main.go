@@ -17,11 +17,11 @@ import (
 )
 
 func main() {
-	// Orphans of the commands come to us to be reaped, not to the
-	// container's pid 1.
-	const prSetChildSubreaper = 36
-	syscall.RawSyscall(syscall.SYS_PRCTL, prSetChildSubreaper, 1, 0)
-
+	// Orphans of the commands go to the container's pid 1 (Docker's
+	// init), which reaps them, as they do after a docker exec. Not a
+	// subreaper: CRIU cannot restore an orphan whose session leader is
+	// gone unless its parent is pid 1 ("Can't find a session leader"),
+	// and every command runs in a session of its own.
 	srv := fastexec.NewServer(fastexec.ContainerEnv())
 	go srv.Reap()
 

@@ -290,11 +290,11 @@ func (f *Engine) Decide(ctx context.Context, d api.Decide) error { return f.call
 func (f *Engine) Pause(ctx context.Context, id string) error  { return f.call("Pause", id, nil) }
 func (f *Engine) Resume(ctx context.Context, id string) error { return f.call("Resume", id, nil) }
 
-func (f *Engine) Hibernate(ctx context.Context, id string) (api.Session, error) {
+func (f *Engine) Hibernate(ctx context.Context, id string, req api.HibernateRequest) (api.Session, error) {
 	s := Session(id)
 	s.State, s.ContainerID = api.StateHibernated, ""
-	s.Hibernation = &api.Hibernation{Checkpoint: 1, Time: When, DiskBytes: 4096, Reason: "asked"}
-	return s, f.call("Hibernate", id, nil)
+	s.Hibernation = &api.Hibernation{Checkpoint: 1, Time: When, DiskBytes: 4096, Reason: "asked", Processes: req.KeepProcesses}
+	return s, f.call("Hibernate", id, req)
 }
 
 func (f *Engine) Wake(ctx context.Context, id string) (api.Session, error) {

@@ -1124,6 +1124,12 @@ export interface components {
       time: string;
       disk_bytes: number;
       reason?: string;
+      /** @description its processes were kept (CRIU): a wake restores them */
+      processes?: boolean;
+    };
+    HibernateRequest: {
+      /** @description checkpoint the running processes so that a wake restores them */
+      keep_processes?: boolean;
     };
     Workspace: {
       used: number;
@@ -2433,7 +2439,11 @@ export interface operations {
       };
       cookie?: never;
     };
-    requestBody?: never;
+    requestBody?: {
+      content: {
+        "application/json": components["schemas"]["HibernateRequest"];
+      };
+    };
     responses: {
       /** @description the session, hibernated */
       200: {

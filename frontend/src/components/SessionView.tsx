@@ -74,7 +74,7 @@ export function SessionView({
             <div className="muted small">
               hibernated {age(session.hibernation.time)}
               {session.hibernation.reason ? ` (${session.hibernation.reason})` : ""} · {bytes(session.hibernation.disk_bytes)} on disk ·
-              processes not kept
+              processes {session.hibernation.processes ? "kept" : "not kept"}
             </div>
           )}
         </div>
