@@ -157,7 +157,7 @@ func (e *Engine) hibernate(ctx context.Context, rec store.Session, reason string
 			return err
 		}
 	}
-	e.timeline.DropLayers(rec.ID) // recorded: their stores' trees need not stay in memory
+	e.timeline.DropLayers(rec.ID)   // recorded: their stores' trees need not stay in memory
 	os.RemoveAll(criu.Dir(rec.Dir)) // an earlier hibernation's, restored or not
 	if keep && pid > 0 {
 		if err := criu.Checkpoint(ctx, e.docker, rec.Dir, rec.ContainerID); err != nil {
