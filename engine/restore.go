@@ -23,6 +23,9 @@ type restoreSource struct {
 	snap api.Snapshot
 	// the layers by what they hold
 	container, workspace v1.Hash
+	// containerEmpty says the container layer changes none of the
+	// container's own files (home aside): known once prepared.
+	containerEmpty bool
 }
 
 func (e *Engine) restoreSource(snap api.Snapshot) (*restoreSource, error) {
@@ -127,7 +130,16 @@ type cachedPart struct {
 // the sessions of a restore and before any is made: a damaged or refused
 // layer fails the restore with nothing to undo.
 func (s *restoreSource) prepare() error {
+	s.containerEmpty = s.container.Hex == ""
 	for what, p := range s.parts() {
+		if what == whatContainer {
+			empty, err := s.e.layers.Empty(cacheKey(what, p.layer), s.applyToCache(what, p))
+			if err != nil {
+				return err
+			}
+			s.containerEmpty = empty
+			continue
+		}
 		if err := s.e.layers.Fill(cacheKey(what, p.layer), s.applyToCache(what, p)); err != nil {
 			return err
 		}

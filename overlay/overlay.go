@@ -10,7 +10,12 @@
 //	              disk workspace
 //	D/ws/upper    overlay upper dir: everything the session wrote
 //	D/ws/work     overlay work dir
-//	D/merged      the overlay mount, bound into the container at /workspace
+//	D/merged      the overlay mount, bound into the container at /workspace;
+//	              below it, D/merged bound onto itself as a shared mount
+//	              (a peer group of its own), so that a container whose
+//	              /workspace is an rslave bind of D/merged sees the overlay
+//	              even when it is mounted after the container started (a
+//	              warm container, see Prepare)
 //
 // Mounts live in the host's mount namespace, so they outlive the process that
 // made them; Find recovers a workspace from /proc/self/mountinfo after a
@@ -98,17 +103,50 @@ func Mount(lower, dir string, size int64) (*Workspace, error) {
 // a snapshot) before the overlay is mounted over it: overlayfs does not
 // allow changing the upper directory under a mounted overlay.
 func MountFilled(lower, dir string, size int64, fill func(upper string) error) (*Workspace, error) {
-	return mount(lower, dir, size, false, fill)
+	return mount(lower, dir, size, false, false, fill)
+}
+
+// Prepare makes what a workspace at dir needs before its project is
+// known: the tmpfs of size bytes and the shared mount point D/merged. A
+// container may bind D/merged (rslave) at once; MountPrepared later
+// mounts the overlay there, and the container sees it. Unmount takes a
+// prepared workspace back as it does a mounted one.
+func Prepare(dir string, size int64) error {
+	if size < 1<<20 {
+		return errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
+	}
+	w := &Workspace{Dir: dir}
+	for _, d := range []string{w.Tmpfs(), w.Merged()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		return mountError("tmpfs", err)
+	}
+	if err := w.share(); err != nil {
+		unix.Unmount(w.Tmpfs(), 0)
+		return err
+	}
+	return nil
+}
+
+// MountPrepared mounts the workspace at dir over the project lower, in
+// what Prepare made there, filled first by fill. On error the prepared
+// tmpfs and mount point stay (Unmount takes them back).
+func MountPrepared(lower, dir string, fill func(upper string) error) (*Workspace, error) {
+	return mount(lower, dir, 0, false, true, fill)
 }
 
 // MountDisk is MountFilled for a disk workspace: the upper and work
 // directories are made in D/ws on D's file system, not in a tmpfs.
 func MountDisk(lower, dir string, fill func(upper string) error) (*Workspace, error) {
-	return mount(lower, dir, 0, true, fill)
+	return mount(lower, dir, 0, true, false, fill)
 }
 
-func mount(lower, dir string, size int64, disk bool, fill func(upper string) error) (*Workspace, error) {
-	if !disk && size < 1<<20 {
+func mount(lower, dir string, size int64, disk, prepared bool, fill func(upper string) error) (*Workspace, error) {
+	if !disk && !prepared && size < 1<<20 {
 		return nil, errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
 	}
 	st, err := os.Stat(lower)
@@ -132,14 +170,24 @@ func mount(lower, dir string, size int64, disk bool, fill func(upper string) err
 		if err := os.RemoveAll(w.work()); err != nil {
 			return nil, err
 		}
-	} else if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		return nil, mountError("tmpfs", err)
+	} else if !prepared {
+		if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+			return nil, mountError("tmpfs", err)
+		}
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			_ = unix.Unmount(w.Merged(), 0)
+			if prepared {
+				// The prepared tmpfs and mount point are the caller's
+				// to take back; what this mount made in them goes.
+				_ = unmountOverlay(w.Merged())
+				_ = os.RemoveAll(w.Upper())
+				_ = os.RemoveAll(w.work())
+				return
+			}
+			_ = unmountAll(w.Merged())
 			if disk {
 				_ = os.RemoveAll(w.Upper())
 				_ = os.RemoveAll(w.work())
@@ -174,8 +222,18 @@ func mount(lower, dir string, size int64, disk bool, fill func(upper string) err
 	return w, nil
 }
 
-// mountOverlay mounts the overlay over the upper directory.
+// mountOverlay mounts the overlay over the upper directory, on the
+// shared mount point (made first if it is not there).
 func (w *Workspace) mountOverlay() error {
+	mounts, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	if _, ok := mounts[w.Merged()]; !ok {
+		if err := w.share(); err != nil {
+			return err
+		}
+	}
 	dirs := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
 	// redirect_dir and metacopy stay off so that the upper layer always holds
 	// whole files and renamed directories are plain copies plus whiteouts:
@@ -185,6 +243,27 @@ func (w *Workspace) mountOverlay() error {
 		if err2 := unix.Mount("airlock", w.Merged(), "overlay", 0, dirs); err2 != nil {
 			return mountError("overlay", err)
 		}
+	}
+	return nil
+}
+
+// share binds D/merged onto itself and makes the bind shared, in a peer
+// group of its own (made private first: a bind under a shared parent
+// would otherwise join the parent's group), so that the overlay mounted
+// on it later propagates to the containers that bind it rslave, and to
+// nothing else.
+func (w *Workspace) share() error {
+	m := w.Merged()
+	if err := unix.Mount(m, m, "", unix.MS_BIND, ""); err != nil {
+		return mountError("mount point", err)
+	}
+	if err := unix.Mount("", m, "", unix.MS_PRIVATE, ""); err != nil {
+		unix.Unmount(m, 0)
+		return mountError("mount point", err)
+	}
+	if err := unix.Mount("", m, "", unix.MS_SHARED, ""); err != nil {
+		unix.Unmount(m, 0)
+		return mountError("mount point", err)
 	}
 	return nil
 }
@@ -217,7 +296,7 @@ func Find(lower, dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mounts[w.Tmpfs()] != "tmpfs" {
+	if mounts[w.Tmpfs()].fstype != "tmpfs" {
 		// An unmounted tmpfs leaves its mount point empty; a disk
 		// workspace's upper directory is there.
 		st, err := os.Lstat(w.Upper())
@@ -226,7 +305,7 @@ func Find(lower, dir string) (*Workspace, error) {
 		}
 		w.Disk = true
 	}
-	if mounts[w.Merged()] != "overlay" {
+	if !mounts[w.Merged()].isOverlay() {
 		// The writes survive in the tmpfs: mount the overlay over them again.
 		if err := w.mountOverlay(); err != nil {
 			return nil, err
@@ -235,14 +314,22 @@ func Find(lower, dir string) (*Workspace, error) {
 	return w, nil
 }
 
-// mountPoints maps each mount point to its filesystem type.
-func mountPoints() (map[string]string, error) {
+// mounted is the topmost mount on a mount point.
+type mounted struct{ fstype, source string }
+
+// isOverlay says whether the mount is a workspace's overlay (not the
+// shared mount point below it, which may be on an overlay file system
+// itself).
+func (m mounted) isOverlay() bool { return m.fstype == "overlay" && m.source == "airlock" }
+
+// mountPoints maps each mount point to its topmost mount.
+func mountPoints() (map[string]mounted, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	m := map[string]string{}
+	m := map[string]mounted{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -261,7 +348,12 @@ func mountPoints() (map[string]string, error) {
 		if sep < 0 || sep+1 >= len(fields) {
 			continue
 		}
-		m[unescapeMountinfo(fields[4])] = fields[sep+1]
+		// Later lines are mounts made later: on top of earlier ones.
+		mt := mounted{fstype: fields[sep+1]}
+		if sep+2 < len(fields) {
+			mt.source = fields[sep+2]
+		}
+		m[unescapeMountinfo(fields[4])] = mt
 	}
 	return m, sc.Err()
 }
@@ -291,11 +383,42 @@ func unescapeMountinfo(s string) string {
 // to a detached tmpfs. Unmounting what is already gone is not an error.
 func (w *Workspace) Unmount() error {
 	for _, p := range []string{w.Merged(), w.Tmpfs()} {
-		if err := unmount(p); err != nil {
+		if err := unmountAll(p); err != nil {
 			return err
 		}
 	}
 	return os.RemoveAll(w.Dir)
+}
+
+// unmountAll unmounts every mount stacked on p (the overlay and the
+// shared mount point below it).
+func unmountAll(p string) error {
+	for i := 0; i < 8; i++ {
+		mounts, err := mountPoints()
+		if err != nil {
+			return err
+		}
+		if _, ok := mounts[p]; !ok {
+			return nil
+		}
+		if err := unmount(p); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("unmount %s: still mounted", p)
+}
+
+// unmountOverlay unmounts the overlay at p, if it is the topmost mount
+// there, and leaves the mount point below it.
+func unmountOverlay(p string) error {
+	mounts, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	if !mounts[p].isOverlay() {
+		return nil
+	}
+	return unmount(p)
 }
 
 // unmount unmounts p; one not mounted is fine. A mount that is busy for a
@@ -322,7 +445,7 @@ func unmount(p string) error {
 // everything else in D (the base, the container's configuration). Like
 // Unmount, only once no container uses the workspace.
 func (w *Workspace) Close() error {
-	if err := unmount(w.Merged()); err != nil {
+	if err := unmountAll(w.Merged()); err != nil {
 		return err
 	}
 	if w.Disk {

@@ -1,7 +1,9 @@
 package snapshot
 
 import (
+	"errors"
 	"fmt"
+	"io"
 	"os"
 	"path/filepath"
 	"strings"
@@ -137,4 +139,27 @@ func (c *LayerCache) Drop(keep func(key string) bool) error {
 		return errs[0]
 	}
 	return nil
+}
+
+// Empty says whether the layer cached under key holds nothing at all,
+// applying it first, as Fill does, when the cache does not hold it yet.
+func (c *LayerCache) Empty(key string, apply func(*confined.Root) error) (bool, error) {
+	if err := c.Fill(key, apply); err != nil {
+		return false, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	f, err := os.Open(filepath.Join(c.dir, key))
+	if err != nil {
+		return false, err
+	}
+	defer f.Close()
+	names, err := f.Readdirnames(1)
+	if len(names) > 0 {
+		return false, nil
+	}
+	if err != nil && !errors.Is(err, io.EOF) {
+		return false, err
+	}
+	return true, nil
 }
