@@ -305,7 +305,9 @@ func (e *Engine) Close(ctx context.Context) {
 		e.schedules.Stop(ctx)
 	}
 	e.ports.Stop()
-	e.warm.Close(ctx) // before the networks: its entries hold some
+	if e.warm != nil {
+		e.warm.Close(ctx) // before the networks: its entries hold some
+	}
 	e.nets.Close()
 	// The sessions' networks stay (the next engine adopts them), but what
 	// serves on their gateways is this process's: its listeners close

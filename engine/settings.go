@@ -66,7 +66,9 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 		return api.Settings{}, err
 	}
 	e.defaults.Store(&next)
-	e.warm.Refill() // the pool's size may have changed
+	if e.warm != nil {
+		e.warm.Refill() // the pool's size may have changed
+	}
 	e.log.Info("settings changed")
 	return e.Settings(ctx), nil
 }
