@@ -70,6 +70,20 @@ func waitWarm(t *testing.T, e *enginetest.Engine, n int) map[string]string {
 	}
 }
 
+// drainWarm turns e's warm pool off and waits until its containers are
+// gone (they hold their image, as sessions do).
+func drainWarm(t *testing.T, e *enginetest.Engine) {
+	t.Helper()
+	_, err := e.SetSettings(context.Background(), api.Settings{WarmPool: -1})
+	must(t, err)
+	for i := 0; len(warmContainers(t, e)) > 0; i++ {
+		if i > 600 {
+			t.Fatalf("warm containers left: %v", warmContainers(t, e))
+		}
+		time.Sleep(50 * time.Millisecond)
+	}
+}
+
 // containerView is what of a session's container must not tell a warm
 // session from a cold one, with the session's id, its network's gateway
 // and its directory written the same way for both.

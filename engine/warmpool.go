@@ -196,10 +196,16 @@ func (e *Engine) claimWarm(p createPlan, mode createMode) *warmEntry {
 
 // createWarm makes a session of plan from warm entry w, as create does
 // cold and with the same cleanups: record, policy, mount, thaw, base.
-// retry says the entry failed for a reason of its own (its container
-// is gone): the caller makes the session cold instead.
+// retry says the entry failed for a reason of its own (its directory or
+// its container is gone): the caller makes the session cold instead.
 func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMode, w *warmEntry) (_ api.Session, retry bool, _ error) {
 	t0 := time.Now()
+	if _, err := os.Lstat((&overlay.Workspace{Dir: e.sessionDir(w.id)}).Merged()); err != nil {
+		// Gone under the pool: another engine over the same state
+		// directory cleaned it up as a leftover (tests reopen one).
+		warmMaker{e}.Discard(context.WithoutCancel(ctx), w)
+		return api.Session{}, true, err
+	}
 	c := &creation{e: e, mode: mode}
 	ok := false
 	defer func() {

@@ -10,12 +10,12 @@
 //	              disk workspace
 //	D/ws/upper    overlay upper dir: everything the session wrote
 //	D/ws/work     overlay work dir
-//	D/merged      the overlay mount, bound into the container at /workspace;
-//	              below it, D/merged bound onto itself as a shared mount
-//	              (a peer group of its own), so that a container whose
-//	              /workspace is an rslave bind of D/merged sees the overlay
-//	              even when it is mounted after the container started (a
-//	              warm container, see Prepare)
+//	D/merged      the overlay mount, bound into the container at /workspace
+//	              (rslave); where the mount D is on does not propagate,
+//	              D/merged is first bound onto itself as a shared mount, so
+//	              that a container binding it sees the overlay even when it
+//	              is mounted after the container started (a warm container,
+//	              see Prepare)
 //
 // Mounts live in the host's mount namespace, so they outlive the process that
 // made them; Find recovers a workspace from /proc/self/mountinfo after a
@@ -225,14 +225,8 @@ func mount(lower, dir string, size int64, disk, prepared bool, fill func(upper s
 // mountOverlay mounts the overlay over the upper directory, on the
 // shared mount point (made first if it is not there).
 func (w *Workspace) mountOverlay() error {
-	mounts, err := mountPoints()
-	if err != nil {
+	if err := w.share(); err != nil {
 		return err
-	}
-	if _, ok := mounts[w.Merged()]; !ok {
-		if err := w.share(); err != nil {
-			return err
-		}
 	}
 	dirs := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
 	// redirect_dir and metacopy stay off so that the upper layer always holds
@@ -247,18 +241,23 @@ func (w *Workspace) mountOverlay() error {
 	return nil
 }
 
-// share binds D/merged onto itself and makes the bind shared, in a peer
-// group of its own (made private first: a bind under a shared parent
-// would otherwise join the parent's group), so that the overlay mounted
-// on it later propagates to the containers that bind it rslave, and to
-// nothing else.
+// share makes D/merged a place where an overlay mounted later reaches
+// the containers that bind it rslave: it is when the mount it is on
+// propagates already (shared, or a slave, as a state directory on a
+// shared mount, or / on most systemd hosts, is); otherwise D/merged is
+// bound onto itself and the bind made shared, in a peer group of its own.
+// (Binding it where the mount propagates would take it out of the group
+// that reaches the container runtime's mount namespace.)
 func (w *Workspace) share() error {
 	m := w.Merged()
-	if err := unix.Mount(m, m, "", unix.MS_BIND, ""); err != nil {
-		return mountError("mount point", err)
+	at, propagates, err := containingMount(m)
+	if err != nil {
+		return err
 	}
-	if err := unix.Mount("", m, "", unix.MS_PRIVATE, ""); err != nil {
-		unix.Unmount(m, 0)
+	if at == m || propagates {
+		return nil
+	}
+	if err := unix.Mount(m, m, "", unix.MS_BIND, ""); err != nil {
 		return mountError("mount point", err)
 	}
 	if err := unix.Mount("", m, "", unix.MS_SHARED, ""); err != nil {
@@ -266,6 +265,43 @@ func (w *Workspace) share() error {
 		return mountError("mount point", err)
 	}
 	return nil
+}
+
+// containingMount is the mount point of the topmost mount holding path,
+// and whether that mount propagates (shared or slave).
+func containingMount(path string) (string, bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	best, propagates := "", false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != path && mp != "/" && !strings.HasPrefix(path, mp+"/") {
+			continue
+		}
+		if len(mp) < len(best) {
+			continue
+		}
+		// Later lines of the same mount point are mounted on top.
+		best, propagates = mp, false
+		for _, opt := range fields[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
+				propagates = true
+			}
+		}
+	}
+	return best, propagates, sc.Err()
 }
 
 // escapeOpt escapes the characters overlay's option parser splits on
