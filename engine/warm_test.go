@@ -89,12 +89,12 @@ func drainWarm(t *testing.T, e *enginetest.Engine) {
 // and its directory written the same way for both.
 type containerView struct {
 	Image, ImageID, User, WorkingDir, Hostname, NetworkMode, CgroupParent string
-	Cmd, Entrypoint, Env, CapAdd, CapDrop, SecurityOpt, Mounts, Labels     []string
-	Init                                                                   bool
-	NanoCPUs, Memory, MemorySwap, Pids                                     int64
-	Sysctls, Tmpfs                                                         map[string]string
-	LogType                                                                string
-	Privileged, ReadonlyRootfs                                             bool
+	Cmd, Entrypoint, Env, CapAdd, CapDrop, SecurityOpt, Mounts, Labels    []string
+	Init                                                                  bool
+	NanoCPUs, Memory, MemorySwap, Pids                                    int64
+	Sysctls, Tmpfs                                                        map[string]string
+	LogType                                                               string
+	Privileged, ReadonlyRootfs                                            bool
 }
 
 var dockerLayers = regexp.MustCompile(`/var/lib/docker/overlay2/[^,: ]+`)
