@@ -6,6 +6,7 @@ import (
 	"os"
 	"path/filepath"
 	"strings"
+	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
@@ -195,7 +196,8 @@ func (e *Engine) claimWarm(p createPlan, mode createMode) *warmEntry {
 }
 
 // createWarm makes a session of plan from warm entry w, as create does
-// cold and with the same cleanups: record, policy, mount, thaw, base.
+// cold and with the same cleanups: record, policy, mount (the thaw
+// meanwhile), base.
 // retry says the entry failed for a reason of its own (its directory or
 // its container is gone): the caller makes the session cold instead.
 func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMode, w *warmEntry) (_ api.Session, retry bool, _ error) {
@@ -230,6 +232,21 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 		}
 		e.dropNetwork(c.net)
 	})
+	// The thaw runs while the session's policy, files and workspace are
+	// put in place: nothing of the session runs in the container before
+	// create returns (its main process is the idle init), and Docker's
+	// unpause is the claim's longest step.
+	mode.starting()
+	tThaw := time.Now()
+	thawc := make(chan error, 1)
+	go func() { thawc <- e.docker.ContainerUnpause(context.WithoutCancel(ctx), w.containerID) }()
+	var tThawed time.Time
+	thaw := sync.OnceValue(func() error {
+		err := <-thawc
+		tThawed = time.Now()
+		return err
+	})
+	c.onFail(func(context.Context) { thaw() })
 	tPolicy := time.Now()
 	w.net.Gateway.Serve(c.rec.ID, plan.policy)
 	if _, err := writeCABundle(c.rec.Dir, plan.caBundle, e.ca.PEM); err != nil {
@@ -243,9 +260,8 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 		return api.Session{}, false, err
 	}
 	c.captureBase()
-	tThaw := time.Now()
-	mode.starting()
-	err := e.docker.ContainerUnpause(ctx, w.containerID)
+	tWait := time.Now()
+	err := thaw()
 	c.markStarted()
 	if err != nil {
 		e.log.Warn("a warm container could not be thawed: the session is made cold", "session", c.rec.ID, "err", err)
@@ -265,8 +281,8 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 	}
 	id := c.rec.ID
 	e.log.Info("session created", "session", id, "project", plan.project, "image", plan.image, "warm", true)
-	e.log.Debug("warm claim timing", "session", id, "checks", time.Duration(0), "record", tPolicy.Sub(t0),
-		"policy", tMount.Sub(tPolicy), "mount", tThaw.Sub(tMount), "plug", time.Duration(0), "thaw", tRun.Sub(tThaw),
+	e.log.Debug("warm claim timing", "session", id, "record", tThaw.Sub(t0), "policy", tMount.Sub(tPolicy),
+		"mount", tWait.Sub(tMount), "plug", time.Duration(0), "thaw", tThawed.Sub(tThaw), "thaw_wait", tRun.Sub(tWait),
 		"running", tBase.Sub(tRun), "base_wait", time.Since(tBase), "total", time.Since(t0), "pooled_for", t0.Sub(w.made).Round(time.Millisecond))
 	return e.view(ctx, c.rec, false), false, nil
 }

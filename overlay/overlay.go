@@ -107,7 +107,7 @@ func MountFilled(lower, dir string, size int64, fill func(upper string) error) (
 }
 
 // Prepare makes what a workspace at dir needs before its project is
-// known: the tmpfs of size bytes and the shared mount point D/merged. A
+// known: the tmpfs of size bytes and the mount point D/merged (see share). A
 // container may bind D/merged (rslave) at once; MountPrepared later
 // mounts the overlay there, and the container sees it. Unmount takes a
 // prepared workspace back as it does a mounted one.
