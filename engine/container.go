@@ -28,7 +28,10 @@ const (
 	workspacePath = "/workspace"
 	homePath      = "/home/airlock"
 	caPath        = "/etc/airlock/ca-bundle.pem"
-	caFile        = "ca-bundle.pem" // in the session's directory
+	resolvPath    = "/etc/resolv.conf"
+	aptProxyPath  = "/etc/apt/apt.conf.d/99airlock-proxy"
+	dockerInit    = "/sbin/docker-init" // where Docker binds its init (Init)
+	caFile        = "ca-bundle.pem"     // in the session's directory
 )
 
 // keepAlive is the container's main process: it idles until stopped, so
@@ -63,6 +66,10 @@ const idleScript = "[ -x /.airlock/init ] && [ -s /.airlock/init ] && exec /.air
 //     (its source is a shared mount, see overlay.Prepare), so that the
 //     overlay mounted at the claim reaches a warm container. A cold
 //     container's overlay is there before it starts.
+//   - The mount points Docker makes for these mounts in the container's
+//     own layer are the same in every container (mountPlaceholder lists
+//     them: keep it in step), so a restore whose snapshot holds nothing
+//     else of that layer starts warm.
 //   - The first command's label and log settings (firstRun.configure)
 //     are never a warm container's: a claimed first command runs as an
 //     exec.
@@ -79,9 +86,9 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		// session's (see network.Net) once it runs.
 		netMode = container.NetworkMode("none")
 		env = append(env, proxyEnv(gw)...)
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: resolvPath, ReadOnly: true},
 			// apt reads no environment under sudo: tell it in its config.
-			mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "apt-proxy.conf"), Target: "/etc/apt/apt.conf.d/99airlock-proxy", ReadOnly: true})
+			mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "apt-proxy.conf"), Target: aptProxyPath, ReadOnly: true})
 		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
 	}
 	if rec.CABundle != "" || rec.Network != "" {

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/fastexec"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -24,7 +26,8 @@ type restoreSource struct {
 	// the layers by what they hold
 	container, workspace v1.Hash
 	// containerEmpty says the container layer changes none of the
-	// container's own files (home aside): known once prepared.
+	// container's own files (home aside, and the mount points Docker
+	// makes in every container: mountPlaceholder): known once prepared.
 	containerEmpty bool
 }
 
@@ -133,7 +136,7 @@ func (s *restoreSource) prepare() error {
 	s.containerEmpty = s.container.Hex == ""
 	for what, p := range s.parts() {
 		if what == whatContainer {
-			empty, err := s.e.layers.Empty(cacheKey(what, p.layer), s.applyToCache(what, p))
+			empty, err := s.e.layers.Only(cacheKey(what, p.layer), s.applyToCache(what, p), s.e.mountPlaceholder)
 			if err != nil {
 				return err
 			}
@@ -187,6 +190,27 @@ func (s *restoreSource) clone(what string, dir string) error {
 		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
 	}
 	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
+}
+
+// mountPlaceholder says whether an entry of a snapshot's container
+// changes (rel, its path from /) is only what Docker makes in every
+// session container's own layer for the mounts it binds there: the
+// mount point (a directory, or an empty file for a file's bind) and the
+// directories above it. A container started from the same spec holds
+// the same already, so a restore need not write it (a warm container,
+// already started, can take the snapshot).
+func (e *Engine) mountPlaceholder(rel string, fi fs.FileInfo) bool {
+	// containerSpec's mounts and tmpfs, and Docker's init.
+	for _, t := range []string{workspacePath, resolvPath, aptProxyPath, caPath, homePath, fastexec.InitPath, fastexec.SocketDir, dockerInit} {
+		t = strings.TrimPrefix(t, "/")
+		switch {
+		case rel == t:
+			return fi.IsDir() || (fi.Mode().IsRegular() && fi.Size() == 0)
+		case strings.HasPrefix(t, rel+"/"):
+			return fi.IsDir()
+		}
+	}
+	return false
 }
 
 // cacheKey names the part of a layer a restore applies (the workspace

@@ -213,7 +213,7 @@ func TestWarmSessionEqualsCold(t *testing.T) {
 		t.Errorf("mounts %v: /workspace is not an rslave bind", wv.Mounts)
 	}
 	// Inside: the same user, limits, capabilities and environment.
-	probe := []string{"sh", "-c", "id; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; cat /proc/self/cgroup | sed 's/[0-9a-f]\\{64\\}/C/; s/" + "[0-9a-f]\\{12\\}/S/g'; env | grep -v -e AIRLOCK_SESSION -e HOSTNAME -e _PROXY= -e _proxy= | sort; ls -la /workspace; umask"}
+	probe := []string{"sh", "-c", "id; grep -E '^(Cap|NoNewPrivs|Seccomp)' /proc/self/status; cat /proc/self/cgroup | sed 's/[0-9a-f]\\{64\\}/C/; s/" + "[0-9a-f]\\{12\\}/S/g'; env | grep -v -e AIRLOCK_SESSION -e HOSTNAME -e _PROXY= -e _proxy= | sort; ls -lan /workspace | awk '{print $1, $3, $4, $NF}'; umask"}
 	_, co := run(t, e, cold.ID, probe...)
 	_, wo := run(t, e, warm.ID, probe...)
 	if co != wo {
@@ -438,4 +438,48 @@ func containerAddr(t *testing.T, pid int) string {
 		}
 	}
 	return ""
+}
+
+// A restore or fork whose snapshot changed only the workspace and the
+// home claims warm containers, in parallel; one that changed the
+// container's own files is made cold. Both hold what the snapshot held.
+func TestWarmRestoreAndFork(t *testing.T) {
+	e := enginetest.Start(t, withPool(3))
+	ctx := context.Background()
+	p := project(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	if code, out := run(t, e, s.ID, "sh", "-c", "echo changed >> README.md && echo new > new.txt && echo conversation > /home/airlock/.state"); code != 0 {
+		t.Fatalf("prepare: %d %s", code, out)
+	}
+	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{})
+	must(t, err)
+	pool := waitWarm(t, e, 3)
+	r, err := e.Restore(ctx, snap.ID, api.RestoreRequest{N: 3})
+	must(t, err)
+	if len(r.Sessions) != 3 {
+		t.Fatalf("restored %+v", r)
+	}
+	for _, rs := range r.Sessions {
+		if _, ok := pool[rs.ContainerID]; !ok {
+			t.Errorf("restored session %s was made cold (its snapshot changed only its workspace and home)", rs.ID)
+		}
+		code, out := run(t, e, rs.ID, "cat", "README.md", "new.txt", "/home/airlock/.state")
+		if want := "# demo\nchanged\nnew\nconversation\n"; code != 0 || out != want {
+			t.Errorf("restored session %s holds %q, want %q", rs.ID, out, want)
+		}
+	}
+	// A change to the container's own files: cold, and carried.
+	s2, err := e.Create(ctx, api.CreateRequest{Project: p})
+	must(t, err)
+	prepare(t, e, s2.ID)
+	snap2, err := e.Snapshot(ctx, s2.ID, api.SnapshotRequest{})
+	must(t, err)
+	pool = waitWarm(t, e, 3)
+	r2, err := e.Restore(ctx, snap2.ID, api.RestoreRequest{})
+	must(t, err)
+	if _, ok := pool[r2.Sessions[0].ContainerID]; ok {
+		t.Errorf("a snapshot with container changes was restored into a warm container")
+	}
+	carried(t, e, r2.Sessions[0].ID)
 }
