@@ -3,6 +3,7 @@ package warm
 import (
 	"context"
 	"log/slog"
+	"slices"
 	"sync"
 	"time"
 )
@@ -33,6 +34,10 @@ type Options struct {
 	Logger *slog.Logger // nil logs nothing
 }
 
+// maxFails is how many makes of a kind may fail in a row before the pool
+// stops making that kind.
+const maxFails = 3
+
 // Pool keeps Options.Size ready entries of each of the Options.Kinds
 // kinds claimed last. It is safe for concurrent use.
 type Pool[K comparable, E any] struct {
@@ -45,6 +50,7 @@ type Pool[K comparable, E any] struct {
 	making  map[K]int
 	kinds   []K // most recently asked first
 	failed  map[K]time.Time
+	fails   map[K]int // failed makes in a row
 	closing bool
 	wake    chan struct{}
 	stop    chan struct{}
@@ -73,7 +79,7 @@ func New[K comparable, E any](m Maker[K, E], opts Options) *Pool[K, E] {
 		log = slog.New(slog.DiscardHandler)
 	}
 	p := &Pool[K, E]{make: m, opts: opts, log: log.With("component", "warm"),
-		ready: map[K][]E{}, making: map[K]int{}, failed: map[K]time.Time{},
+		ready: map[K][]E{}, making: map[K]int{}, failed: map[K]time.Time{}, fails: map[K]int{},
 		wake: make(chan struct{}, 1), stop: make(chan struct{}), done: make(chan struct{})}
 	go p.run()
 	return p
@@ -212,12 +218,21 @@ func (p *Pool[K, E]) makeOne(k K) {
 	}
 	if err != nil {
 		p.failed[k] = time.Now()
+		p.fails[k]++
+		if p.fails[k] >= maxFails {
+			// The kind cannot be made (its image is gone, say): it is
+			// tried again once asked for again.
+			p.kinds = slices.DeleteFunc(p.kinds, func(x K) bool { return x == k })
+			delete(p.fails, k)
+			delete(p.failed, k)
+		}
 		p.mu.Unlock()
 		p.log.Warn("make a warm session", "err", err)
 		time.AfterFunc(p.opts.Retry, p.Refill)
 		return
 	}
 	delete(p.failed, k)
+	delete(p.fails, k)
 	keep := !p.closing
 	if keep {
 		p.ready[k] = append(p.ready[k], e)

@@ -126,3 +126,19 @@ func TestFailedMakeWaits(t *testing.T) {
 	m.fail.Store(false)
 	waitReady(t, p, "a", 2)
 }
+
+func TestFailingKindForgotten(t *testing.T) {
+	m := &fakeMaker{}
+	m.fail.Store(true)
+	p := New[string, string](m, Options{Size: func() int { return 1 }, Parallel: 1, Retry: 5 * time.Millisecond})
+	defer p.Close(context.Background())
+	p.Want("a")
+	time.Sleep(200 * time.Millisecond)
+	m.fail.Store(false)
+	time.Sleep(50 * time.Millisecond)
+	if p.Ready("a") != 0 {
+		t.Fatal("a kind that failed three times in a row was still made")
+	}
+	p.Want("a") // asked for again
+	waitReady(t, p, "a", 1)
+}
