@@ -247,6 +247,17 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 		return err
 	})
 	c.onFail(func(context.Context) { thaw() })
+	// What the mode puts in the running container (a restore's home,
+	// through /proc/PID/root) goes in meanwhile too: a frozen
+	// container's files are written as a running one's.
+	runc := make(chan error, 1)
+	var tRan time.Time
+	go func() {
+		err := mode.running(ctx, c)
+		tRan = time.Now()
+		runc <- err
+	}()
+	c.onFail(func(context.Context) { runc <- <-runc })
 	tPolicy := time.Now()
 	w.net.Gateway.Serve(c.rec.ID, plan.policy)
 	if _, err := writeCABundle(c.rec.Dir, plan.caBundle, e.ca.PEM); err != nil {
@@ -268,7 +279,9 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 		return api.Session{}, true, dockerError("thaw the session's container", err)
 	}
 	tRun := time.Now()
-	if err := mode.running(ctx, c); err != nil {
+	err = <-runc
+	runc <- err // for the cleanup
+	if err != nil {
 		return api.Session{}, false, err
 	}
 	tBase := time.Now()
@@ -283,7 +296,7 @@ func (e *Engine) createWarm(ctx context.Context, plan createPlan, mode createMod
 	e.log.Info("session created", "session", id, "project", plan.project, "image", plan.image, "warm", true)
 	e.log.Debug("warm claim timing", "session", id, "record", tThaw.Sub(t0), "policy", tMount.Sub(tPolicy),
 		"mount", tWait.Sub(tMount), "plug", time.Duration(0), "thaw", tThawed.Sub(tThaw), "thaw_wait", tRun.Sub(tWait),
-		"running", tBase.Sub(tRun), "base_wait", time.Since(tBase), "total", time.Since(t0), "pooled_for", t0.Sub(w.made).Round(time.Millisecond))
+		"running", tRan.Sub(tThaw), "running_wait", tBase.Sub(tRun), "base_wait", time.Since(tBase), "total", time.Since(t0), "pooled_for", t0.Sub(w.made).Round(time.Millisecond))
 	return e.view(ctx, c.rec, false), false, nil
 }
 
