@@ -60,8 +60,10 @@ demo: setup build
 test: setup build lint desktop-check ui-test
 	AIRLOCK_REQUIRE_INTEGRATION=1 $(GO) test -count=1 -timeout 25m ./...
 	# The session suite again with every command through docker exec (the
-	# path for TTYs, --user and containers made before the init).
-	AIRLOCK_REQUIRE_INTEGRATION=1 AIRLOCK_TEST_INIT=none $(GO) test -count=1 -timeout 15m ./engine
+	# path for TTYs, --user and containers made before the init), and with
+	# no warm pool: every session made cold (the first run had the
+	# engine's default pool of 2).
+	AIRLOCK_REQUIRE_INTEGRATION=1 AIRLOCK_TEST_INIT=none AIRLOCK_TEST_POOL=0 $(GO) test -count=1 -timeout 15m ./engine
 	$(MAKE) fuzz
 
 # The fuzz targets, briefly (longer: make fuzz FUZZTIME=5m).

@@ -261,9 +261,12 @@ func gitState(dir string) (head string, dirty, ok bool) {
 
 // startEngine assembles the run's own engine: its state directory (so its
 // own SQLite file and secrets key), the run's policy for every session,
-// and no idle pauses within a job.
+// no idle pauses within a job, and no warm pool (a run makes one session:
+// warm containers would be made only to be removed).
 func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engine, func(), error) {
-	d, err := daemon.Assemble(ctx, daemon.Options{StateDir: stateDir, Defaults: o.Defaults, Logger: o.Log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour,
+	defs := o.Defaults
+	defs.WarmPool = -1
+	d, err := daemon.Assemble(ctx, daemon.Options{StateDir: stateDir, Defaults: defs, Logger: o.Log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour,
 		NeverAsk: true}) // nobody answers in ci: under --net ask, undecided is denied
 	if err != nil {
 		return nil, nil, err

@@ -48,6 +48,9 @@ type config struct {
 	CheckpointEvery   string `yaml:"checkpoint_every"`
 	CheckpointKeep    int    `yaml:"checkpoint_keep"`
 	CheckpointMaxSize string `yaml:"checkpoint_max_size"`
+	// WarmPool is how many warm containers the engine keeps for each
+	// of the two kinds of session asked for last (default 2; 0: none).
+	WarmPool *int `yaml:"warm_pool"`
 }
 
 type egressConfig struct {
@@ -141,6 +144,16 @@ func (c config) defaults() (engine.Defaults, error) {
 	}
 	if c.CheckpointKeep < 0 {
 		return d, errdefs.Invalidf("config checkpoint_keep must be positive")
+	}
+	if c.WarmPool != nil {
+		switch n := *c.WarmPool; {
+		case n < 0:
+			return d, errdefs.Invalidf("config warm_pool %d: give how many warm containers to keep, 0 for none", n)
+		case n == 0:
+			d.WarmPool = -1
+		default:
+			d.WarmPool = n
+		}
 	}
 	d.CheckpointKeep = c.CheckpointKeep
 	if c.CostPerCoreHour < 0 {

@@ -12,7 +12,7 @@ import (
 
 func TestConfigFile(t *testing.T) {
 	p := filepath.Join(t.TempDir(), "config.yaml")
-	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\nhibernate_after: 4h\nhibernate_keep_processes: true\nworkspace: disk\ncheckpoint_every: 30s\ncheckpoint_keep: 50\ncheckpoint_max_size: 1g\n"+
+	os.WriteFile(p, []byte("idle_timeout: off\ncost_per_core_hour: 0.25\nmemory: 8g\nworkspace_size: 512m\ncpus: 1.5\npids: 200\nimage: my/image\nca_bundle: /etc/ca.pem\nhibernate_after: 4h\nhibernate_keep_processes: true\nworkspace: disk\ncheckpoint_every: 30s\ncheckpoint_keep: 50\ncheckpoint_max_size: 1g\nwarm_pool: 5\n"+
 		"egress:\n  allow: [example.org, \"*.example.com:443\"]\n  private: true\n  ask_timeout: 2m\nagents:\n  claude: {model: m1, base_url: \"http://10.0.0.5:8080\"}\n"), 0o644)
 	d, err := LoadConfig(p, true)
 	if err != nil {
@@ -23,7 +23,7 @@ func TestConfigFile(t *testing.T) {
 		d.Egress.Mode != "custom" || len(d.Egress.Allow) != 2 || !d.Egress.Private || d.Egress.AskTimeout != 2*time.Minute ||
 		d.Agents["claude"].Model != "m1" || d.Agents["claude"].BaseURL != "http://10.0.0.5:8080" ||
 		d.HibernateAfter != 4*time.Hour || !d.HibernateKeepProcesses || d.Workspace != "disk" ||
-		d.CheckpointEvery != 30*time.Second || d.CheckpointKeep != 50 || d.CheckpointMaxBytes != 1<<30 {
+		d.CheckpointEvery != 30*time.Second || d.CheckpointKeep != 50 || d.CheckpointMaxBytes != 1<<30 || d.WarmPool != 5 {
 		t.Fatalf("defaults %+v", d)
 	}
 	for bad, says := range map[string]string{
@@ -43,12 +43,27 @@ func TestConfigFile(t *testing.T) {
 		"checkpoint_every: often\n":            "checkpoint_every",
 		"checkpoint_max_size: big\n":           "not a size",
 		"memory: [1, 2]\n":                     "README",
+		"warm_pool: -1\n":                      "warm_pool",
 	} {
 		os.WriteFile(p, []byte(bad), 0o644)
 		_, err := LoadConfig(p, true)
 		if err == nil || !strings.Contains(err.Error(), says) || !errdefs.IsInvalid(err) {
 			t.Errorf("%q: %v, want an invalid-input error saying %q", bad, err, says)
 		}
+	}
+}
+
+// TestConfigWarmPoolOff: 0 turns the pool off (negative in the engine's
+// defaults, where 0 is the built-in default).
+func TestConfigWarmPoolOff(t *testing.T) {
+	p := filepath.Join(t.TempDir(), "config.yaml")
+	os.WriteFile(p, []byte("warm_pool: 0\n"), 0o644)
+	if d, err := LoadConfig(p, true); err != nil || d.WarmPool >= 0 {
+		t.Fatalf("warm_pool: 0 gives %d, %v: want the pool off", d.WarmPool, err)
+	}
+	os.WriteFile(p, []byte("image: x\n"), 0o644)
+	if d, err := LoadConfig(p, true); err != nil || d.WarmPool != 0 {
+		t.Fatalf("no warm_pool gives %d, %v: want the built-in default", d.WarmPool, err)
 	}
 }
 

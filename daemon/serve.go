@@ -11,6 +11,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/server"
+	"github.com/airlock/airlock/errdefs"
 )
 
 // ServeOptions say where the daemon answers and what it reads at start.
@@ -36,6 +37,9 @@ type ServeOptions struct {
 	Logger *slog.Logger
 	// Version is the engine's version that `airlock version` shows.
 	Version string
+	// WarmPool, when set, is the warm pool's size over the config
+	// file's (0: none).
+	WarmPool *int
 }
 
 // NewLogger is the daemon's log: text lines to w, debug messages only when
@@ -61,6 +65,15 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	defaults, err := LoadConfig(o.Config, o.ConfigRequired)
 	if err != nil {
 		return err
+	}
+	if o.WarmPool != nil {
+		if *o.WarmPool < 0 {
+			return errdefs.Invalidf("--warm-pool %d: give how many warm containers to keep, 0 for none", *o.WarmPool)
+		}
+		defaults.WarmPool = *o.WarmPool
+		if *o.WarmPool == 0 {
+			defaults.WarmPool = -1
+		}
 	}
 	token, err := loadToken(o.TokenFile)
 	if err != nil {

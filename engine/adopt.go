@@ -38,6 +38,11 @@ func (e *Engine) adopt(ctx context.Context) error {
 	}
 	used := map[string]bool{}
 	if recs, err := e.store.Sessions(ctx); err == nil {
+		// Warm containers are no one's session: the previous engine's
+		// go (their networks with the unused ones, below).
+		if err := e.cleanWarm(ctx, recs); err != nil {
+			e.log.Warn("clean up warm containers", "err", err)
+		}
 		for _, r := range recs {
 			used[network.KeyOf(r.Network)] = true
 		}

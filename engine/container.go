@@ -28,7 +28,10 @@ const (
 	workspacePath = "/workspace"
 	homePath      = "/home/airlock"
 	caPath        = "/etc/airlock/ca-bundle.pem"
-	caFile        = "ca-bundle.pem" // in the session's directory
+	resolvPath    = "/etc/resolv.conf"
+	aptProxyPath  = "/etc/apt/apt.conf.d/99airlock-proxy"
+	dockerInit    = "/sbin/docker-init" // where Docker binds its init (Init)
+	caFile        = "ca-bundle.pem"     // in the session's directory
 )
 
 // keepAlive is the container's main process: it idles until stopped, so
@@ -44,9 +47,36 @@ const idleScript = "[ -x /.airlock/init ] && [ -s /.airlock/init ] && exec /.air
 // containerSpec is the container of a session: cmd as its main process,
 // the merged workspace at /workspace, hardened and limited. A session's
 // container can be made again from its record alone.
+//
+// A warm container (warmpool.go) is made here too, before its session
+// has a project, from a record equal in every field read here; how each
+// part is the same as a cold session's:
+//   - Image, User, Env (rec.Env), Resources, the tmpfs size: the warm
+//     entry's kind holds them (image by id), claimed only by a create
+//     that asks for the same.
+//   - Hostname, the AIRLOCK_SESSION variable, the labels, the container's
+//     name and its cgroup parent (the meter's, by id): the entry's id is
+//     the session's.
+//   - The proxy variables, resolv.conf and apt's proxy (gw): the entry's
+//     network is the session's; the files are written again at the claim.
+//   - The trust store (CABundle): in the kind; written again at the claim.
+//   - Cmd, Entrypoint, WorkingDir, Init, capabilities, no-new-privileges,
+//     sysctls, network mode, the home tmpfs, the init's mounts: fixed.
+//   - /workspace: the same bind of D/merged, rslave for every session
+//     (its source is a shared mount, see overlay.Prepare), so that the
+//     overlay mounted at the claim reaches a warm container. A cold
+//     container's overlay is there before it starts.
+//   - The mount points Docker makes for these mounts in the container's
+//     own layer are the same in every container (mountPlaceholder lists
+//     them: keep it in step), so a restore whose snapshot holds nothing
+//     else of that layer starts warm.
+//   - The first command's label and log settings (firstRun.configure)
+//     are never a warm container's: a claimed first command runs as an
+//     exec.
 func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, gw netip.Addr) (*container.Config, *container.HostConfig) {
 	env := append([]string{"HOME=" + homePath, "AIRLOCK_SESSION=" + rec.ID}, rec.Env...)
-	mounts := []mount.Mount{{Type: mount.TypeBind, Source: merged, Target: workspacePath}}
+	mounts := []mount.Mount{{Type: mount.TypeBind, Source: merged, Target: workspacePath,
+		BindOptions: &mount.BindOptions{Propagation: mount.PropagationRSlave}}}
 	netMode := container.NetworkMode("")
 	var sysctls map[string]string
 	if rec.Network != "" {
@@ -56,9 +86,9 @@ func (e *Engine) containerSpec(rec store.Session, cmd []string, merged string, g
 		// session's (see network.Net) once it runs.
 		netMode = container.NetworkMode("none")
 		env = append(env, proxyEnv(gw)...)
-		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: "/etc/resolv.conf", ReadOnly: true},
+		mounts = append(mounts, mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "resolv.conf"), Target: resolvPath, ReadOnly: true},
 			// apt reads no environment under sudo: tell it in its config.
-			mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "apt-proxy.conf"), Target: "/etc/apt/apt.conf.d/99airlock-proxy", ReadOnly: true})
+			mount.Mount{Type: mount.TypeBind, Source: filepath.Join(rec.Dir, "apt-proxy.conf"), Target: aptProxyPath, ReadOnly: true})
 		sysctls = map[string]string{"net.ipv6.conf.all.disable_ipv6": "1", "net.ipv6.conf.default.disable_ipv6": "1"}
 	}
 	if rec.CABundle != "" || rec.Network != "" {

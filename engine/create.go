@@ -35,6 +35,18 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createM
 	if err != nil {
 		return api.Session{}, err
 	}
+	if w := e.claimWarm(plan, mode); w != nil {
+		s, retry, err := e.createWarm(ctx, plan, mode, w)
+		if !retry {
+			return s, err
+		}
+	}
+	return e.createCold(ctx, t0, plan, mode)
+}
+
+// createCold makes a session of plan with a container of its own, made
+// now.
+func (e *Engine) createCold(ctx context.Context, t0 time.Time, plan createPlan, mode createMode) (api.Session, error) {
 	c := &creation{e: e, mode: mode}
 	ok := false
 	defer func() {
@@ -47,7 +59,7 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createM
 	}
 	c.network(plan.policy)
 	tMount := time.Now()
-	if err := c.mount(); err != nil {
+	if err := c.mount(false); err != nil {
 		return api.Session{}, err
 	}
 	c.captureBase()
@@ -80,6 +92,7 @@ type createPlan struct {
 	req      api.CreateRequest
 	project  string // the real path
 	image    string
+	imageID  string // what image names now
 	limits   api.Limits
 	caBundle string
 	user     string
@@ -107,7 +120,7 @@ func (e *Engine) check(ctx context.Context, req api.CreateRequest) (createPlan, 
 	if err := checkLimits(p.limits); err != nil {
 		return p, err
 	}
-	if err := e.checkImage(ctx, p.image); err != nil {
+	if p.imageID, err = e.checkImage(ctx, p.image); err != nil {
 		return p, err
 	}
 	if p.caBundle == "" {
@@ -156,20 +169,22 @@ func checkWorkspaceKind(kind string) error {
 	return errdefs.Invalidf("workspace %q: give --workspace tmpfs (in memory, the default) or --workspace disk (on the state directory's disk)", kind)
 }
 
-// checkImage says, with what to do, when image is not available locally.
-func (e *Engine) checkImage(ctx context.Context, image string) error {
-	if _, err := e.docker.ImageInspect(ctx, image); err != nil {
+// checkImage says, with what to do, when image is not available
+// locally, and otherwise which image (by id) the name stands for.
+func (e *Engine) checkImage(ctx context.Context, image string) (string, error) {
+	ins, err := e.docker.ImageInspect(ctx, image)
+	if err != nil {
 		err = dockerError("image "+image, err)
 		if errdefs.IsNotFound(err) {
 			hint := "build it with `airlock image build`"
 			if image != DefaultImage {
 				hint = "build or pull it first, or leave out --image to use " + DefaultImage
 			}
-			return errdefs.NotFoundf("image %s is not available locally: %s", image, hint)
+			return "", errdefs.NotFoundf("image %s is not available locally: %s", image, hint)
 		}
-		return err
+		return "", err
 	}
-	return nil
+	return ins.ID, nil
 }
 
 // creation is a session being made: what its steps made so far, and how
@@ -245,12 +260,21 @@ func (c *creation) network(pol *egress.Policy) {
 }
 
 // mount mounts the workspace over the project, filled first as the mode
-// says. Cleanup: whatever of it is mounted is unmounted and the session's
-// directory removed, unless the container could not be removed (never
-// unmount under a live container). The cleanup comes first: a fill that
-// fails may leave the tmpfs busy for a moment, which the mount's own
+// says; prepared, in what a warm entry prepared (whose cleanup is the
+// claim's). Cleanup: whatever of it is mounted is unmounted and the
+// session's directory removed, unless the container could not be removed
+// (never unmount under a live container). The cleanup comes first: a fill
+// that fails may leave the tmpfs busy for a moment, which the mount's own
 // cleanup does not wait for.
-func (c *creation) mount() error {
+func (c *creation) mount(prepared bool) error {
+	if prepared {
+		ws, err := overlay.MountPrepared(c.rec.Project, c.rec.Dir, c.mode.fillWorkspace)
+		if err != nil {
+			return err
+		}
+		c.ws = ws
+		return nil
+	}
 	c.onFail(func(context.Context) {
 		if c.containerKept {
 			return

@@ -32,6 +32,9 @@ type createMode interface {
 	starting()
 	// running runs once the container runs on its network.
 	running(ctx context.Context, c *creation) error
+	// warm says whether the session may start from a warm container
+	// (warmpool.go), already started: created is then not called.
+	warm() bool
 }
 
 // idle is the mode of Create: an empty workspace over the project and a
@@ -45,6 +48,7 @@ func (idle) configure(*container.Config, *container.HostConfig) {}
 func (idle) created(context.Context, *creation) error           { return nil }
 func (idle) starting()                                          {}
 func (idle) running(context.Context, *creation) error           { return nil }
+func (idle) warm() bool                                         { return true }
 
 // The first command runs as the container's main process, which is
 // attached to before it starts, as `docker run` does, so that no output
@@ -73,6 +77,11 @@ func (f *firstRun) created(ctx context.Context, c *creation) error {
 func (f *firstRun) starting()                              { f.started = time.Now() }
 func (*firstRun) running(context.Context, *creation) error { return nil }
 
+// A first command may start from a warm container, whose main process is
+// already the init: the command then runs as the session's next ones do
+// (Run sees claimed and execs it).
+func (*firstRun) warm() bool { return true }
+
 // A restored session's workspace, container layer and home come from a
 // snapshot: the workspace before the overlay is mounted, the container
 // layer once the container exists, the home (a tmpfs) once it runs.
@@ -81,6 +90,12 @@ func (s *restoreSource) racesBase() bool                                  { retu
 func (*restoreSource) command() []string                                  { return keepAlive }
 func (*restoreSource) configure(*container.Config, *container.HostConfig) {}
 func (*restoreSource) starting()                                          {}
+
+// A restore starts from a warm container when the snapshot changed none
+// of the container's own files: those go into Docker's upper directory
+// before the container starts. The home is filled once it runs, as for a
+// cold one.
+func (s *restoreSource) warm() bool { return s.containerEmpty }
 
 func (s *restoreSource) created(ctx context.Context, c *creation) error {
 	info, err := c.e.docker.ContainerInspect(ctx, c.rec.ContainerID)

@@ -76,6 +76,10 @@ type Defaults struct {
 	CheckpointEvery    time.Duration
 	CheckpointKeep     int
 	CheckpointMaxBytes int64
+	// WarmPool is how many warm containers (warmpool.go) the engine
+	// keeps for each of the two kinds of session asked for last
+	// (default DefaultWarmPool; negative: none).
+	WarmPool int
 }
 
 // Built-in defaults.
@@ -84,6 +88,7 @@ const (
 	DefaultWorkspaceSize = 2 << 30
 	DefaultMemory        = 4 << 30 // includes the workspace
 	DefaultPids          = 1024
+	DefaultWarmPool      = 2
 )
 
 func (d Defaults) withBuiltins() Defaults {
@@ -113,6 +118,9 @@ func (d Defaults) withBuiltins() Defaults {
 	}
 	if d.Limits.Pids == 0 {
 		d.Limits.Pids = DefaultPids
+	}
+	if d.WarmPool == 0 {
+		d.WarmPool = DefaultWarmPool
 	}
 	if d.Limits.CPUs == 0 {
 		d.Limits.CPUs = float64(min(runtime.NumCPU(), 2))
@@ -196,6 +204,9 @@ type Engine struct {
 	peeks peeks
 	// timeline keeps the sessions' checkpoints (engine/timeline).
 	timeline *timeline.Timeline
+	// warm keeps containers ready for new sessions (engine/warm,
+	// warmpool.go); nil until the engine adopted its sessions.
+	warm *warmPool
 }
 
 // live is the in-memory side of a session.
@@ -274,6 +285,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		return nil, err
 	}
 	e.nets.Fill()
+	e.warm = newWarmPool(e)
 	e.ports = newPorts(e)
 	every := opts.IdleCheck
 	if every <= 0 {
@@ -297,6 +309,9 @@ func (e *Engine) Close(ctx context.Context) {
 		e.schedules.Stop(ctx)
 	}
 	e.ports.Stop()
+	if e.warm != nil {
+		e.warm.Close(ctx) // before the networks: its entries hold some
+	}
 	e.nets.Close()
 	// The sessions' networks stay (the next engine adopts them), but what
 	// serves on their gateways is this process's: its listeners close

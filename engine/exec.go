@@ -29,6 +29,9 @@ type ExecIO struct {
 	// noCheckpoint: the command is part of an agent turn, whose end is
 	// checkpointed instead.
 	noCheckpoint bool
+	// asFirst: the command is a session's first, run as an exec (the
+	// session started warm): it runs as firstShell says.
+	asFirst bool
 }
 
 // Output kept per command: the head and the tail, so that both how it
@@ -71,7 +74,11 @@ func (e *Engine) Exec(ctx context.Context, id string, req api.ExecRequest, sio E
 	// background, is finished before this one can write: its writes
 	// would otherwise land in that checkpoint (and an undo to it).
 	e.timeline.Settle(rec.ID)
-	cmd, err := e.startCommand(ctx, rec, req, user)
+	run := req
+	if sio.asFirst {
+		run.Argv = firstShell(req.Argv)
+	}
+	cmd, err := e.startCommand(ctx, rec, run, user)
 	if err != nil {
 		return -1, err
 	}

@@ -33,6 +33,9 @@ type firstRun struct {
 	mark    string
 	attach  types.HijackedResponse
 	started time.Time
+	// claimed is set when the session started from a warm container:
+	// the command was not run, and runs as an exec.
+	claimed bool
 }
 
 func (f *firstRun) cmd() []string {
@@ -47,6 +50,15 @@ func (f *firstRun) cmd() []string {
 		`else printf 'airlock: %s: command not found in the session (check the image and PATH)\n' "$1" >&2; c=127; fi; printf '%s%d\n' "$m" "$c"; printf '%s%d\n' "$m" "$c" >&2; ` +
 		`exec </dev/null >/dev/null 2>&1; ` + idleScript
 	return append([]string{"/bin/sh", "-c", script, "airlock", f.mark}, f.argv...)
+}
+
+// firstShell is argv run as the first command's script runs it, for a
+// first command run as an exec (a warm session's): shell builtins (`exit
+// 4`) work, and a command that is not there says so.
+func firstShell(argv []string) []string {
+	script := `if command -v -- "$1" >/dev/null 2>&1; then "$@"; ` +
+		`else printf 'airlock: %s: command not found in the session (check the image and PATH)\n' "$1" >&2; exit 127; fi`
+	return append([]string{"/bin/sh", "-c", script, "airlock"}, argv...)
 }
 
 // firstEligible reports whether a first command can run as the main
@@ -82,6 +94,10 @@ func (e *Engine) Run(ctx context.Context, creq api.CreateRequest, xreq api.ExecR
 	}
 	if created != nil {
 		created(sess)
+	}
+	if first.claimed {
+		sio.asFirst = true
+		return e.Exec(ctx, sess.ID, xreq, sio)
 	}
 	cmdID, err := e.store.StartCommand(context.WithoutCancel(ctx), store.Command{
 		Command: api.Command{Session: sess.ID, Argv: xreq.Argv, User: sess.User, Started: first.started},

@@ -5,6 +5,7 @@ import (
 	"errors"
 	"fmt"
 	"io"
+	"io/fs"
 	"strings"
 	"sync"
 	"syscall"
@@ -12,6 +13,7 @@ import (
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/engine/fastexec"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/snapshot"
 	v1 "github.com/google/go-containerregistry/pkg/v1"
@@ -23,6 +25,10 @@ type restoreSource struct {
 	snap api.Snapshot
 	// the layers by what they hold
 	container, workspace v1.Hash
+	// containerEmpty says the container layer changes none of the
+	// container's own files (home aside, and the mount points Docker
+	// makes in every container: mountPlaceholder): known once prepared.
+	containerEmpty bool
 }
 
 func (e *Engine) restoreSource(snap api.Snapshot) (*restoreSource, error) {
@@ -127,7 +133,16 @@ type cachedPart struct {
 // the sessions of a restore and before any is made: a damaged or refused
 // layer fails the restore with nothing to undo.
 func (s *restoreSource) prepare() error {
+	s.containerEmpty = s.container.Hex == ""
 	for what, p := range s.parts() {
+		if what == whatContainer {
+			empty, err := s.e.layers.Only(cacheKey(what, p.layer), s.applyToCache(what, p), s.e.mountPlaceholder)
+			if err != nil {
+				return err
+			}
+			s.containerEmpty = empty
+			continue
+		}
 		if err := s.e.layers.Fill(cacheKey(what, p.layer), s.applyToCache(what, p)); err != nil {
 			return err
 		}
@@ -175,6 +190,27 @@ func (s *restoreSource) clone(what string, dir string) error {
 		return errdefs.Invalidf("snapshot %s does not fit (%v): its workspace layer holds %s; restore it with a larger --workspace-size", s.snap.ID, err, humanBytes(workspaceBytes(s.snap)))
 	}
 	return fmt.Errorf("restore snapshot %s: %w", s.snap.ID, err)
+}
+
+// mountPlaceholder says whether an entry of a snapshot's container
+// changes (rel, its path from /) is only what Docker makes in every
+// session container's own layer for the mounts it binds there: the
+// mount point (a directory, or an empty file for a file's bind) and the
+// directories above it. A container started from the same spec holds
+// the same already, so a restore need not write it (a warm container,
+// already started, can take the snapshot).
+func (e *Engine) mountPlaceholder(rel string, fi fs.FileInfo) bool {
+	// containerSpec's mounts and tmpfs, and Docker's init.
+	for _, t := range []string{workspacePath, resolvPath, aptProxyPath, caPath, homePath, fastexec.InitPath, fastexec.SocketDir, dockerInit} {
+		t = strings.TrimPrefix(t, "/")
+		switch {
+		case rel == t:
+			return fi.IsDir() || (fi.Mode().IsRegular() && fi.Size() == 0)
+		case strings.HasPrefix(t, rel+"/"):
+			return fi.IsDir()
+		}
+	}
+	return false
 }
 
 // cacheKey names the part of a layer a restore applies (the workspace

@@ -23,7 +23,7 @@ func (e *Engine) Settings(ctx context.Context) api.Settings {
 	d := e.defs()
 	return api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
 		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review,
-		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace}
+		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace, WarmPool: d.WarmPool}
 }
 
 // SetSettings changes the defaults of new sessions (running ones keep
@@ -66,6 +66,9 @@ func (e *Engine) SetSettings(ctx context.Context, s api.Settings) (api.Settings,
 		return api.Settings{}, err
 	}
 	e.defaults.Store(&next)
+	if e.warm != nil {
+		e.warm.Refill() // the pool's size may have changed
+	}
 	e.log.Info("settings changed")
 	return e.Settings(ctx), nil
 }
@@ -83,6 +86,9 @@ func apply(d *Defaults, s api.Settings) {
 	}
 	if s.Workspace != "" {
 		d.Workspace = s.Workspace
+	}
+	if s.WarmPool != 0 {
+		d.WarmPool = s.WarmPool
 	}
 	if s.CostPerCoreHour > 0 {
 		d.CostPerCoreHour = s.CostPerCoreHour
@@ -137,11 +143,11 @@ func checkReviewLimits(r api.ReviewLimits) error {
 func merge(saved *api.Settings, s api.Settings) {
 	d := Defaults{Image: saved.Image, IdleTimeout: saved.IdleTimeout, CostPerCoreHour: saved.CostPerCoreHour,
 		CABundle: saved.CABundle, Limits: saved.Limits, Egress: saved.Egress, Review: saved.Review,
-		HibernateAfter: saved.HibernateAfter, Workspace: saved.Workspace}
+		HibernateAfter: saved.HibernateAfter, Workspace: saved.Workspace, WarmPool: saved.WarmPool}
 	apply(&d, s)
 	*saved = api.Settings{Image: d.Image, IdleTimeout: d.IdleTimeout, CostPerCoreHour: d.CostPerCoreHour,
 		CABundle: d.CABundle, Limits: d.Limits, Egress: d.Egress, Review: d.Review,
-		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace}
+		HibernateAfter: d.HibernateAfter, Workspace: d.Workspace, WarmPool: d.WarmPool}
 }
 
 // loadSettings applies the saved settings over d.

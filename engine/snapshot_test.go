@@ -325,9 +325,11 @@ func TestSnapshotExportImport(t *testing.T) {
 		t.Errorf("docker run of the exported image printed %q (load: %s)", out, loaded.String())
 	}
 
-	// Gone from here: the session, the snapshot, the image.
+	// Gone from here: the session, the snapshot, the image (and the
+	// warm containers made on it, which hold it as sessions do).
 	must(t, e.Remove(ctx, s.ID))
 	must(t, e.RemoveSnapshot(ctx, snap.ID))
+	drainWarm(t, e)
 	if _, err := d.ImageRemove(ctx, committed.ID, image.RemoveOptions{Force: true}); err != nil {
 		t.Fatal(err)
 	}

@@ -11,6 +11,11 @@
 //	D/ws/upper    overlay upper dir: everything the session wrote
 //	D/ws/work     overlay work dir
 //	D/merged      the overlay mount, bound into the container at /workspace
+//	              (rslave); where the mount D is on does not propagate,
+//	              D/merged is first bound onto itself as a shared mount, so
+//	              that a container binding it sees the overlay even when it
+//	              is mounted after the container started (a warm container,
+//	              see Prepare)
 //
 // Mounts live in the host's mount namespace, so they outlive the process that
 // made them; Find recovers a workspace from /proc/self/mountinfo after a
@@ -98,17 +103,50 @@ func Mount(lower, dir string, size int64) (*Workspace, error) {
 // a snapshot) before the overlay is mounted over it: overlayfs does not
 // allow changing the upper directory under a mounted overlay.
 func MountFilled(lower, dir string, size int64, fill func(upper string) error) (*Workspace, error) {
-	return mount(lower, dir, size, false, fill)
+	return mount(lower, dir, size, false, false, fill)
+}
+
+// Prepare makes what a workspace at dir needs before its project is
+// known: the tmpfs of size bytes and the mount point D/merged (see share). A
+// container may bind D/merged (rslave) at once; MountPrepared later
+// mounts the overlay there, and the container sees it. Unmount takes a
+// prepared workspace back as it does a mounted one.
+func Prepare(dir string, size int64) error {
+	if size < 1<<20 {
+		return errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
+	}
+	w := &Workspace{Dir: dir}
+	for _, d := range []string{w.Tmpfs(), w.Merged()} {
+		if err := os.MkdirAll(d, 0o700); err != nil {
+			return err
+		}
+	}
+	if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+		return mountError("tmpfs", err)
+	}
+	if err := w.share(); err != nil {
+		unix.Unmount(w.Tmpfs(), 0)
+		return err
+	}
+	return nil
+}
+
+// MountPrepared mounts the workspace at dir over the project lower, in
+// what Prepare made there, filled first by fill. On error the prepared
+// tmpfs and mount point stay (Unmount takes them back).
+func MountPrepared(lower, dir string, fill func(upper string) error) (*Workspace, error) {
+	return mount(lower, dir, 0, false, true, fill)
 }
 
 // MountDisk is MountFilled for a disk workspace: the upper and work
 // directories are made in D/ws on D's file system, not in a tmpfs.
 func MountDisk(lower, dir string, fill func(upper string) error) (*Workspace, error) {
-	return mount(lower, dir, 0, true, fill)
+	return mount(lower, dir, 0, true, false, fill)
 }
 
-func mount(lower, dir string, size int64, disk bool, fill func(upper string) error) (*Workspace, error) {
-	if !disk && size < 1<<20 {
+func mount(lower, dir string, size int64, disk, prepared bool, fill func(upper string) error) (*Workspace, error) {
+	if !disk && !prepared && size < 1<<20 {
 		return nil, errdefs.Invalidf("workspace size %d bytes is too small: give at least 1 MiB (e.g. --workspace-size 2g)", size)
 	}
 	st, err := os.Stat(lower)
@@ -132,14 +170,24 @@ func mount(lower, dir string, size int64, disk bool, fill func(upper string) err
 		if err := os.RemoveAll(w.work()); err != nil {
 			return nil, err
 		}
-	} else if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
-		fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
-		return nil, mountError("tmpfs", err)
+	} else if !prepared {
+		if err := unix.Mount("airlock-ws", w.Tmpfs(), "tmpfs", unix.MS_NOSUID|unix.MS_NODEV,
+			fmt.Sprintf("size=%d,mode=0700", size)); err != nil {
+			return nil, mountError("tmpfs", err)
+		}
 	}
 	ok := false
 	defer func() {
 		if !ok {
-			_ = unix.Unmount(w.Merged(), 0)
+			if prepared {
+				// The prepared tmpfs and mount point are the caller's
+				// to take back; what this mount made in them goes.
+				_ = unmountOverlay(w.Merged())
+				_ = os.RemoveAll(w.Upper())
+				_ = os.RemoveAll(w.work())
+				return
+			}
+			_ = unmountAll(w.Merged())
 			if disk {
 				_ = os.RemoveAll(w.Upper())
 				_ = os.RemoveAll(w.work())
@@ -174,8 +222,12 @@ func mount(lower, dir string, size int64, disk bool, fill func(upper string) err
 	return w, nil
 }
 
-// mountOverlay mounts the overlay over the upper directory.
+// mountOverlay mounts the overlay over the upper directory, on the
+// shared mount point (made first if it is not there).
 func (w *Workspace) mountOverlay() error {
+	if err := w.share(); err != nil {
+		return err
+	}
 	dirs := fmt.Sprintf("lowerdir=%s,upperdir=%s,workdir=%s", escapeOpt(w.Lower), escapeOpt(w.Upper()), escapeOpt(w.work()))
 	// redirect_dir and metacopy stay off so that the upper layer always holds
 	// whole files and renamed directories are plain copies plus whiteouts:
@@ -187,6 +239,69 @@ func (w *Workspace) mountOverlay() error {
 		}
 	}
 	return nil
+}
+
+// share makes D/merged a place where an overlay mounted later reaches
+// the containers that bind it rslave: it is when the mount it is on
+// propagates already (shared, or a slave, as a state directory on a
+// shared mount, or / on most systemd hosts, is); otherwise D/merged is
+// bound onto itself and the bind made shared, in a peer group of its own.
+// (Binding it where the mount propagates would take it out of the group
+// that reaches the container runtime's mount namespace.)
+func (w *Workspace) share() error {
+	m := w.Merged()
+	at, propagates, err := containingMount(m)
+	if err != nil {
+		return err
+	}
+	if at == m || propagates {
+		return nil
+	}
+	if err := unix.Mount(m, m, "", unix.MS_BIND, ""); err != nil {
+		return mountError("mount point", err)
+	}
+	if err := unix.Mount("", m, "", unix.MS_SHARED, ""); err != nil {
+		unix.Unmount(m, 0)
+		return mountError("mount point", err)
+	}
+	return nil
+}
+
+// containingMount is the mount point of the topmost mount holding path,
+// and whether that mount propagates (shared or slave).
+func containingMount(path string) (string, bool, error) {
+	f, err := os.Open("/proc/self/mountinfo")
+	if err != nil {
+		return "", false, err
+	}
+	defer f.Close()
+	best, propagates := "", false
+	sc := bufio.NewScanner(f)
+	sc.Buffer(make([]byte, 64*1024), 1<<20)
+	for sc.Scan() {
+		fields := strings.Fields(sc.Text())
+		if len(fields) < 7 {
+			continue
+		}
+		mp := unescapeMountinfo(fields[4])
+		if mp != path && mp != "/" && !strings.HasPrefix(path, mp+"/") {
+			continue
+		}
+		if len(mp) < len(best) {
+			continue
+		}
+		// Later lines of the same mount point are mounted on top.
+		best, propagates = mp, false
+		for _, opt := range fields[6:] {
+			if opt == "-" {
+				break
+			}
+			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
+				propagates = true
+			}
+		}
+	}
+	return best, propagates, sc.Err()
 }
 
 // escapeOpt escapes the characters overlay's option parser splits on
@@ -217,7 +332,7 @@ func Find(lower, dir string) (*Workspace, error) {
 	if err != nil {
 		return nil, err
 	}
-	if mounts[w.Tmpfs()] != "tmpfs" {
+	if mounts[w.Tmpfs()].fstype != "tmpfs" {
 		// An unmounted tmpfs leaves its mount point empty; a disk
 		// workspace's upper directory is there.
 		st, err := os.Lstat(w.Upper())
@@ -226,7 +341,7 @@ func Find(lower, dir string) (*Workspace, error) {
 		}
 		w.Disk = true
 	}
-	if mounts[w.Merged()] != "overlay" {
+	if !mounts[w.Merged()].isOverlay() {
 		// The writes survive in the tmpfs: mount the overlay over them again.
 		if err := w.mountOverlay(); err != nil {
 			return nil, err
@@ -235,14 +350,22 @@ func Find(lower, dir string) (*Workspace, error) {
 	return w, nil
 }
 
-// mountPoints maps each mount point to its filesystem type.
-func mountPoints() (map[string]string, error) {
+// mounted is the topmost mount on a mount point.
+type mounted struct{ fstype, source string }
+
+// isOverlay says whether the mount is a workspace's overlay (not the
+// shared mount point below it, which may be on an overlay file system
+// itself).
+func (m mounted) isOverlay() bool { return m.fstype == "overlay" && m.source == "airlock" }
+
+// mountPoints maps each mount point to its topmost mount.
+func mountPoints() (map[string]mounted, error) {
 	f, err := os.Open("/proc/self/mountinfo")
 	if err != nil {
 		return nil, err
 	}
 	defer f.Close()
-	m := map[string]string{}
+	m := map[string]mounted{}
 	sc := bufio.NewScanner(f)
 	sc.Buffer(make([]byte, 64*1024), 1<<20)
 	for sc.Scan() {
@@ -261,7 +384,12 @@ func mountPoints() (map[string]string, error) {
 		if sep < 0 || sep+1 >= len(fields) {
 			continue
 		}
-		m[unescapeMountinfo(fields[4])] = fields[sep+1]
+		// Later lines are mounts made later: on top of earlier ones.
+		mt := mounted{fstype: fields[sep+1]}
+		if sep+2 < len(fields) {
+			mt.source = fields[sep+2]
+		}
+		m[unescapeMountinfo(fields[4])] = mt
 	}
 	return m, sc.Err()
 }
@@ -291,11 +419,42 @@ func unescapeMountinfo(s string) string {
 // to a detached tmpfs. Unmounting what is already gone is not an error.
 func (w *Workspace) Unmount() error {
 	for _, p := range []string{w.Merged(), w.Tmpfs()} {
-		if err := unmount(p); err != nil {
+		if err := unmountAll(p); err != nil {
 			return err
 		}
 	}
 	return os.RemoveAll(w.Dir)
+}
+
+// unmountAll unmounts every mount stacked on p (the overlay and the
+// shared mount point below it).
+func unmountAll(p string) error {
+	for i := 0; i < 8; i++ {
+		mounts, err := mountPoints()
+		if err != nil {
+			return err
+		}
+		if _, ok := mounts[p]; !ok {
+			return nil
+		}
+		if err := unmount(p); err != nil {
+			return err
+		}
+	}
+	return fmt.Errorf("unmount %s: still mounted", p)
+}
+
+// unmountOverlay unmounts the overlay at p, if it is the topmost mount
+// there, and leaves the mount point below it.
+func unmountOverlay(p string) error {
+	mounts, err := mountPoints()
+	if err != nil {
+		return err
+	}
+	if !mounts[p].isOverlay() {
+		return nil
+	}
+	return unmount(p)
 }
 
 // unmount unmounts p; one not mounted is fine. A mount that is busy for a
@@ -322,7 +481,7 @@ func unmount(p string) error {
 // everything else in D (the base, the container's configuration). Like
 // Unmount, only once no container uses the workspace.
 func (w *Workspace) Close() error {
-	if err := unmount(w.Merged()); err != nil {
+	if err := unmountAll(w.Merged()); err != nil {
 		return err
 	}
 	if w.Disk {

@@ -2,12 +2,14 @@ package snapshot
 
 import (
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"strings"
 	"sync"
 
 	"github.com/airlock/airlock/confined"
+	"golang.org/x/sys/unix"
 )
 
 // LayerCache keeps layers applied once, each in a directory of its own
@@ -137,4 +139,48 @@ func (c *LayerCache) Drop(keep func(key string) bool) error {
 		return errs[0]
 	}
 	return nil
+}
+
+// Only says whether every entry of the layer cached under key passes
+// keep (given its path relative to the layer's root, slash-separated, and
+// its lstat), applying the layer first, as Fill does, when the cache does
+// not hold it yet. Whiteouts (character devices) and opaque directories
+// never pass. The cache's directories are the engine's own: a symlink in
+// them is an entry like any other, never followed.
+func (c *LayerCache) Only(key string, apply func(*confined.Root) error, keep func(rel string, fi fs.FileInfo) bool) (bool, error) {
+	if err := c.Fill(key, apply); err != nil {
+		return false, err
+	}
+	c.mu.RLock()
+	defer c.mu.RUnlock()
+	root := filepath.Join(c.dir, key)
+	ok := true
+	err := filepath.WalkDir(root, func(p string, d fs.DirEntry, err error) error {
+		if err != nil {
+			return err
+		}
+		if p == root {
+			return nil
+		}
+		fi, err := d.Info()
+		if err != nil {
+			return err
+		}
+		rel, err := filepath.Rel(root, p)
+		if err != nil {
+			return err
+		}
+		if fi.Mode()&fs.ModeCharDevice != 0 || (fi.IsDir() && opaque(p)) || !keep(filepath.ToSlash(rel), fi) {
+			ok = false
+			return filepath.SkipAll
+		}
+		return nil
+	})
+	return ok, err
+}
+
+func opaque(dir string) bool {
+	v := make([]byte, 1)
+	n, err := unix.Lgetxattr(dir, "trusted.overlay.opaque", v)
+	return err == nil && n == 1 && v[0] == 'y'
 }

@@ -230,6 +230,10 @@ type Settings struct {
 	Limits          Limits       `json:"limits"`
 	Egress          EgressPolicy `json:"egress"`
 	Review          ReviewLimits `json:"review"`
+	// WarmPool is how many warm containers the engine keeps ready for
+	// each of the two kinds of session asked for last (0: unchanged, or
+	// the default, 2; negative: none).
+	WarmPool int `json:"warm_pool,omitempty"`
 }
 
 // ReviewLimits bound what a review reads and renders of one session's

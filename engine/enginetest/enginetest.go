@@ -24,6 +24,7 @@ import (
 	"os"
 	"os/exec"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"sync"
 	"syscall"
@@ -126,6 +127,9 @@ func Reopen(t testing.TB, d *client.Client, dir string, opts ...func(*engine.Opt
 	o := engine.Options{StateDir: dir, Defaults: engine.Defaults{
 		Image: Image, Limits: api.Limits{WorkspaceSize: 64 << 20, Memory: 256 << 20},
 	}}
+	if o.Defaults.WarmPool == 0 {
+		o.Defaults.WarmPool = WarmPool(t)
+	}
 	for _, f := range opts {
 		f(&o)
 	}
@@ -158,6 +162,25 @@ func RemoveAll(t testing.TB, e *Engine) {
 	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
 	defer cancel()
 	e.Close(cctx)
+}
+
+// WarmPool is the warm pool size of the tests' engines: $AIRLOCK_TEST_POOL
+// (0: no pool, as make test runs the engine's suite a second time), else
+// the engine's default. As engine.Defaults.WarmPool: negative is none.
+func WarmPool(t testing.TB) int {
+	t.Helper()
+	v := os.Getenv("AIRLOCK_TEST_POOL")
+	if v == "" {
+		return 0
+	}
+	n, err := strconv.Atoi(v)
+	if err != nil || n < 0 {
+		t.Fatalf("AIRLOCK_TEST_POOL=%q: give a number of warm containers, 0 for none", v)
+	}
+	if n == 0 {
+		return -1
+	}
+	return n
 }
 
 // SessionInit is the sessions' init (engine/fastexec) the tests' engines

@@ -1590,6 +1590,8 @@ export interface components {
       limits: components["schemas"]["Limits"];
       egress: components["schemas"]["EgressPolicy"];
       review: components["schemas"]["ReviewLimits"];
+      /** @description warm containers kept ready for each of the two kinds of session asked for last (0: unchanged, or the default, 2; negative: none) */
+      warm_pool?: number;
     };
     ReviewLimits: {
       max_text?: number;
