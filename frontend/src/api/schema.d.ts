@@ -506,7 +506,7 @@ export interface paths {
     put?: never;
     /**
      * Hibernate the session.
-     * @description Records a checkpoint of the workspace (and of the container layer and home), then removes the container, unmounts the tmpfs and releases the network (its policy is kept): the session uses no memory. Running processes are not kept. New work (exec, terminal, agent turn, accept, discard, ports) wakes it; reading its diff, turns and logs does not. 409 while a command or turn runs.
+     * @description Records a checkpoint of the workspace (and of the container layer and home), then removes the container, unmounts the tmpfs and releases the network (its policy is kept): the session uses no memory. Running processes are not kept. New work (exec, terminal, agent turn, accept, discard, ports) wakes it; reading its diff, turns and logs does not. 409 while a command or turn runs. With keep_processes the running processes are checkpointed (CRIU, through Docker's checkpoint API) and a wake restores them, falling back to a fresh start when it cannot; 503 where the host cannot (Docker not experimental, no working CRIU 4.1+, a symlinked Docker init).
      */
     post: operations["hibernate"];
     delete?: never;
