@@ -75,7 +75,11 @@ export function Sessions({
                 <span className={"pill " + st} title={s.error || s.hibernation?.reason || ""}>
                   {st}
                 </span>
-                {s.hibernation && <div className="muted small">{bytes(s.hibernation.disk_bytes)} on disk · processes {s.hibernation.processes ? "kept" : "not kept"}</div>}
+                {s.hibernation && (
+                  <div className="muted small">
+                    {bytes(s.hibernation.disk_bytes)} on disk · processes {s.hibernation.processes ? "kept" : "not kept"}
+                  </div>
+                )}
               </td>
               <td>{s.changed < 0 ? "?" : s.changed}</td>
               <td>{seconds(s.cpu_seconds)}</td>
