@@ -228,6 +228,13 @@ func (s *checkpointSource) running(ctx context.Context, c *creation) error {
 
 func (*checkpointSource) racesBase() bool { return false }
 
+// A fork from a checkpoint starts from a warm container unless the
+// checkpoint names a container layer: that is restored into Docker's
+// upper directory before the container starts (created), which a warm
+// container, already started, has passed. The home is filled in running,
+// which a claim calls too.
+func (s *checkpointSource) warm() bool { return s.layers.Container == 0 }
+
 // checkpointCommand records the workspace after a command, when it
 // changed it, in the background (see timeline.RecordLater).
 func (e *Engine) checkpointCommand(id string, cmd int64, started time.Time) {

@@ -270,15 +270,23 @@ func TestRebootRestartsDockerd(t *testing.T) {
 	if err != nil {
 		t.Fatal(err)
 	}
-	removed := 0
+	// Every container goes: the sessions' and the warm pool's.
+	removed := map[string]bool{}
 	for _, ct := range cs {
 		if err := d.ContainerRemove(ctx, ct.ID, container.RemoveOptions{Force: true}); err != nil {
 			t.Fatal(err)
 		}
-		removed++
+		for _, n := range ct.Names {
+			removed[strings.TrimPrefix(n, "/")] = true
+		}
 	}
-	if removed != 3 { // all but the hibernated one's
-		t.Errorf("%d session containers removed, want 3", removed)
+	for _, id := range []string{two, disk, none} {
+		if !removed["airlock-"+id] {
+			t.Errorf("session %s had no container to remove: %v", id, removed)
+		}
+	}
+	if removed["airlock-"+hib] {
+		t.Errorf("the hibernated session %s had a container", hib)
 	}
 	ms := mountsBelow(t, filepath.Join(state, "sessions"))
 	if len(ms) == 0 {
