@@ -5,6 +5,7 @@ import (
 	"fmt"
 	"net"
 	"net/http"
+	"net/netip"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -100,7 +101,14 @@ func bridgeGateway() string {
 	if len(nw.IPAM.Config) == 0 {
 		check(fmt.Errorf("the Docker bridge has no address"))
 	}
-	return strings.TrimSpace(nw.IPAM.Config[0].Gateway)
+	if gw := strings.TrimSpace(nw.IPAM.Config[0].Gateway); gw != "" {
+		return gw
+	}
+	// Newer Engines, and this one on a fresh machine, leave the gateway
+	// out: it is the subnet's first address.
+	pfx, err := netip.ParsePrefix(nw.IPAM.Config[0].Subnet)
+	check(err)
+	return pfx.Masked().Addr().Next().String()
 }
 
 func networkInspectOptions() network.InspectOptions { return network.InspectOptions{} }
