@@ -126,6 +126,9 @@ func main() {
 	if want("18") {
 		b.checkpoints(3)
 	}
+	if want("19") {
+		b.rebootRecovery(20)
+	}
 	if *only != "" {
 		return
 	}
@@ -440,7 +443,7 @@ func (b *bench) baseCapture(files int) {
 	measure := func(project string) time.Duration {
 		var ds []time.Duration
 		for i := 0; i < 7; i++ {
-			b.waitWarm(4) // a pool kept full (2 each of base and tiny), as between a user's requests (section 1)
+			b.waitWarm(2) // a pool kept full, as between a user's requests (section 1)
 			t := timeIt(func() { b.must("run", "--project", project, "--image", "airlock/tiny", "--", "true") })
 			ds = append(ds, t)
 			for _, id := range strings.Fields(b.must("ls", "-q")) {
