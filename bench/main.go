@@ -11,11 +11,16 @@
 //  10. network policy change to enforcement
 //  11. pause and resume vs docker pause and unpause
 //  12. engine CPU spent watching 50 idle sessions
+//  13. snapshots vs `docker commit`; restore and fork (warm pool) vs `docker run -d`
+//  14. `airlock ci` around `true` vs `docker run --rm`
+//  15. engine restart with 50 sessions after kill -9
 //  16. engine memory on hostile workspaces; diff of 200,000 added files vs git status
 //  17. `airlock exec ID -- true` vs `docker exec C true`
 //  18. checkpoint after 10 changed files in 1 GB vs `airlock snapshot`;
 //     wake of a hibernated 500 MB session vs `docker start`; what 20
 //     hibernated sessions hold
+//  19. reboot recovery: 20 sessions back after their containers and
+//     mounts are gone
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
