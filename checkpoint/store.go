@@ -346,6 +346,22 @@ func (s *Store) Remove(id ID) error {
 // Keep removes every checkpoint but those keep names, the newest and the
 // pinned ones, then the objects no remaining one uses.
 func (s *Store) Keep(keep map[ID]bool) (PruneResult, error) {
+	return s.prune(false, func(ids []ID, removable func(int) bool) (map[ID]bool, error) {
+		drop := map[ID]bool{}
+		for i, id := range ids {
+			if removable(i) && !keep[id] {
+				drop[id] = true
+			}
+		}
+		return drop, nil
+	})
+}
+
+// prune removes the checkpoints pick chooses among those removable says
+// may go (never the newest nor a pinned one), then the objects no
+// remaining checkpoint uses: always with gcAlways, else only when
+// something was removed.
+func (s *Store) prune(gcAlways bool, pick func(ids []ID, removable func(i int) bool) (map[ID]bool, error)) (PruneResult, error) {
 	unlock, err := s.lock()
 	if err != nil {
 		return PruneResult{}, err
@@ -360,16 +376,20 @@ func (s *Store) Keep(keep map[ID]bool) (PruneResult, error) {
 	if err != nil {
 		return res, err
 	}
-	for _, id := range ids[:len(ids)-1] {
-		if keep[id] || len(pins[id]) > 0 {
-			continue
-		}
-		if err := atomicfile.Remove(s.recordPath(id)); err != nil {
-			return res, err
-		}
-		res.Removed = append(res.Removed, id)
+	removable := func(i int) bool { return i < len(ids)-1 && len(pins[ids[i]]) == 0 }
+	drop, err := pick(ids, removable)
+	if err != nil {
+		return res, err
 	}
-	if len(res.Removed) == 0 {
+	for i, id := range ids {
+		if drop[id] && removable(i) {
+			if err := atomicfile.Remove(s.recordPath(id)); err != nil {
+				return res, err
+			}
+			res.Removed = append(res.Removed, id)
+		}
+	}
+	if len(res.Removed) == 0 && !gcAlways {
 		return res, nil
 	}
 	g, err := s.gc()
@@ -397,55 +417,32 @@ type PruneResult struct {
 // Prune removes the oldest checkpoints beyond what o allows, never a
 // pinned one nor the newest, then their unshared objects.
 func (s *Store) Prune(o PruneOptions) (PruneResult, error) {
-	unlock, err := s.lock()
-	if err != nil {
-		return PruneResult{}, err
-	}
-	defer unlock()
-	var res PruneResult
-	ids, err := s.ids()
-	if err != nil || len(ids) == 0 {
-		return res, err
-	}
-	pins, err := s.pins()
-	if err != nil {
-		return res, err
-	}
-	removable := func(i int) bool { return i < len(ids)-1 && len(pins[ids[i]]) == 0 }
-	drop := map[ID]bool{}
-	if o.Keep > 0 {
-		for i := 0; i < len(ids)-o.Keep; i++ {
-			if removable(i) {
-				drop[ids[i]] = true
+	return s.prune(true, func(ids []ID, removable func(int) bool) (map[ID]bool, error) {
+		drop := map[ID]bool{}
+		if o.Keep > 0 {
+			for i := 0; i < len(ids)-o.Keep; i++ {
+				if removable(i) {
+					drop[ids[i]] = true
+				}
 			}
 		}
-	}
-	if o.MaxBytes > 0 {
-		for i := range ids {
-			kept := slices.DeleteFunc(slices.Clone(ids), func(id ID) bool { return drop[id] })
-			used, err := s.usage(kept)
-			if err != nil {
-				return res, err
-			}
-			if used <= o.MaxBytes {
-				break
-			}
-			if removable(i) {
-				drop[ids[i]] = true
+		if o.MaxBytes > 0 {
+			for i := range ids {
+				kept := slices.DeleteFunc(slices.Clone(ids), func(id ID) bool { return drop[id] })
+				used, err := s.usage(kept)
+				if err != nil {
+					return nil, err
+				}
+				if used <= o.MaxBytes {
+					break
+				}
+				if removable(i) {
+					drop[ids[i]] = true
+				}
 			}
 		}
-	}
-	for _, id := range ids {
-		if drop[id] {
-			if err := atomicfile.Remove(s.recordPath(id)); err != nil {
-				return res, err
-			}
-			res.Removed = append(res.Removed, id)
-		}
-	}
-	g, err := s.gc()
-	res.Freed, res.Objects = g.freed, g.objects
-	return res, err
+		return drop, nil
+	})
 }
 
 // Usage is the size on disk of the objects the listed checkpoints use.
