@@ -270,38 +270,17 @@ func (w *Workspace) share() error {
 // containingMount is the mount point of the topmost mount holding path,
 // and whether that mount propagates (shared or slave).
 func containingMount(path string) (string, bool, error) {
-	f, err := os.Open("/proc/self/mountinfo")
+	mounts, err := mountPoints()
 	if err != nil {
 		return "", false, err
 	}
-	defer f.Close()
-	best, propagates := "", false
-	sc := bufio.NewScanner(f)
-	sc.Buffer(make([]byte, 64*1024), 1<<20)
-	for sc.Scan() {
-		fields := strings.Fields(sc.Text())
-		if len(fields) < 7 {
-			continue
-		}
-		mp := unescapeMountinfo(fields[4])
-		if mp != path && mp != "/" && !strings.HasPrefix(path, mp+"/") {
-			continue
-		}
-		if len(mp) < len(best) {
-			continue
-		}
-		// Later lines of the same mount point are mounted on top.
-		best, propagates = mp, false
-		for _, opt := range fields[6:] {
-			if opt == "-" {
-				break
-			}
-			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
-				propagates = true
-			}
+	best := ""
+	for mp := range mounts {
+		if (mp == path || mp == "/" || strings.HasPrefix(path, mp+"/")) && len(mp) > len(best) {
+			best = mp
 		}
 	}
-	return best, propagates, sc.Err()
+	return best, mounts[best].propagates, nil
 }
 
 // escapeOpt escapes the characters overlay's option parser splits on
@@ -350,8 +329,12 @@ func Find(lower, dir string) (*Workspace, error) {
 	return w, nil
 }
 
-// mounted is the topmost mount on a mount point.
-type mounted struct{ fstype, source string }
+// mounted is the topmost mount on a mount point: its file system type,
+// source, and whether it propagates (shared or slave).
+type mounted struct {
+	fstype, source string
+	propagates     bool
+}
 
 // isOverlay says whether the mount is a workspace's overlay (not the
 // shared mount point below it, which may be on an overlay file system
@@ -388,6 +371,11 @@ func mountPoints() (map[string]mounted, error) {
 		mt := mounted{fstype: fields[sep+1]}
 		if sep+2 < len(fields) {
 			mt.source = fields[sep+2]
+		}
+		for _, opt := range fields[6:sep] {
+			if strings.HasPrefix(opt, "shared:") || strings.HasPrefix(opt, "master:") {
+				mt.propagates = true
+			}
 		}
 		m[unescapeMountinfo(fields[4])] = mt
 	}
