@@ -14,9 +14,12 @@ all: build
 # runs in any image; the engine finds it beside its own binary.
 # bin/airlock-engine is the engine without the CLI: `airlock serve` execs it
 # from beside itself (an engine run from the CLI's binary maps ~7 MB more).
+# bin/airlock-scan is the engine's secret scanner, run as a child while
+# reviews need it, so the engine links no detector.
 build: ui
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock ./cmd/airlock
 	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock-engine ./cmd/airlock-engine
+	$(GO) build -ldflags "$(LDFLAGS)" -o bin/airlock-scan ./cmd/airlock-scan
 	CGO_ENABLED=0 $(GO) build -trimpath -ldflags "-s -w" -o bin/airlock-init ./engine/fastexec/init
 
 # The CLI for this machine: the binary, a man page per command (generated
@@ -29,6 +32,7 @@ install: build
 	install -Dm755 bin/airlock $(DESTDIR)$(PREFIX)/bin/airlock
 	install -Dm755 bin/airlock-init $(DESTDIR)$(PREFIX)/bin/airlock-init
 	install -Dm755 bin/airlock-engine $(DESTDIR)$(PREFIX)/bin/airlock-engine
+	install -Dm755 bin/airlock-scan $(DESTDIR)$(PREFIX)/bin/airlock-scan
 	install -d $(DESTDIR)$(PREFIX)/share/man/man1
 	install -m644 bin/man/*.1 $(DESTDIR)$(PREFIX)/share/man/man1/
 	install -Dm644 bin/completion/airlock.bash $(DESTDIR)$(PREFIX)/share/bash-completion/completions/airlock

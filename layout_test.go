@@ -281,3 +281,31 @@ func TestCapabilitiesStayOutOfTheCore(t *testing.T) {
 		}
 	}
 }
+
+// TestEngineLinksNoDetector keeps the secret detector out of the engine's
+// binary: gitleaks (its rules, its archive readers, viper) runs in
+// cmd/airlock-scan, a child the engine starts while reviews need it, so
+// an idle engine maps none of it (docs/ARCHITECTURE.md, "Secret
+// scanning"). secretscan, the wire between them, is the standard library
+// only.
+func TestEngineLinksNoDetector(t *testing.T) {
+	out, err := exec.Command("go", "list", "-deps", "./cmd/airlock-engine").Output()
+	if err != nil {
+		t.Fatalf("go list: %v", err)
+	}
+	for _, dep := range strings.Fields(string(out)) {
+		if strings.HasPrefix(dep, "github.com/zricethezav/gitleaks") || dep == mod+"/secretscan/gitleaks" {
+			t.Errorf("cmd/airlock-engine links %s: the engine runs its secret detector as a child (airlock-scan)", dep)
+		}
+	}
+	for _, p := range listPackages(t) {
+		if p.ImportPath != mod+"/secretscan" {
+			continue
+		}
+		for _, imp := range p.Imports {
+			if strings.Contains(strings.Split(imp, "/")[0], ".") {
+				t.Errorf("secretscan imports %s: the scanner's wire is the standard library only", imp)
+			}
+		}
+	}
+}

@@ -31,6 +31,7 @@ import (
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/secretscan/gitleaks"
 )
 
 // Options say what a run does.
@@ -267,7 +268,8 @@ func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engin
 	defs := o.Defaults
 	defs.WarmPool = -1
 	d, err := daemon.Assemble(ctx, daemon.Options{StateDir: stateDir, Defaults: defs, Logger: o.Log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour,
-		NeverAsk: true}) // nobody answers in ci: under --net ask, undecided is denied
+		NeverAsk: true,            // nobody answers in ci: under --net ask, undecided is denied
+		Secrets:  gitleaks.New()}) // in this process: `airlock ci` needs no airlock-scan beside it
 	if err != nil {
 		return nil, nil, err
 	}

@@ -21,6 +21,7 @@ import (
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/review"
 	"github.com/docker/docker/client"
 )
 
@@ -54,6 +55,10 @@ type Options struct {
 	PolicyFile    string
 	// NeverAsk is engine.Options' (airlock ci).
 	NeverAsk bool
+	// Secrets is engine.Options' (nil: the airlock-scan beside the
+	// engine's binary, as a child). The CLI, which links a detector
+	// anyway, passes it.
+	Secrets review.SecretFinder
 	// Version is the engine's version that `airlock version` shows.
 	Version string
 }
@@ -102,7 +107,7 @@ func Assemble(ctx context.Context, o Options) (*Daemon, error) {
 	}
 	start := time.Now()
 	eng, err := engine.New(ctx, docker, st, engine.Options{StateDir: o.StateDir, Defaults: o.Defaults, Logger: o.Logger,
-		SpareNetworks: o.SpareNetworks, IdleCheck: o.IdleCheck, PolicyFile: o.PolicyFile, NeverAsk: o.NeverAsk})
+		SpareNetworks: o.SpareNetworks, IdleCheck: o.IdleCheck, PolicyFile: o.PolicyFile, NeverAsk: o.NeverAsk, Secrets: o.Secrets})
 	if err != nil {
 		st.Close()
 		docker.Close()

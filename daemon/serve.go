@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock/airlock/engine/server"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/review"
 )
 
 // ServeOptions say where the daemon answers and what it reads at start.
@@ -40,6 +41,8 @@ type ServeOptions struct {
 	// WarmPool, when set, is the warm pool's size over the config
 	// file's (0: none).
 	WarmPool *int
+	// Secrets is Options' (nil: the airlock-scan beside the engine).
+	Secrets review.SecretFinder
 }
 
 // NewLogger is the daemon's log: text lines to w, debug messages only when
@@ -79,7 +82,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	if err != nil {
 		return err
 	}
-	d, err := Assemble(ctx, Options{StateDir: o.StateDir, Defaults: defaults, Logger: log, SpareNetworks: 1, Version: o.Version})
+	d, err := Assemble(ctx, Options{StateDir: o.StateDir, Defaults: defaults, Logger: log, SpareNetworks: 1, Version: o.Version, Secrets: o.Secrets})
 	if err != nil {
 		return err
 	}

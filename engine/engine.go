@@ -12,6 +12,7 @@ import (
 	"crypto/rand"
 	"encoding/hex"
 	"fmt"
+	"io"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/images"
+	"github.com/airlock/airlock/secretscan"
 	"github.com/docker/docker/api/types/image"
 
 	"github.com/airlock/airlock/engine/agent"
@@ -153,6 +155,11 @@ type Options struct {
 	// airlock-init beside the engine's executable, if it is there; "none":
 	// no init, every command is a Docker exec.
 	InitPath string
+	// Secrets finds secrets in what sessions add, for reviews. Nil: the
+	// airlock-scan beside the engine's executable, run as a child while
+	// reviews need it (secretscan.Process), so the engine links no
+	// detector; processes that link one anyway pass it here.
+	Secrets review.SecretFinder
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -172,6 +179,8 @@ type Engine struct {
 	neverAsk bool
 	// initPath is the session init found from Options.InitPath ("": none).
 	initPath string
+	// scanner is Options.Secrets, or the child process it defaults to.
+	scanner review.SecretFinder
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers
@@ -255,7 +264,11 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 		resolve:   opts.Resolve,
 		neverAsk:  opts.NeverAsk,
 		initPath:  findInit(opts.InitPath),
+		scanner:   opts.Secrets,
 		reviewers: review.NewWorkers(reviewSlots()),
+	}
+	if e.scanner == nil {
+		e.scanner = secretscan.NewProcess(secretscan.ProcessOptions{Path: besideExecutable(scanName)})
 	}
 	defs := opts.Defaults
 	if err := loadSettings(opts.StateDir, &defs); err != nil {
@@ -334,6 +347,9 @@ func (e *Engine) Close(ctx context.Context) {
 	select {
 	case <-done:
 	case <-ctx.Done():
+	}
+	if c, ok := e.scanner.(io.Closer); ok {
+		c.Close()
 	}
 }
 

@@ -33,6 +33,16 @@ const fastExecID = "fastexec"
 // both into bin/).
 const initName = "airlock-init"
 
+// besideExecutable is the path of name in the engine's executable's
+// directory (name alone when that is unknown).
+func besideExecutable(name string) string {
+	exe, err := os.Executable()
+	if err != nil {
+		return name
+	}
+	return filepath.Join(filepath.Dir(exe), name)
+}
+
 // findInit is the init to bind into containers: configured, beside the
 // engine's executable, or none.
 func findInit(configured string) string {
@@ -40,11 +50,7 @@ func findInit(configured string) string {
 	case "none":
 		return ""
 	case "":
-		exe, err := os.Executable()
-		if err != nil {
-			return ""
-		}
-		configured = filepath.Join(filepath.Dir(exe), initName)
+		configured = besideExecutable(initName)
 	}
 	p, err := filepath.Abs(configured)
 	if err != nil {

@@ -319,6 +319,11 @@ func (e *Engine) reviewWith(ctx context.Context, sid string, layers review.Layer
 	return all, nil
 }
 
+// scanName is the secret scanner's binary beside the engine's
+// (cmd/airlock-scan, built into bin/ with it): reviews look for secrets
+// through it (Options.Secrets).
+const scanName = "airlock-scan"
+
 // reviewEach is reviewWith handing the files on a batch at a time (see
 // review.ReviewEach), each batch checked against the accept policy.
 func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layers, opts review.Options, each func([]review.FileDiff) error) error {
@@ -334,7 +339,7 @@ func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layer
 	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
 	n := 0
 	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
-		if err := pol.Check(layers, batch); err != nil {
+		if err := pol.Check(ctx, layers, batch, e.scanner); err != nil {
 			return err
 		}
 		n += len(batch)

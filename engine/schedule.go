@@ -134,7 +134,7 @@ func (c scheduleCore) CheckPolicy(ctx context.Context, session, file string) err
 	defer h.done()
 	var breaks []string
 	err = review.ReviewEach(ctx, layers, review.Options{Limits: c.e.reviewLimits(), Workers: c.e.reviewers}, func(batch []review.FileDiff) error {
-		if err := pol.Check(layers, batch); err != nil {
+		if err := pol.Check(ctx, layers, batch, c.e.scanner); err != nil {
 			return err
 		}
 		for _, d := range batch {

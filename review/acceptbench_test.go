@@ -10,6 +10,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/secretscan/gitleaks"
+
 	"github.com/airlock/airlock/review"
 	"golang.org/x/sys/unix"
 )
@@ -135,7 +137,7 @@ func acceptLikeTheEngine(tb testing.TB, l review.Layers, journal string, want in
 	workers := review.NewWorkers(1)
 	reviewed := func(batch func([]review.FileDiff) error) error {
 		return review.ReviewEach(context.Background(), l, review.Options{Hunks: true, Workers: workers}, func(d []review.FileDiff) error {
-			if err := pol.Check(l, d); err != nil {
+			if err := pol.Check(context.Background(), l, d, gitleaks.New()); err != nil {
 				return err
 			}
 			return batch(d)

@@ -15,6 +15,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/secretscan/gitleaks"
+
 	"github.com/airlock/airlock/review"
 )
 
@@ -127,7 +129,7 @@ func TestAcceptMemoryChild(t *testing.T) {
 	n := 0
 	reviewed := func(batch func([]review.FileDiff) error) error {
 		return review.ReviewEach(context.Background(), l, review.Options{Hunks: true}, func(b []review.FileDiff) error {
-			if err := pol.Check(l, b); err != nil {
+			if err := pol.Check(context.Background(), l, b, gitleaks.New()); err != nil {
 				return err
 			}
 			return batch(b)

@@ -14,6 +14,8 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/secretscan/gitleaks"
+
 	"github.com/airlock/airlock/review"
 )
 
@@ -373,7 +375,7 @@ func TestAcceptEverythingLeavesFlaggedChanges(t *testing.T) {
 		t.Helper()
 		diffs, err := review.Review(l)
 		must(t, err)
-		must(t, review.Policy{}.Check(l, diffs))
+		must(t, review.Policy{}.Check(context.Background(), l, diffs, gitleaks.New()))
 		return diffs
 	}
 	flagged := map[string]string{"root-link": "flagged", "docs/host-link": "flagged", "suid": "flagged", "keys.txt": "flagged", "disk.img": "flagged", "package-lock.json": "held"}

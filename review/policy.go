@@ -1,6 +1,7 @@
 package review
 
 import (
+	"context"
 	"errors"
 	"fmt"
 	"io/fs"
@@ -8,10 +9,9 @@ import (
 	"path"
 	"path/filepath"
 	"strings"
-	"sync"
 
+	"github.com/airlock/airlock/secretscan"
 	"github.com/bmatcuk/doublestar/v4"
-	"github.com/zricethezav/gitleaks/v8/detect"
 	"gopkg.in/yaml.v3"
 )
 
@@ -168,28 +168,19 @@ type Finding struct {
 
 func on(b *bool) bool { return b == nil || *b }
 
-// detector is gitleaks with its default rules, made on the first scan that
-// needs it: its configuration compiles some 200 regular expressions
-// (megabytes of heap) that an engine which reviews nothing never pays for.
-var detector = sync.OnceValues(detect.NewDetectorDefaultConfig)
-
-// secrets scans text with gitleaks' default rules.
-func secrets(text string) ([]Finding, error) {
-	d, err := detector()
-	if err != nil {
-		return nil, err
-	}
-	var out []Finding
-	for _, f := range d.DetectString(text) {
-		out = append(out, Finding{Scanner: "secrets", Rule: f.RuleID, Line: f.StartLine + 1,
-			Message: fmt.Sprintf("looks like a secret (%s): %s", f.RuleID, f.Description)})
-	}
-	return out, nil
+// SecretFinder finds secrets in text: the lines a session added, file
+// after file (secretscan.Finder; the engine's runs in a child process).
+type SecretFinder interface {
+	Find(ctx context.Context, text string) ([]secretscan.Match, error)
 }
 
 // Check applies the policy to each diff: it sets Held (with the glob that
-// holds it), AutoAccept, and Findings.
-func (p Policy) Check(l Layers, diffs []FileDiff) error {
+// holds it), AutoAccept, and Findings, looking for secrets with find. A
+// scan that fails flags every file it was to look at ("not scanned for
+// secrets") rather than failing the review: what was not scanned is not
+// known to be clean, and is not accepted by a policy or `airlock ci`
+// either. Check fails only when ctx ends.
+func (p Policy) Check(ctx context.Context, l Layers, diffs []FileDiff, find SecretFinder) error {
 	var scan secretScan
 	holds, autos := p.holds(), compileGlobs(p.AutoAccept)
 	held := compileGlobs(holds)
@@ -210,7 +201,7 @@ func (p Policy) Check(l Layers, diffs []FileDiff) error {
 		}
 		p.scan(d)
 	}
-	return scan.run(diffs)
+	return scan.run(ctx, diffs, find)
 }
 
 // secretScan batches what the session added to every file into one text,
@@ -218,12 +209,14 @@ func (p Policy) Check(l Layers, diffs []FileDiff) error {
 type secretScan struct {
 	text  strings.Builder
 	where []struct{ file, line int } // per line of text
+	files []int                      // the diffs added, in order
 }
 
 // fileBoundary separates files in the batch so no rule spans two.
 const fileBoundary = "\n\n-----airlock file boundary-----\n\n"
 
 func (s *secretScan) add(file int, d *FileDiff) {
+	s.files = append(s.files, file)
 	for _, h := range d.Hunks {
 		newLine := h.NewStart
 		for _, ln := range h.Lines {
@@ -246,22 +239,32 @@ func (s *secretScan) add(file int, d *FileDiff) {
 	}
 }
 
-func (s *secretScan) run(diffs []FileDiff) error {
+func (s *secretScan) run(ctx context.Context, diffs []FileDiff, find SecretFinder) error {
 	if len(s.where) == 0 {
 		return nil
 	}
-	found, err := secrets(s.text.String())
-	if err != nil {
-		return err
+	err := errors.New("this engine has no secret scanner")
+	var found []secretscan.Match
+	if find != nil {
+		found, err = find.Find(ctx, s.text.String())
 	}
-	for _, f := range found {
-		i := f.Line - 1
+	if ctx.Err() != nil {
+		return ctx.Err()
+	}
+	if err != nil {
+		for _, i := range s.files {
+			diffs[i].Findings = append(diffs[i].Findings, Finding{Scanner: "secrets", Message: "not scanned for secrets: " + err.Error()})
+		}
+		return nil
+	}
+	for _, m := range found {
+		i := m.Line - 1
 		if i < 0 || i >= len(s.where) || s.where[i].file < 0 {
 			continue
 		}
-		f.Line = s.where[i].line
 		d := &diffs[s.where[i].file]
-		d.Findings = append(d.Findings, f)
+		d.Findings = append(d.Findings, Finding{Scanner: "secrets", Rule: m.Rule, Line: s.where[i].line,
+			Message: fmt.Sprintf("looks like a secret (%s): %s", m.Rule, m.Description)})
 	}
 	return nil
 }

@@ -1,10 +1,15 @@
 package review_test
 
 import (
+	"context"
+	"errors"
 	"os"
 	"path/filepath"
 	"strings"
 	"testing"
+
+	"github.com/airlock/airlock/secretscan"
+	"github.com/airlock/airlock/secretscan/gitleaks"
 
 	"github.com/airlock/airlock/review"
 )
@@ -35,7 +40,7 @@ func TestPolicyAndScanners(t *testing.T) {
 	must(t, err)
 	diffs, err := review.Review(l)
 	must(t, err)
-	must(t, pol.Check(l, diffs))
+	must(t, pol.Check(context.Background(), l, diffs, gitleaks.New()))
 	by := map[string]review.FileDiff{}
 	for _, d := range diffs {
 		by[d.Path] = d
@@ -114,3 +119,40 @@ func TestPolicyRejectsBadInput(t *testing.T) {
 }
 
 func PolicyPath() string { return review.PolicyFile }
+
+// failingFinder is a secret scanner that cannot look.
+type failingFinder struct{ err error }
+
+func (f failingFinder) Find(context.Context, string) ([]secretscan.Match, error) { return nil, f.err }
+
+// TestSecretScanFails: a scan that fails (the scanner crashed, or the
+// engine has none) flags every text file it was to look at, so that none
+// passes as clean; files it was not to look at keep no finding; only the
+// review's own end fails Check.
+func TestSecretScanFails(t *testing.T) {
+	added := func(path string) review.FileDiff {
+		return review.FileDiff{Change: review.Change{Path: path, Type: review.File}, Hunks: []review.Hunk{{NewStart: 1, NewLines: 1, Lines: []string{"+text\n"}}}}
+	}
+	for name, find := range map[string]review.SecretFinder{
+		"scanner crashed": failingFinder{errors.New("the secret scanner failed: signal: killed")},
+		"no scanner":      nil,
+	} {
+		t.Run(name, func(t *testing.T) {
+			diffs := []review.FileDiff{added("a.go"), added("b.go"), {Change: review.Change{Path: "bin", Type: review.File, Binary: true}}}
+			must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, find))
+			for _, d := range diffs[:2] {
+				if len(d.Findings) != 1 || d.Findings[0].Scanner != "secrets" || !strings.HasPrefix(d.Findings[0].Message, "not scanned for secrets: ") {
+					t.Errorf("%s: findings %+v, want one saying it was not scanned", d.Path, d.Findings)
+				}
+			}
+			if len(diffs[2].Findings) != 0 {
+				t.Errorf("a binary file, never scanned: %+v", diffs[2].Findings)
+			}
+		})
+	}
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if err := (review.Policy{}).Check(ctx, review.Layers{}, []review.FileDiff{added("a.go")}, failingFinder{context.Canceled}); !errors.Is(err, context.Canceled) {
+		t.Errorf("a review whose context ended: %v", err)
+	}
+}

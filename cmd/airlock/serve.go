@@ -10,6 +10,7 @@ import (
 
 	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/secretscan/gitleaks"
 	"github.com/spf13/cobra"
 )
 
@@ -37,6 +38,7 @@ func serveCmd(g *globals) *cobra.Command {
 			ctx, stop := signal.NotifyContext(cmd.Context(), os.Interrupt, syscall.SIGTERM)
 			defer stop()
 			o.Logger = daemon.NewLogger(os.Stderr, debug)
+			o.Secrets = gitleaks.New() // linked here anyway: no child needed
 			return daemon.Serve(ctx, o)
 		},
 	}

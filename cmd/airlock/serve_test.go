@@ -1,10 +1,12 @@
 package main_test
 
 import (
+	"bytes"
 	"context"
 	"os"
 	"os/exec"
 	"path/filepath"
+	"slices"
 	"strconv"
 	"strings"
 	"syscall"
@@ -18,12 +20,14 @@ import (
 // TestServeRunsTheEngineBinary: with airlock-engine beside the CLI (as
 // `make build` leaves them), `airlock serve` becomes that binary in the same
 // process — the pid the caller started is the engine that answers, and its
-// executable is airlock-engine — and it refuses as the CLI's in-process
-// engine does (the other tests build the CLI alone and cover that path).
+// executable is airlock-engine — its reviews find secrets through the
+// airlock-scan beside it, a child that is gone once reviews stop, and it
+// refuses as the CLI's in-process engine does (the other tests build the
+// CLI alone and cover that path).
 func TestServeRunsTheEngineBinary(t *testing.T) {
 	enginetest.Require(t)
 	dir := t.TempDir()
-	for pkg, out := range map[string]string{".": "airlock", "../airlock-engine": "airlock-engine"} {
+	for pkg, out := range map[string]string{".": "airlock", "../airlock-engine": "airlock-engine", "../airlock-scan": "airlock-scan"} {
 		if b, err := exec.Command("go", "build", "-o", filepath.Join(dir, out), pkg).CombinedOutput(); err != nil {
 			t.Fatalf("build %s: %v\n%s", pkg, err, b)
 		}
@@ -58,6 +62,7 @@ func TestServeRunsTheEngineBinary(t *testing.T) {
 	if out, err := ls.CombinedOutput(); err != nil || !strings.Contains(string(out), "ID") {
 		t.Errorf("ls against it: %v %s", err, out)
 	}
+	secretFound(t, bin, sock, v.PID, dir)
 	serve.Process.Signal(syscall.SIGTERM)
 	select {
 	case err := <-done:
@@ -78,4 +83,54 @@ func TestServeRunsTheEngineBinary(t *testing.T) {
 	if out, err := group.CombinedOutput(); err == nil || !strings.Contains(string(out), "groupadd") {
 		t.Errorf("an unknown socket group: %v %q", err, out)
 	}
+}
+
+// secretFound: a session writes a Stripe key; the diff flags it, found by
+// the engine's child airlock-scan (the engine links no detector).
+func secretFound(t *testing.T, bin, sock string, engine int, dir string) {
+	t.Helper()
+	cli := func(args ...string) string {
+		t.Helper()
+		out, err := exec.Command(bin, append([]string{"--engine", sock}, args...)...).CombinedOutput()
+		if err != nil {
+			t.Fatalf("airlock %v: %v\n%s", args, err, out)
+		}
+		return string(out)
+	}
+	p := filepath.Join(t.TempDir(), "proj")
+	if err := os.MkdirAll(p, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	cli("image", "build", "--tiny")
+	out := cli("run", "--project", p, "--image", enginetest.Image, "--", "sh", "-c", "echo 'stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF' > keys.txt")
+	m := sessionLine.FindStringSubmatch(out)
+	if m == nil {
+		t.Fatalf("run did not print the session id: %q", out)
+	}
+	if diff := cli("diff", m[1]); !strings.Contains(diff, "stripe-access-token") {
+		t.Errorf("the diff does not flag the Stripe key:\n%s", diff)
+	}
+	if kids := children(engine); !slices.Contains(kids, filepath.Join(dir, "airlock-scan")) {
+		t.Errorf("the engine's children are %v, want its airlock-scan", kids)
+	}
+	cli("rm", "-f", m[1])
+}
+
+// children are the executables of pid's child processes.
+func children(pid int) []string {
+	var exes []string
+	entries, _ := os.ReadDir("/proc")
+	for _, e := range entries {
+		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
+		if err != nil {
+			continue
+		}
+		// pid (comm) state ppid ...: comm may hold spaces; ppid follows the last ')'.
+		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
+		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
+			exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
+			exes = append(exes, exe)
+		}
+	}
+	return exes
 }

@@ -36,6 +36,7 @@ import (
 	"github.com/airlock/airlock/engine/images"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/harness/mockmodel"
+	"github.com/airlock/airlock/secretscan"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 )
@@ -136,6 +137,9 @@ func Reopen(t testing.TB, d *client.Client, dir string, opts ...func(*engine.Opt
 	if o.InitPath == "" {
 		o.InitPath = SessionInit(t)
 	}
+	if o.Secrets == nil {
+		o.Secrets = secretscan.NewProcess(secretscan.ProcessOptions{Path: SecretScanner(t)})
+	}
 	if o.Defaults.CABundle == "" { // the engine trusts the mock model
 		o.Defaults.CABundle = filepath.Join(dir, "model-ca.pem")
 		if err := os.WriteFile(o.Defaults.CABundle, ModelCA(), 0o644); err != nil {
@@ -200,24 +204,43 @@ func SessionInit(t testing.TB) string {
 	return p
 }
 
-var builtInit = sync.OnceValues(func() (string, error) {
+// SecretScanner is the secret scanner (cmd/airlock-scan) the tests'
+// engines run as a child, as the installed engine does: built once per
+// test binary.
+func SecretScanner(t testing.TB) string {
+	t.Helper()
+	p, err := builtScan()
+	if err != nil {
+		t.Fatalf("build the secret scanner: %v", err)
+	}
+	return p
+}
+
+var (
+	builtInit = sync.OnceValues(func() (string, error) { return build("./engine/fastexec/init", "airlock-init", "CGO_ENABLED=0") })
+	builtScan = sync.OnceValues(func() (string, error) { return build("./cmd/airlock-scan", "airlock-scan") })
+)
+
+// build builds the module's package pkg into a temporary directory as
+// name, with env added to the environment.
+func build(pkg, name string, env ...string) (string, error) {
 	mod, err := exec.Command("go", "env", "GOMOD").Output()
 	if err != nil {
 		return "", err
 	}
-	dir, err := os.MkdirTemp("", "airlock-test-init-")
+	dir, err := os.MkdirTemp("", "airlock-test-"+name+"-")
 	if err != nil {
 		return "", err
 	}
-	out := filepath.Join(dir, "airlock-init")
-	cmd := exec.Command("go", "build", "-o", out, "./engine/fastexec/init")
+	out := filepath.Join(dir, name)
+	cmd := exec.Command("go", "build", "-o", out, pkg)
 	cmd.Dir = filepath.Dir(strings.TrimSpace(string(mod)))
-	cmd.Env = append(os.Environ(), "CGO_ENABLED=0")
+	cmd.Env = append(os.Environ(), env...)
 	if b, err := cmd.CombinedOutput(); err != nil {
 		return "", fmt.Errorf("%v: %s", err, b)
 	}
 	return out, nil
-})
+}
 
 var agentsOnce sync.Mutex
 

@@ -1,0 +1,48 @@
+// Package gitleaks is the secret detector: gitleaks' default rules, as a
+// secretscan.Finder. It runs in cmd/airlock-scan, the engine's scanner
+// child, and in the processes that link gitleaks anyway (the CLI's own
+// engine, `airlock ci`, tests); the engine's binary never imports it
+// (layout_test.go).
+package gitleaks
+
+import (
+	"context"
+	"fmt"
+	"sync"
+
+	"github.com/airlock/airlock/secretscan"
+	"github.com/zricethezav/gitleaks/v8/detect"
+)
+
+// Detector finds secrets with gitleaks' default rules. Its rules (some
+// 200 regular expressions, megabytes of heap) are compiled on the first
+// Find, once, however many Finds start together. Safe for concurrent use.
+type Detector struct {
+	load func() (*detect.Detector, error)
+}
+
+// New returns a Detector; nothing is compiled yet.
+func New() *Detector {
+	return &Detector{load: sync.OnceValues(detect.NewDetectorDefaultConfig)}
+}
+
+// Find returns the secrets in text. A panic inside gitleaks (text is
+// what a session wrote) is the error of this Find, not the process's end.
+func (d *Detector) Find(ctx context.Context, text string) (found []secretscan.Match, err error) {
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	det, err := d.load()
+	if err != nil {
+		return nil, fmt.Errorf("gitleaks' default rules: %w", err)
+	}
+	defer func() {
+		if r := recover(); r != nil {
+			found, err = nil, fmt.Errorf("gitleaks failed on this text: %v", r)
+		}
+	}()
+	for _, f := range det.DetectString(text) {
+		found = append(found, secretscan.Match{Rule: f.RuleID, Description: f.Description, Line: f.StartLine + 1})
+	}
+	return found, nil
+}

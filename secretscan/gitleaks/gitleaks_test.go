@@ -1,0 +1,54 @@
+package gitleaks_test
+
+import (
+	"context"
+	"fmt"
+	"sync"
+	"testing"
+
+	"github.com/airlock/airlock/secretscan/gitleaks"
+)
+
+const stripe = "stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF"
+
+// TestFindsOnItsLine: gitleaks' default rules find a Stripe key, on the
+// line of the text it is on, and nothing in plain text.
+func TestFindsOnItsLine(t *testing.T) {
+	d := gitleaks.New()
+	got, err := d.Find(context.Background(), "one\ntwo\n"+stripe+"\n")
+	if err != nil || len(got) != 1 || got[0].Line != 3 || got[0].Rule != "stripe-access-token" || got[0].Description == "" {
+		t.Fatalf("found %+v, %v; want the Stripe key on line 3", got, err)
+	}
+	if got, err := d.Find(context.Background(), "func main() {}\n"); err != nil || len(got) != 0 {
+		t.Fatalf("plain code: %+v, %v", got, err)
+	}
+}
+
+// TestFirstUseConcurrent: the rules are compiled on the first Find;
+// reviews that start together all wait for them and all find the secret
+// (run it alone with -race: it is then the first use).
+func TestFirstUseConcurrent(t *testing.T) {
+	d := gitleaks.New()
+	const n = 8
+	var wg sync.WaitGroup
+	for i := range n {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			got, err := d.Find(context.Background(), fmt.Sprintf("line %d\n%s\n", i, stripe))
+			if err != nil || len(got) != 1 || got[0].Line != 2 {
+				t.Errorf("scan %d: %+v, %v; want one secret on line 2", i, got, err)
+			}
+		}()
+	}
+	wg.Wait()
+}
+
+// TestCanceled: a Find whose context has ended does not scan.
+func TestCanceled(t *testing.T) {
+	ctx, cancel := context.WithCancel(context.Background())
+	cancel()
+	if _, err := gitleaks.New().Find(ctx, stripe); err == nil {
+		t.Fatal("scanned under a canceled context")
+	}
+}

@@ -1,0 +1,210 @@
+package secretscan
+
+import (
+	"bufio"
+	"bytes"
+	"context"
+	"encoding/json"
+	"errors"
+	"fmt"
+	"io"
+	"os/exec"
+	"sync"
+	"time"
+)
+
+// Process is a Finder that asks a child process: the scanner's binary,
+// started on the first Find, asked one text at a time, and stopped once
+// no Find has come for Idle. A child that dies, or a Find whose context
+// ends mid-request, costs that Find its answer (an error) and the child:
+// the next Find starts another. Safe for concurrent use; Finds wait for
+// each other.
+type Process struct {
+	opts ProcessOptions
+
+	mu     sync.Mutex // held for a whole request
+	child  *child     // nil: none running
+	last   time.Time  // when the last request ended
+	timer  *time.Timer
+	closed bool
+}
+
+// ProcessOptions say which child to run and for how long.
+type ProcessOptions struct {
+	// Path is the scanner's binary (cmd/airlock-scan).
+	Path string
+	// Args and Env are the child's arguments and environment (nil Env:
+	// this process's).
+	Args, Env []string
+	// Idle is how long a child is kept without a request (default 30 s).
+	Idle time.Duration
+}
+
+// NewProcess returns a Finder that runs o.Path when it is first asked.
+// Nothing is started, or checked, until then.
+func NewProcess(o ProcessOptions) *Process {
+	if o.Idle <= 0 {
+		o.Idle = 30 * time.Second
+	}
+	return &Process{opts: o}
+}
+
+// Find sends text to the child and returns what it found.
+func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
+	if len(text) > MaxText {
+		return nil, fmt.Errorf("a text of %d bytes is over the secret scanner's limit of %d", len(text), MaxText)
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if p.closed {
+		return nil, errors.New("the secret scanner is closed")
+	}
+	if p.child == nil {
+		c, err := p.start()
+		if err != nil {
+			return nil, err
+		}
+		p.child = c
+	}
+	rep, err := p.child.ask(ctx, text)
+	if err != nil {
+		how := p.stopChild()
+		if ctx.Err() != nil {
+			return nil, ctx.Err()
+		}
+		return nil, fmt.Errorf("the secret scanner failed: %w (%s)", err, how)
+	}
+	p.last = time.Now()
+	if p.timer == nil {
+		p.timer = time.AfterFunc(p.opts.Idle, p.stopIdle)
+	} else {
+		p.timer.Reset(p.opts.Idle)
+	}
+	if rep.Error != "" {
+		return nil, errors.New("the secret scanner: " + rep.Error)
+	}
+	return rep.Matches, nil
+}
+
+// Running reports whether a child is running (for tests and the
+// engine's memory figures).
+func (p *Process) Running() bool {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	return p.child != nil
+}
+
+// Close stops the child, if any; Finds after it fail.
+func (p *Process) Close() error {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	p.closed = true
+	if p.timer != nil {
+		p.timer.Stop()
+	}
+	p.stopChild()
+	return nil
+}
+
+// stopIdle stops the child once no request has come for Idle. A timer
+// that fired while a Find held the lock finds last moved on, and leaves
+// the child to the timer that Find set.
+func (p *Process) stopIdle() {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	if time.Since(p.last) >= p.opts.Idle {
+		p.stopChild()
+	}
+}
+
+// stopChild kills the child and reaps it, and says how it ended and what
+// it last wrote to stderr. Killing rather than closing its input: a
+// child in the middle of a text would finish it first.
+func (p *Process) stopChild() string {
+	if p.child == nil {
+		return ""
+	}
+	c := p.child
+	p.child = nil
+	c.cmd.Process.Kill()
+	how := "exited"
+	if err := c.cmd.Wait(); err != nil {
+		how = err.Error()
+	}
+	return how + c.stderr.said()
+}
+
+// child is a running scanner.
+type child struct {
+	cmd    *exec.Cmd
+	in     io.WriteCloser
+	out    *bufio.Reader
+	stderr *tail
+}
+
+// start runs the scanner. Its input is a pipe only this process holds:
+// when the engine dies the child reads the end of it and exits.
+func (p *Process) start() (*child, error) {
+	cmd := exec.Command(p.opts.Path, p.opts.Args...)
+	cmd.Env = p.opts.Env
+	c := &child{cmd: cmd, stderr: &tail{max: 2048}}
+	cmd.Stderr = c.stderr
+	in, err := cmd.StdinPipe()
+	if err != nil {
+		return nil, err
+	}
+	out, err := cmd.StdoutPipe()
+	if err != nil {
+		return nil, err
+	}
+	if err := cmd.Start(); err != nil {
+		return nil, fmt.Errorf("start the secret scanner %s: %w (it is built beside the engine's binary: make build, or make install)", p.opts.Path, err)
+	}
+	c.in, c.out = in, bufio.NewReaderSize(out, 1<<16)
+	return c, nil
+}
+
+// ask sends one text and reads the reply; ctx ending kills the child.
+func (c *child) ask(ctx context.Context, text string) (reply, error) {
+	stop := context.AfterFunc(ctx, func() { c.cmd.Process.Kill() })
+	defer stop()
+	var rep reply
+	if err := writeFrame(c.in, text); err != nil {
+		return rep, err
+	}
+	b, err := readFrame(c.out, maxReply)
+	if err != nil {
+		return rep, err
+	}
+	if err := json.Unmarshal([]byte(b), &rep); err != nil {
+		return rep, fmt.Errorf("the secret scanner's reply: %w", err)
+	}
+	return rep, nil
+}
+
+// tail keeps the last max bytes written to it: a child's stderr.
+type tail struct {
+	mu  sync.Mutex
+	max int
+	b   []byte
+}
+
+func (t *tail) Write(p []byte) (int, error) {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	t.b = append(t.b, p...)
+	if len(t.b) > t.max {
+		t.b = append(t.b[:0], t.b[len(t.b)-t.max:]...)
+	}
+	return len(p), nil
+}
+
+// said is what the child last wrote to stderr, as the end of an error.
+func (t *tail) said() string {
+	t.mu.Lock()
+	defer t.mu.Unlock()
+	if len(t.b) == 0 {
+		return ""
+	}
+	return "; it said: " + string(bytes.TrimSpace(t.b))
+}
