@@ -4,7 +4,6 @@ import (
 	"context"
 	"fmt"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -12,9 +11,10 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/harness/mockmodel"
 	"github.com/docker/docker/api/types/network"
-	"github.com/docker/docker/client"
+	docker "github.com/docker/docker/client"
 )
 
 // agentTurn measures what Airlock adds around one agent turn: a prompt
@@ -25,17 +25,36 @@ import (
 // the model. After: the rest of the command (the CLI's exit, events
 // stored, the turn's end reported), as the whole time minus the part up
 // to the last model answer.
+//
+// Airlock adds the model's API key in transit only over TLS, so the mock
+// model speaks TLS, as a provider does, with a certificate from a CA of
+// its own: the engine trusts it upstream (ca_bundle in its config), the
+// plain container's CLI through NODE_EXTRA_CA_CERTS. Only this section's
+// engine has that bundle: with one, the proxy of every session network
+// copies the system's CAs, which later sections would count.
 func (b *bench) agentTurn(runs int) {
 	b.must("image", "build", "--agents", "claude,codex,opencode")
+	ca, err := mockmodel.NewCA()
+	check(err)
+	bundle := filepath.Join(b.work, "model-ca.pem")
+	check(os.WriteFile(bundle, ca.PEM(), 0o644))
+	config := filepath.Join(b.work, "model-config.yaml")
+	check(os.WriteFile(config, []byte("ca_bundle: "+bundle+"\n"), 0o644))
+	b.restartEngine("AIRLOCK_CONFIG=" + config)
+	defer b.restartEngine()
+	settings, err := client.New(b.socket).Settings(context.Background())
+	check(err)
+	if settings.CABundle != bundle {
+		check(fmt.Errorf("the engine did not take ca_bundle from %s (it has %q)", config, settings.CABundle))
+	}
 	gw := bridgeGateway()
 	l, err := net.Listen("tcp", net.JoinHostPort(gw, "0"))
 	check(err)
 	model := mockmodel.New()
 	model.Fallback = mockmodel.Reply{Text: "ok"}
-	srv := &http.Server{Handler: model}
-	go srv.Serve(l)
+	srv, base, err := model.ServeTLS(l, ca)
+	check(err)
 	defer srv.Close()
-	base := "http://" + l.Addr().String()
 
 	project := filepath.Join(b.work, "p8")
 	check(os.MkdirAll(project, 0o755))
@@ -44,7 +63,8 @@ func (b *bench) agentTurn(runs int) {
 	plain := "airlock-bench-plain"
 	exec.Command("docker", "rm", "-f", plain).Run()
 	out, err := exec.Command("docker", "run", "-d", "--name", plain, "-u", "0:0", "-w", "/workspace", "-v", project+":/workspace:ro",
-		"--tmpfs", "/home/airlock:mode=1777", "-e", "HOME=/home/airlock", "airlock/agents", "sleep", "infinity").CombinedOutput()
+		"--tmpfs", "/home/airlock:mode=1777", "-e", "HOME=/home/airlock", "-v", bundle+":/etc/model-ca.pem:ro", "-e", "NODE_EXTRA_CA_CERTS=/etc/model-ca.pem",
+		"airlock/agents", "sleep", "infinity").CombinedOutput()
 	if err != nil {
 		check(fmt.Errorf("start the plain container: %v: %s", err, out))
 	}
@@ -94,7 +114,7 @@ func (b *bench) agentTurn(runs int) {
 // bridgeGateway is the Docker bridge's address on the host, which
 // containers reach.
 func bridgeGateway() string {
-	d, err := client.NewClientWithOpts(client.FromEnv, client.WithAPIVersionNegotiation())
+	d, err := docker.NewClientWithOpts(docker.FromEnv, docker.WithAPIVersionNegotiation())
 	check(err)
 	nw, err := d.NetworkInspect(context.Background(), "bridge", networkInspectOptions())
 	check(err)

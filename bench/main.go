@@ -676,6 +676,16 @@ func (b *bench) stopEngine() {
 	}
 }
 
+// restartEngine stops the engine and starts it again, as the CLI starts
+// it on demand, with env added to the bench's environment (AIRLOCK_CONFIG).
+func (b *bench) restartEngine(env ...string) {
+	b.stopEngine()
+	c := b.cmd(b.bin, "ls")
+	c.Env = append(slices.Clip(b.env), env...)
+	out, err := c.CombinedOutput()
+	check(errorf(err, out))
+}
+
 func (b *bench) cleanup() {
 	if out, err := b.cmd(b.bin, "ls", "-q").Output(); err == nil {
 		for _, id := range strings.Fields(string(out)) {

@@ -7,19 +7,8 @@ package enginetest
 
 import (
 	"context"
-	"crypto/ecdsa"
-	"crypto/elliptic"
-	"crypto/rand"
-	"crypto/tls"
-	"crypto/x509"
-	"crypto/x509/pkix"
-	"encoding/pem"
 	"fmt"
-	"io"
-	"log"
-	"math/big"
 	"net"
-	"net/http"
 	"net/netip"
 	"os"
 	"os/exec"
@@ -300,35 +289,29 @@ func Model(t testing.TB, d *client.Client, script ...mockmodel.Reply) (*mockmode
 	if err != nil {
 		t.Fatalf("listen on the bridge gateway %s: %v", gw, err)
 	}
+	ca, err := modelCA()
+	if err != nil {
+		t.Fatalf("make the mock model's CA: %v", err)
+	}
 	m := mockmodel.New(script...)
-	srv := &http.Server{Handler: m, TLSConfig: &tls.Config{Certificates: []tls.Certificate{modelCert(t, gw)}},
-		ErrorLog: log.New(io.Discard, "", 0)} // reachability probes end handshakes early
-	go srv.ServeTLS(l, "", "")
+	srv, base, err := m.ServeTLS(l, ca)
+	if err != nil {
+		t.Fatalf("serve the mock model over TLS: %v", err)
+	}
 	t.Cleanup(func() { srv.Close() })
-	return m, "https://" + l.Addr().String()
+	return m, base
 }
 
 // modelCA signs the mock model's certificates; one per test process.
-var modelCA = sync.OnceValues(func() (*x509.Certificate, *ecdsa.PrivateKey) {
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		panic(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(1), Subject: pkix.Name{CommonName: "Airlock test model CA"},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IsCA: true, BasicConstraintsValid: true, KeyUsage: x509.KeyUsageCertSign}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, tmpl, &key.PublicKey, key)
-	if err != nil {
-		panic(err)
-	}
-	cert, _ := x509.ParseCertificate(der)
-	return cert, key
-})
+var modelCA = sync.OnceValues(mockmodel.NewCA)
 
 // ModelCA is the PEM of the CA that signs Model's certificates.
 func ModelCA() []byte {
-	cert, _ := modelCA()
-	return pem.EncodeToMemory(&pem.Block{Type: "CERTIFICATE", Bytes: cert.Raw})
+	ca, err := modelCA()
+	if err != nil {
+		panic(err)
+	}
+	return ca.PEM()
 }
 
 // ModelConfig writes an engine config file (for AIRLOCK_CONFIG) whose
@@ -345,21 +328,4 @@ func ModelConfig(t testing.TB) string {
 		t.Fatal(err)
 	}
 	return cfg
-}
-
-func modelCert(t testing.TB, addr string) tls.Certificate {
-	t.Helper()
-	ca, caKey := modelCA()
-	key, err := ecdsa.GenerateKey(elliptic.P256(), rand.Reader)
-	if err != nil {
-		t.Fatal(err)
-	}
-	tmpl := &x509.Certificate{SerialNumber: big.NewInt(time.Now().UnixNano()), Subject: pkix.Name{CommonName: addr},
-		NotBefore: time.Now().Add(-time.Hour), NotAfter: time.Now().Add(24 * time.Hour),
-		IPAddresses: []net.IP{net.ParseIP(addr)}, KeyUsage: x509.KeyUsageDigitalSignature, ExtKeyUsage: []x509.ExtKeyUsage{x509.ExtKeyUsageServerAuth}}
-	der, err := x509.CreateCertificate(rand.Reader, tmpl, ca, &key.PublicKey, caKey)
-	if err != nil {
-		t.Fatal(err)
-	}
-	return tls.Certificate{Certificate: [][]byte{der, ca.Raw}, PrivateKey: key}
 }

@@ -3,7 +3,8 @@
 // Completions APIs, streaming (SSE) as the agent CLIs ask, so that the
 // real CLIs can run offline. Each request that offers tools takes the next
 // scripted reply; requests without tools (titles, summaries) get a short
-// text and leave the script alone.
+// text and leave the script alone. ServeTLS serves it over TLS with a
+// certificate from a CA the caller makes, for an engine told to trust it.
 package mockmodel
 
 import (

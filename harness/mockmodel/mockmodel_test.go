@@ -2,7 +2,11 @@ package mockmodel
 
 import (
 	"bytes"
+	"crypto/tls"
+	"crypto/x509"
+	"errors"
 	"io"
+	"net"
 	"net/http"
 	"net/http/httptest"
 	"strings"
@@ -48,5 +52,44 @@ func TestScript(t *testing.T) {
 	chat := post(t, srv.URL+"/v1/chat/completions", `{"model":"m","stream":true,"tools":[{"type":"function","function":{"name":"bash"}}],"messages":[3]}`)
 	if !strings.Contains(chat, "[DONE]") || !strings.Contains(chat, "finish_reason") {
 		t.Fatalf("chat: %q", chat)
+	}
+}
+
+// Over TLS, a client that trusts the CA's PEM gets the scripted reply;
+// one that does not is refused at the handshake.
+func TestServeTLS(t *testing.T) {
+	ca, err := NewCA()
+	if err != nil {
+		t.Fatal(err)
+	}
+	l, err := net.Listen("tcp", "127.0.0.1:0")
+	if err != nil {
+		t.Fatal(err)
+	}
+	srv, base, err := New(Reply{Text: "over TLS"}).ServeTLS(l, ca)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer srv.Close()
+	if !strings.HasPrefix(base, "https://127.0.0.1:") {
+		t.Fatalf("base URL %q", base)
+	}
+	body := `{"model":"m","tools":[{"name":"Bash"}],"messages":[1]}`
+	var unknown x509.UnknownAuthorityError
+	if _, err := http.Post(base+"/v1/messages", "application/json", strings.NewReader(body)); !errors.As(err, &unknown) {
+		t.Fatalf("a client without the CA: %v; want an unknown authority", err)
+	}
+	pool := x509.NewCertPool()
+	if !pool.AppendCertsFromPEM(ca.PEM()) {
+		t.Fatalf("the CA's PEM holds no certificate: %q", ca.PEM())
+	}
+	c := &http.Client{Transport: &http.Transport{TLSClientConfig: &tls.Config{RootCAs: pool}}}
+	resp, err := c.Post(base+"/v1/messages", "application/json", strings.NewReader(body))
+	if err != nil {
+		t.Fatalf("a client trusting the CA: %v", err)
+	}
+	defer resp.Body.Close()
+	if b, _ := io.ReadAll(resp.Body); !strings.Contains(string(b), "over TLS") {
+		t.Fatalf("reply over TLS: %q", b)
 	}
 }
