@@ -35,7 +35,12 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createM
 	if err != nil {
 		return api.Session{}, err
 	}
-	if w := e.claimWarm(plan, mode); w != nil {
+	// The pool's refill after a claim waits until this create returns,
+	// its base captured or the create failed (made cold after all,
+	// too): the makes would take the CPU the base capture needs.
+	w, release := e.claimWarm(plan, mode)
+	defer release()
+	if w != nil {
 		s, retry, err := e.createWarm(ctx, plan, mode, w)
 		if !retry {
 			return s, err

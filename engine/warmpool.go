@@ -183,16 +183,14 @@ func (m warmMaker) Discard(ctx context.Context, w *warmEntry) {
 }
 
 // claimWarm takes a warm entry for a create of plan in mode, if the pool
-// has one of its kind and the mode can start from one.
-func (e *Engine) claimWarm(p createPlan, mode createMode) *warmEntry {
+// has one of its kind and the mode can start from one. The pool makes
+// none until release is called (warm.Pool.Claim): the create defers it.
+func (e *Engine) claimWarm(p createPlan, mode createMode) (_ *warmEntry, release func()) {
 	if e.warm == nil || p.workspace == api.WorkspaceDisk || p.imageID == "" || !mode.warm() {
-		return nil
+		return nil, func() {}
 	}
-	w, ok := e.warm.Claim(warmKeyOf(p))
-	if !ok {
-		return nil
-	}
-	return w
+	w, release, _ := e.warm.Claim(warmKeyOf(p)) // nil when none is ready
+	return w, release
 }
 
 // createWarm makes a session of plan from warm entry w, as create does

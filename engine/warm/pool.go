@@ -30,7 +30,10 @@ type Options struct {
 	Parallel int
 	// Retry is how long the pool waits after a failed make before it
 	// tries that kind again (default 5 s).
-	Retry  time.Duration
+	Retry time.Duration
+	// Hold is the longest a claim holds back the refill (default
+	// 10 s): a claimer that never releases cannot starve the pool.
+	Hold   time.Duration
 	Logger *slog.Logger // nil logs nothing
 }
 
@@ -51,6 +54,7 @@ type Pool[K comparable, E any] struct {
 	kinds   []K // most recently asked first
 	failed  map[K]time.Time
 	fails   map[K]int // failed makes in a row
+	held    int       // claims holding back the makes (Claim)
 	closing bool
 	wake    chan struct{}
 	stop    chan struct{}
@@ -71,6 +75,9 @@ func New[K comparable, E any](m Maker[K, E], opts Options) *Pool[K, E] {
 	if opts.Retry <= 0 {
 		opts.Retry = 5 * time.Second
 	}
+	if opts.Hold <= 0 {
+		opts.Hold = 10 * time.Second
+	}
 	if opts.Size == nil {
 		opts.Size = func() int { return 0 }
 	}
@@ -88,19 +95,56 @@ func New[K comparable, E any](m Maker[K, E], opts Options) *Pool[K, E] {
 // Claim takes a ready entry of kind k, if there is one: it is the
 // caller's from now on, and no one else's ever. Either way k counts as
 // asked for, and the pool refills it in the background.
-func (p *Pool[K, E]) Claim(k K) (E, bool) {
+//
+// A claimer still has work to do with its entry (a session's base
+// capture), and a make would take the CPU it needs: while any claim is
+// held, no make of any kind starts. release ends the hold; the caller
+// defers it, and it may be called more than once. A claim that found
+// no entry holds nothing (its release does nothing): the pool is empty
+// and should fill at once. A hold also ends by itself after
+// Options.Hold.
+//
+// The holds are one gate, not one refill each: a make takes CPU from
+// every claimer still at work, whichever claim it replaces, so the ten
+// claims of a fork are refilled once the last of them is released.
+// That cannot starve the pool: each hold ends within Options.Hold, and
+// claims that empty the pool stop holding it.
+func (p *Pool[K, E]) Claim(k K) (e E, release func(), ok bool) {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	var e E
-	ok := false
+	release = func() {}
 	if list := p.ready[k]; len(list) > 0 && !p.closing {
 		e, ok = list[len(list)-1], true
 		var zero E
 		list[len(list)-1] = zero
 		p.ready[k] = list[:len(list)-1]
+		release = p.hold()
 	}
 	p.asked(k)
-	return e, ok
+	return e, release, ok
+}
+
+// hold holds back the makes until the returned release is called, or
+// Options.Hold has passed; p.mu is held.
+func (p *Pool[K, E]) hold() (release func()) {
+	p.held++
+	var once sync.Once
+	unhold := func() {
+		once.Do(func() {
+			p.mu.Lock()
+			p.held--
+			p.mu.Unlock()
+			p.Refill()
+		})
+	}
+	t := time.AfterFunc(p.opts.Hold, func() {
+		p.log.Info("a claim held the refill back too long: refilling", "hold", p.opts.Hold)
+		unhold()
+	})
+	return func() {
+		t.Stop()
+		unhold()
+	}
 }
 
 // Want marks kind k as asked for without claiming one, so that the pool
@@ -179,20 +223,10 @@ func (p *Pool[K, E]) run() {
 			}
 		}
 		var start []K
-		busy := 0
-		for _, n := range p.making {
-			busy += n
-		}
-		now := time.Now()
-		for _, k := range p.kinds {
-			if t, ok := p.failed[k]; ok && now.Sub(t) < p.opts.Retry {
-				continue
-			}
-			for n := len(p.ready[k]) + p.making[k]; n < size && busy < p.opts.Parallel; n++ {
-				start = append(start, k)
-				p.making[k]++
-				busy++
-			}
+		// No make starts while a claim is held (Claim): the last
+		// release wakes the filler again.
+		if p.held == 0 {
+			start = p.due(size)
 		}
 		p.bg.Add(len(start) + len(drop))
 		p.mu.Unlock()
@@ -206,6 +240,28 @@ func (p *Pool[K, E]) run() {
 			go p.makeOne(k)
 		}
 	}
+}
+
+// due counts as making, and returns, the makes of each kind kept that
+// bring it to size, Options.Parallel under way at most; p.mu is held.
+func (p *Pool[K, E]) due(size int) []K {
+	var start []K
+	busy := 0
+	for _, n := range p.making {
+		busy += n
+	}
+	now := time.Now()
+	for _, k := range p.kinds {
+		if t, ok := p.failed[k]; ok && now.Sub(t) < p.opts.Retry {
+			continue
+		}
+		for n := len(p.ready[k]) + p.making[k]; n < size && busy < p.opts.Parallel; n++ {
+			start = append(start, k)
+			p.making[k]++
+			busy++
+		}
+	}
+	return start
 }
 
 func (p *Pool[K, E]) makeOne(k K) {
