@@ -29,17 +29,18 @@ func (e *Engine) Create(ctx context.Context, req api.CreateRequest) (api.Session
 // its container, and capture the project's state at start (the base).
 // Each step adds its own cleanup to the creation; on error they run in
 // reverse order, so nothing is left behind.
-func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createMode) (api.Session, error) {
+func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createMode) (s api.Session, err error) {
 	t0 := time.Now()
 	plan, err := e.check(ctx, req)
 	if err != nil {
 		return api.Session{}, err
 	}
-	// The pool's refill after a claim waits until this create returns,
-	// its base captured or the create failed (made cold after all,
-	// too): the makes would take the CPU the base capture needs.
+	// The pool's refill after a claim waits until this create's base is
+	// captured or the create failed (made cold after all, too): the
+	// makes would take the CPU the base capture needs. A git project's
+	// base is walked after the create returns (review.CaptureBase).
 	w, release := e.claimWarm(plan, mode)
-	defer release()
+	defer func() { go e.afterBase(s.ID, release) }()
 	if w != nil {
 		s, retry, err := e.createWarm(ctx, plan, mode, w)
 		if !retry {
@@ -47,6 +48,15 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createM
 		}
 	}
 	return e.createCold(ctx, t0, plan, mode)
+}
+
+// afterBase calls release once session id's base is recorded (at once
+// when there is no such session: the create failed).
+func (e *Engine) afterBase(id string, release func()) {
+	if l := e.liveSession(id); l != nil {
+		l.base.Ready()
+	}
+	release()
 }
 
 // createCold makes a session of plan with a container of its own, made

@@ -15,7 +15,8 @@ import (
 	"os/exec"
 	"path/filepath"
 	"runtime"
-	"sort"
+	"slices"
+	"strings"
 	"sync"
 	"syscall"
 
@@ -158,7 +159,7 @@ func CaptureBase(project, dir, upper string, after <-chan struct{}) (*Base, erro
 		if after != nil {
 			<-after
 		}
-		if err := b.walk(upper, b.index()); err != nil {
+		if err := b.walk(upper, b.index); err != nil {
 			b.pendingErr = err
 		}
 	}()
@@ -167,22 +168,27 @@ func CaptureBase(project, dir, upper string, after <-chan struct{}) (*Base, erro
 
 // walk records the manifest. Paths the session had written before the
 // walk reached them take their git index entry when there is one, and
-// are marked uncertain otherwise.
-func (b *Base) walk(upper string, idx map[string]*index.Entry) error {
+// are marked uncertain otherwise. The git index (nil: none) is decoded
+// only then: a large one takes about as long as the walk.
+func (b *Base) walk(upper string, gitIndex func() map[string]*index.Entry) error {
 	entries, err := walkStats(b.project, upper)
 	if err != nil {
 		return err
 	}
-	for p, e := range entries {
+	var idx map[string]*index.Entry
+	for i, e := range entries {
 		if !e.Uncertain {
 			continue
 		}
-		if ie := idx[p]; ie != nil {
+		if idx == nil && gitIndex != nil {
+			idx = gitIndex()
+		}
+		if ie := idx[e.path]; ie != nil {
 			mode, err := ie.Mode.ToOSFileMode()
 			if err != nil {
 				continue
 			}
-			entries[p] = statEntry{Size: int64(ie.Size), Mtime: ie.ModifiedAt.UnixNano(), Ctime: ie.CreatedAt.UnixNano(),
+			entries[i].statEntry = statEntry{Size: int64(ie.Size), Mtime: ie.ModifiedAt.UnixNano(), Ctime: ie.CreatedAt.UnixNano(),
 				Ino: uint64(ie.Inode), Mode: uint32(mode)}
 		}
 	}
@@ -458,11 +464,17 @@ func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error 
 	return os.WriteFile(filepath.Join(b.dir, contentsName), index.Bytes(), 0o600)
 }
 
+// pathStat is a walked entry: its slash-separated relative path and stat.
+type pathStat struct {
+	path string
+	statEntry
+}
+
 // walkStats lstats every entry under root (not descending into .git) with
-// a few goroutines, and returns slash-separated relative paths. With upper
-// set, an entry the session has already written there (or that lies under
-// a directory the session replaced) is marked Uncertain.
-func walkStats(root, upper string) (map[string]statEntry, error) {
+// a few goroutines, and returns them in no order. With upper set, an
+// entry the session has already written there (or that lies under a
+// directory the session replaced) is marked Uncertain.
+func walkStats(root, upper string) ([]pathStat, error) {
 	// The session's side is read confined: the session may be writing it
 	// (and swapping directories for symlinks) while the walk runs.
 	var ur *confined.Root
@@ -473,7 +485,7 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 		}
 		defer ur.Close()
 	}
-	out := map[string]statEntry{}
+	var out []pathStat
 	var mu sync.Mutex
 	var firstErr error
 	var wg sync.WaitGroup
@@ -505,7 +517,7 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 			}
 		}
 		names, _ := f.Readdirnames(-1)
-		local := make(map[string]statEntry, len(names))
+		local := make([]pathStat, 0, len(names))
 		type sub struct {
 			p      string
 			hidden bool
@@ -530,7 +542,7 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 				touched = unix.Fstatat(ufd, n, &ust, unix.AT_SYMLINK_NOFOLLOW) == nil && ust.Mode&unix.S_IFMT != unix.S_IFDIR
 			}
 			e.Uncertain = touched
-			local[p] = e
+			local = append(local, pathStat{p, e})
 			if st.Mode&unix.S_IFMT == unix.S_IFDIR {
 				subdirs = append(subdirs, sub{p, hidden})
 			}
@@ -538,9 +550,7 @@ func walkStats(root, upper string) (map[string]statEntry, error) {
 		f.Close()
 		<-sem
 		mu.Lock()
-		for k, v := range local {
-			out[k] = v
-		}
+		out = append(out, local...)
 		mu.Unlock()
 		for _, s := range subdirs {
 			wg.Add(1)
@@ -562,19 +572,15 @@ type manifest struct{ table }
 
 const manifestMagic = "ALBM2\n"
 
-func writeManifest(path string, entries map[string]statEntry) error {
-	paths := make([]string, 0, len(entries))
-	for p := range entries {
-		paths = append(paths, p)
-	}
-	sort.Strings(paths)
+func writeManifest(path string, entries []pathStat) error {
+	slices.SortFunc(entries, func(a, b pathStat) int { return strings.Compare(a.path, b.path) })
 	var buf bytes.Buffer
-	buf.Grow(len(paths) * 48)
-	offsets := make([]byte, 0, 4*len(paths))
+	buf.Grow(len(entries) * 48)
+	offsets := make([]byte, 0, 4*len(entries))
 	var tmp [binary.MaxVarintLen64]byte
-	for _, p := range paths {
+	for _, e := range entries {
+		p := e.path
 		offsets = binary.LittleEndian.AppendUint32(offsets, uint32(buf.Len()))
-		e := entries[p]
 		buf.Write(tmp[:binary.PutUvarint(tmp[:], uint64(len(p)))])
 		buf.WriteString(p)
 		for _, v := range []int64{e.Size, e.Mtime, e.Ctime} {
@@ -592,7 +598,7 @@ func writeManifest(path string, entries map[string]statEntry) error {
 		return fmt.Errorf("project too large for a base manifest")
 	}
 	buf.Write(offsets)
-	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(paths))))
+	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(entries))))
 	buf.WriteString(manifestMagic)
 	// Written whole or not at all: a crash never leaves half a manifest.
 	if err := os.WriteFile(path+".tmp", buf.Bytes(), 0o600); err != nil {
