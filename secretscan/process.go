@@ -164,10 +164,20 @@ func (p *Process) start() (*child, error) {
 	return c, nil
 }
 
-// ask sends one text and reads the reply; ctx ending kills the child.
+// ask sends one text and reads the reply; ctx ending kills the child,
+// and fails ask even when the reply came as it ended: the child is being
+// killed all the same, and must not be asked again.
 func (c *child) ask(ctx context.Context, text string) (reply, error) {
 	stop := context.AfterFunc(ctx, func() { c.cmd.Process.Kill() })
-	defer stop()
+	rep, err := c.exchange(text)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	return rep, err
+}
+
+// exchange writes one request and reads its reply.
+func (c *child) exchange(text string) (reply, error) {
 	var rep reply
 	if err := writeFrame(c.in, text); err != nil {
 		return rep, err

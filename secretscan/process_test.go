@@ -249,3 +249,25 @@ func TestProcessLargeText(t *testing.T) {
 	lines := 4 << 20
 	find(t, p, strings.Repeat("xxxxxxx\n", lines)+"SECRET\n", lines+1)
 }
+
+// TestProcessContextEndsAsReplyComes: a context that ends as the reply
+// arrives still kills the child; the next Find must not be handed that
+// dead child (and fail), but start another.
+func TestProcessContextEndsAsReplyComes(t *testing.T) {
+	p := newProcess(t, time.Minute)
+	// Many matches: the reply takes a while to decode, and a context that
+	// ends then ends after the reply was read.
+	text := strings.Repeat("SECRET\n", 100_000)
+	find(t, p, "", 0) // started: took is a request's time, not a start's
+	t0 := time.Now()
+	if _, err := p.Find(context.Background(), text); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	for i := range 20 { // ending from 60% of the way to its end
+		ctx, cancel := context.WithTimeout(context.Background(), took*time.Duration(60+2*i)/100)
+		p.Find(ctx, text) // its answer or its context's error: either is right
+		cancel()
+		find(t, p, "SECRET", 1)
+	}
+}
