@@ -271,3 +271,45 @@ func TestProcessContextEndsAsReplyComes(t *testing.T) {
 		find(t, p, "SECRET", 1)
 	}
 }
+
+// TestProcessWaitingFindEnds: a Find waiting for another's turn returns
+// when its own context ends, and Close does not wait for a Find the
+// child never answers: it stops the child, and that Find fails.
+func TestProcessWaitingFindEnds(t *testing.T) {
+	p := newProcess(t, time.Minute)
+	slow := make(chan error, 1)
+	go func() { _, err := p.Find(context.Background(), "SLOW"); slow <- err }()
+	waitFor(t, "the slow Find to have the child", p.Running)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() { _, err := p.Find(ctx, "SECRET"); waiting <- err }()
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a waiting Find past its deadline: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Find waiting behind another did not return when its context ended")
+	}
+
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a Find the child never answers")
+	}
+	select {
+	case err := <-slow:
+		if err == nil {
+			t.Fatal("the Find Close interrupted succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Find Close interrupted did not return")
+	}
+	if p.Running() {
+		t.Fatal("a child after Close")
+	}
+}
