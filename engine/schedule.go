@@ -133,7 +133,8 @@ func (c scheduleCore) CheckPolicy(ctx context.Context, session, file string) err
 	}
 	defer h.done()
 	var breaks []string
-	err = review.ReviewEach(ctx, layers, review.Options{Limits: c.e.reviewLimits(), Workers: c.e.reviewers}, func(batch []review.FileDiff) error {
+	// Hunks: the secrets scanner reads what was added.
+	err = review.ReviewEach(ctx, layers, review.Options{Hunks: true, Limits: c.e.reviewLimits(), Workers: c.e.reviewers}, func(batch []review.FileDiff) error {
 		if err := pol.Check(ctx, layers, batch, c.e.scanner); err != nil {
 			return err
 		}

@@ -55,3 +55,28 @@ func TestScheduleCatchesUpAtStart(t *testing.T) {
 		t.Errorf("schedules: %+v", list)
 	}
 }
+
+// TestSchedulePolicyScansSecrets: a scheduled run whose changes hold a
+// secret breaks the schedule's accept policy, as in `airlock ci`, and
+// nothing of it is applied, even where the project's own policy does not
+// scan for secrets.
+func TestSchedulePolicyScansSecrets(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	p := project(t)
+	must(t, os.MkdirAll(filepath.Join(p, ".airlock"), 0o755))
+	must(t, os.WriteFile(filepath.Join(p, ".airlock/policy.yaml"), []byte("scanners:\n  secrets: false\n"), 0o644))
+	strict := filepath.Join(t.TempDir(), "policy.yaml")
+	must(t, os.WriteFile(strict, []byte("auto_accept: ['**']\n"), 0o644))
+	_, err := e.AddSchedule(ctx, api.Schedule{Name: "keys", Cron: "@yearly", Project: p, Policy: strict, ApplyPolicy: true,
+		Command: []string{"sh", "-c", "echo 'stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF' > keys.txt"}})
+	must(t, err)
+	run, err := e.RunSchedule(ctx, "keys", api.ScheduleRunRequest{Wait: true})
+	must(t, err)
+	if run.Outcome != api.RunPolicy || !strings.Contains(run.Error, "keys.txt: secrets") {
+		t.Errorf("a run that wrote a Stripe key: %s (%s); want it to break the policy on keys.txt's secret", run.Outcome, run.Error)
+	}
+	if _, err := os.Stat(filepath.Join(p, "keys.txt")); err == nil {
+		t.Errorf("the run's secret was applied to the project")
+	}
+}

@@ -209,14 +209,14 @@ func (p Policy) Check(ctx context.Context, l Layers, diffs []FileDiff, find Secr
 type secretScan struct {
 	text  strings.Builder
 	where []struct{ file, line int } // per line of text
-	files []int                      // the diffs added, in order
+	files []int                      // the diffs that added a line, in order
 }
 
 // fileBoundary separates files in the batch so no rule spans two.
 const fileBoundary = "\n\n-----airlock file boundary-----\n\n"
 
 func (s *secretScan) add(file int, d *FileDiff) {
-	s.files = append(s.files, file)
+	lines := len(s.where)
 	for _, h := range d.Hunks {
 		newLine := h.NewStart
 		for _, ln := range h.Lines {
@@ -233,6 +233,10 @@ func (s *secretScan) add(file int, d *FileDiff) {
 			}
 		}
 	}
+	if len(s.where) == lines {
+		return // nothing added: nothing to scan, nor to flag when a scan fails
+	}
+	s.files = append(s.files, file)
 	s.text.WriteString(fileBoundary)
 	for range strings.Count(fileBoundary, "\n") {
 		s.where = append(s.where, struct{ file, line int }{-1, 0})

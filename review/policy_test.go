@@ -156,3 +156,39 @@ func TestSecretScanFails(t *testing.T) {
 		t.Errorf("a review whose context ended: %v", err)
 	}
 }
+
+// countingFinder counts the scans it was asked for, and cannot look.
+type countingFinder struct{ n *int }
+
+func (f countingFinder) Find(context.Context, string) ([]secretscan.Match, error) {
+	*f.n++
+	return nil, errors.New("the secret scanner failed")
+}
+
+// TestSecretScanOnlyWhatWasAdded: a file the session only removed lines
+// from has nothing to scan: a scan that fails does not flag it, and a
+// batch of such files starts no scan (no scanner child) at all.
+func TestSecretScanOnlyWhatWasAdded(t *testing.T) {
+	removed := func(path string) review.FileDiff {
+		return review.FileDiff{Change: review.Change{Path: path, Type: review.File, Kind: review.Modified},
+			Hunks: []review.Hunk{{OldStart: 1, OldLines: 2, NewStart: 1, NewLines: 1, Lines: []string{" kept\n", "-gone\n"}}}}
+	}
+	added := review.FileDiff{Change: review.Change{Path: "new.go", Type: review.File}, Hunks: []review.Hunk{{NewStart: 1, NewLines: 1, Lines: []string{"+text\n"}}}}
+	var n int
+	diffs := []review.FileDiff{removed("a.go"), added, removed("b.go")}
+	must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, countingFinder{&n}))
+	for _, d := range []review.FileDiff{diffs[0], diffs[2]} {
+		if len(d.Findings) != 0 {
+			t.Errorf("%s, which only lost a line: %+v", d.Path, d.Findings)
+		}
+	}
+	if len(diffs[1].Findings) != 1 || n != 1 {
+		t.Errorf("the added file: %+v after %d scans; want it flagged as not scanned after one", diffs[1].Findings, n)
+	}
+	n = 0
+	diffs = []review.FileDiff{removed("a.go"), removed("b.go")}
+	must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, countingFinder{&n}))
+	if n != 0 || len(diffs[0].Findings)+len(diffs[1].Findings) != 0 {
+		t.Errorf("only lines removed: %d scans, findings %+v %+v; want none", n, diffs[0].Findings, diffs[1].Findings)
+	}
+}

@@ -17,16 +17,18 @@ import (
 // started on the first Find, asked one text at a time, and stopped once
 // no Find has come for Idle. A child that dies, or a Find whose context
 // ends mid-request, costs that Find its answer (an error) and the child:
-// the next Find starts another. Safe for concurrent use; Finds wait for
-// each other.
+// the next Find starts another. Safe for concurrent use; Finds take
+// turns, and one waiting for its turn returns when its context ends.
 type Process struct {
 	opts ProcessOptions
 
-	mu     sync.Mutex // held for a whole request
-	child  *child     // nil: none running
-	last   time.Time  // when the last request ended
-	timer  *time.Timer
-	closed bool
+	turn   chan struct{} // holds a value while a Find has the child
+	closed chan struct{} // closed by Close
+
+	mu    sync.Mutex // guards what follows; never held while the child works
+	child *child     // nil: none running
+	last  time.Time  // when the last request ended
+	timer *time.Timer
 }
 
 // ProcessOptions say which child to run and for how long.
@@ -46,28 +48,38 @@ func NewProcess(o ProcessOptions) *Process {
 	if o.Idle <= 0 {
 		o.Idle = 30 * time.Second
 	}
-	return &Process{opts: o}
+	return &Process{opts: o, turn: make(chan struct{}, 1), closed: make(chan struct{})}
 }
+
+var errClosed = errors.New("the secret scanner is closed")
 
 // Find sends text to the child and returns what it found.
 func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
 	if len(text) > MaxText {
 		return nil, fmt.Errorf("a text of %d bytes is over the secret scanner's limit of %d", len(text), MaxText)
 	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
+	}
+	select {
+	case p.turn <- struct{}{}:
+		defer func() { <-p.turn }()
+	case <-ctx.Done():
+		return nil, ctx.Err()
+	case <-p.closed:
+		return nil, errClosed
+	}
+	c, err := p.running()
+	if err != nil {
+		return nil, err
+	}
+	rep, err := c.ask(ctx, text)
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	if p.closed {
-		return nil, errors.New("the secret scanner is closed")
-	}
-	if p.child == nil {
-		c, err := p.start()
-		if err != nil {
-			return nil, err
-		}
-		p.child = c
-	}
-	rep, err := p.child.ask(ctx, text)
 	if err != nil {
+		if p.child != c { // Close took it
+			return nil, errClosed
+		}
 		how := p.stopChild()
 		if ctx.Err() != nil {
 			return nil, ctx.Err()
@@ -86,6 +98,25 @@ func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
 	return rep.Matches, nil
 }
 
+// running is the child, started if none runs.
+func (p *Process) running() (*child, error) {
+	p.mu.Lock()
+	defer p.mu.Unlock()
+	select {
+	case <-p.closed:
+		return nil, errClosed
+	default:
+	}
+	if p.child == nil {
+		c, err := p.start()
+		if err != nil {
+			return nil, err
+		}
+		p.child = c
+	}
+	return p.child, nil
+}
+
 // Running reports whether a child is running (for tests and the
 // engine's memory figures).
 func (p *Process) Running() bool {
@@ -94,11 +125,16 @@ func (p *Process) Running() bool {
 	return p.child != nil
 }
 
-// Close stops the child, if any; Finds after it fail.
+// Close stops the child, if any, without waiting for a Find it is
+// working for (that Find fails); Finds after it fail.
 func (p *Process) Close() error {
 	p.mu.Lock()
 	defer p.mu.Unlock()
-	p.closed = true
+	select {
+	case <-p.closed:
+	default:
+		close(p.closed)
+	}
 	if p.timer != nil {
 		p.timer.Stop()
 	}
@@ -107,9 +143,16 @@ func (p *Process) Close() error {
 }
 
 // stopIdle stops the child once no request has come for Idle. A timer
-// that fired while a Find held the lock finds last moved on, and leaves
-// the child to the timer that Find set.
+// that fires while a Find has its turn leaves the child to it (it sets
+// the timer again when it ends); one that fires as a Find ends finds last
+// moved on.
 func (p *Process) stopIdle() {
+	select {
+	case p.turn <- struct{}{}:
+		defer func() { <-p.turn }()
+	default:
+		return
+	}
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if time.Since(p.last) >= p.opts.Idle {
@@ -164,10 +207,20 @@ func (p *Process) start() (*child, error) {
 	return c, nil
 }
 
-// ask sends one text and reads the reply; ctx ending kills the child.
+// ask sends one text and reads the reply; ctx ending kills the child,
+// and fails ask even when the reply came as it ended: the child is being
+// killed all the same, and must not be asked again.
 func (c *child) ask(ctx context.Context, text string) (reply, error) {
 	stop := context.AfterFunc(ctx, func() { c.cmd.Process.Kill() })
-	defer stop()
+	rep, err := c.exchange(text)
+	if !stop() && err == nil {
+		err = ctx.Err()
+	}
+	return rep, err
+}
+
+// exchange writes one request and reads its reply.
+func (c *child) exchange(text string) (reply, error) {
 	var rep reply
 	if err := writeFrame(c.in, text); err != nil {
 		return rep, err

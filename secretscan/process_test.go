@@ -249,3 +249,67 @@ func TestProcessLargeText(t *testing.T) {
 	lines := 4 << 20
 	find(t, p, strings.Repeat("xxxxxxx\n", lines)+"SECRET\n", lines+1)
 }
+
+// TestProcessContextEndsAsReplyComes: a context that ends as the reply
+// arrives still kills the child; the next Find must not be handed that
+// dead child (and fail), but start another.
+func TestProcessContextEndsAsReplyComes(t *testing.T) {
+	p := newProcess(t, time.Minute)
+	// Many matches: the reply takes a while to decode, and a context that
+	// ends then ends after the reply was read.
+	text := strings.Repeat("SECRET\n", 100_000)
+	find(t, p, "", 0) // started: took is a request's time, not a start's
+	t0 := time.Now()
+	if _, err := p.Find(context.Background(), text); err != nil {
+		t.Fatal(err)
+	}
+	took := time.Since(t0)
+	for i := range 20 { // ending from 60% of the way to its end
+		ctx, cancel := context.WithTimeout(context.Background(), took*time.Duration(60+2*i)/100)
+		p.Find(ctx, text) // its answer or its context's error: either is right
+		cancel()
+		find(t, p, "SECRET", 1)
+	}
+}
+
+// TestProcessWaitingFindEnds: a Find waiting for another's turn returns
+// when its own context ends, and Close does not wait for a Find the
+// child never answers: it stops the child, and that Find fails.
+func TestProcessWaitingFindEnds(t *testing.T) {
+	p := newProcess(t, time.Minute)
+	slow := make(chan error, 1)
+	go func() { _, err := p.Find(context.Background(), "SLOW"); slow <- err }()
+	waitFor(t, "the slow Find to have the child", p.Running)
+
+	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
+	defer cancel()
+	waiting := make(chan error, 1)
+	go func() { _, err := p.Find(ctx, "SECRET"); waiting <- err }()
+	select {
+	case err := <-waiting:
+		if !errors.Is(err, context.DeadlineExceeded) {
+			t.Fatalf("a waiting Find past its deadline: %v", err)
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("a Find waiting behind another did not return when its context ended")
+	}
+
+	closed := make(chan struct{})
+	go func() { p.Close(); close(closed) }()
+	select {
+	case <-closed:
+	case <-time.After(10 * time.Second):
+		t.Fatal("Close waited for a Find the child never answers")
+	}
+	select {
+	case err := <-slow:
+		if err == nil {
+			t.Fatal("the Find Close interrupted succeeded")
+		}
+	case <-time.After(10 * time.Second):
+		t.Fatal("the Find Close interrupted did not return")
+	}
+	if p.Running() {
+		t.Fatal("a child after Close")
+	}
+}
