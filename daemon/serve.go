@@ -103,7 +103,8 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		}
 	}
 	log.Info("engine answering", "socket", o.Socket)
-	tcp := newTCPListener(d.Server, o.Listen, token, log)
+	rel := newReleaser(quietAfter, freeOSMemory)
+	tcp := newTCPListener(d.Server, o.Listen, token, log, rel)
 	defer tcp.close()
 	d.Server.StartUI = tcp.start
 	if o.Listen != "" {
@@ -111,7 +112,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 			return err
 		}
 	}
-	hs := server.HTTPServer(d.Server.Handler(), log)
+	hs := server.HTTPServer(rel.wrap(d.Server.Handler()), log)
 	errc := make(chan error, 1)
 	go func() { errc <- hs.Serve(l) }()
 	select {

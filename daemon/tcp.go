@@ -30,6 +30,7 @@ type tcpListener struct {
 	addr  string
 	token string
 	log   *slog.Logger
+	rel   *releaser
 
 	mu  sync.Mutex
 	url string
@@ -38,11 +39,11 @@ type tcpListener struct {
 
 // newTCPListener prepares the listener on addr ("": a loopback port
 // chosen when it opens); nothing listens until start.
-func newTCPListener(srv *server.Server, addr, token string, log *slog.Logger) *tcpListener {
+func newTCPListener(srv *server.Server, addr, token string, log *slog.Logger, rel *releaser) *tcpListener {
 	if addr == "" {
 		addr = "127.0.0.1:0"
 	}
-	return &tcpListener{srv: srv, addr: addr, token: token, log: log}
+	return &tcpListener{srv: srv, addr: addr, token: token, log: log, rel: rel}
 }
 
 // loadToken reads the TCP listener's token from path (surrounding space
@@ -83,7 +84,7 @@ func (t *tcpListener) start() (string, error) {
 	if !loopback {
 		t.log.Warn("the engine answers on a non-loopback address: anyone who can reach it and has the token controls its sessions", "addr", l.Addr())
 	}
-	t.hs = server.HTTPServer(t.srv.TCPHandler(server.TCP{Assets: assets, Built: built, Token: t.token, Loopback: loopback}), t.log)
+	t.hs = server.HTTPServer(t.rel.wrap(t.srv.TCPHandler(server.TCP{Assets: assets, Built: built, Token: t.token, Loopback: loopback})), t.log)
 	go t.hs.Serve(l)
 	if ip != nil && ip.IsUnspecified() {
 		host = "127.0.0.1"

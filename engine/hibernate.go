@@ -414,8 +414,8 @@ func diskUsage(dir string) int64 {
 // adoptLost is adopt's answer to a session whose tmpfs is gone (a host
 // reboot): back as hibernated from its newest checkpoint, saying which
 // and of when, or failed when it has none. Its container, if Docker kept
-// one, is removed; so are its network's parts (the record keeps the
-// policy).
+// one, is removed; its network's parts are adopt's to remove, with the
+// other unused networks (the record keeps the policy).
 func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 	cs, err := e.checkpoints(r.ID)
 	var last *checkpoint.Checkpoint
@@ -439,7 +439,9 @@ func (e *Engine) adoptLost(ctx context.Context, r store.Session, cause error) {
 		}
 		return
 	}
-	e.release(ctx, r)
+	lost := r
+	lost.Network = "" // its network's parts go with adopt's unused networks, in the background
+	e.release(ctx, lost)
 	what := ""
 	if last.Label != "" {
 		what = " (" + last.Label + ")"

@@ -77,7 +77,15 @@ type Pool[P any, G Gateway[P]] struct {
 	spares  []*Network[G]
 	filling bool
 	closing bool
-	bg      sync.WaitGroup // the filler
+	stale   map[string]*staleNet // ReleaseLater's keys, until released
+	bg      sync.WaitGroup       // the filler, ReleaseLater's releases
+}
+
+// staleNet is a key ReleaseLater was given: claimed by whoever releases
+// it (the background, or a make of the same key), done once released.
+type staleNet struct {
+	claimed bool
+	done    chan struct{}
 }
 
 // NewPool returns a pool making networks through links and fw, each with
@@ -260,26 +268,78 @@ func (p *Pool[P, G]) Close() {
 	p.bg.Wait()
 }
 
-// RemoveUnused removes this engine's networks that neither a session
-// (used, by key) nor the pool's spares hold: spares of a previous run, or
-// a network made by a create that crashed before recording it.
-func (p *Pool[P, G]) RemoveUnused(used map[string]bool) error {
-	keys, err := OwnedKeys(p.links, p.opts.Owner)
-	if err != nil {
-		return err
+// ReleaseLater releases keys (Release) in the background, one after
+// another; Close waits for it. A make of one of them (a session woken
+// under its old network's key) releases it first itself, or waits for
+// its release, so it never meets its remains.
+func (p *Pool[P, G]) ReleaseLater(keys []string) {
+	if len(keys) == 0 {
+		return
 	}
 	p.mu.Lock()
+	if p.stale == nil {
+		p.stale = map[string]*staleNet{}
+	}
+	for _, k := range keys {
+		if p.stale[k] == nil {
+			p.stale[k] = &staleNet{done: make(chan struct{})}
+		}
+	}
+	p.bg.Add(1)
+	p.mu.Unlock()
+	go func() {
+		defer p.bg.Done()
+		for _, k := range keys {
+			p.releaseStale(k)
+		}
+	}()
+}
+
+// releaseStale releases key if ReleaseLater was given it and no one has
+// yet, or waits for whoever is.
+func (p *Pool[P, G]) releaseStale(key string) {
+	p.mu.Lock()
+	s := p.stale[key]
+	if s == nil {
+		p.mu.Unlock()
+		return
+	}
+	if s.claimed {
+		p.mu.Unlock()
+		<-s.done
+		return
+	}
+	s.claimed = true
+	p.mu.Unlock()
+	p.Release(key)
+	p.mu.Lock()
+	delete(p.stale, key)
+	p.mu.Unlock()
+	close(s.done)
+}
+
+// Unused lists this engine's networks that neither a session (used, by
+// key) nor the pool's spares hold — spares of a previous run, a network
+// made by a create that crashed before recording it, a lost session's —
+// for the caller to Release.
+func (p *Pool[P, G]) Unused(used map[string]bool) ([]string, error) {
+	keys, err := OwnedKeys(p.links, p.opts.Owner)
+	if err != nil {
+		return nil, err
+	}
+	p.mu.Lock()
+	defer p.mu.Unlock()
 	spare := map[string]bool{}
 	for _, n := range p.spares {
 		spare[n.Key] = true
 	}
-	p.mu.Unlock()
+	var unused []string
 	for _, key := range keys {
 		if !used[key] && !spare[key] {
-			p.Release(key)
+			unused = append(unused, key)
 		}
 	}
-	return nil
+	return unused, nil
 }
 
 // OwnedKeys lists the keys of the networks owner made.
@@ -300,6 +360,7 @@ func OwnedKeys(links Links, owner string) ([]string, error) {
 // make makes network key: a bridge on a free /30, its gateway started,
 // its rules installed. On an error nothing of it is left.
 func (p *Pool[P, G]) make(key string) (*Network[G], error) {
+	p.releaseStale(key)
 	n, err := p.create(key)
 	if err != nil {
 		return nil, err

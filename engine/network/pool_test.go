@@ -2,6 +2,7 @@ package network
 
 import (
 	"errors"
+	"fmt"
 	"net/netip"
 	"os"
 	"path/filepath"
@@ -24,6 +25,9 @@ type fakeLinks struct {
 	plugged map[string]plug // by host end
 	failAdd error
 	bound   map[netip.Addr]bool // gateways some process still listens on
+	// deleting, when set, is called before a link is deleted (set it
+	// before the pool runs).
+	deleting func(name string)
 }
 
 type fakeBridge struct {
@@ -109,6 +113,9 @@ func (l *fakeLinks) Plug(bridge, hostEnd string, pid int, addr netip.Prefix, gw 
 }
 
 func (l *fakeLinks) Delete(name string) {
+	if l.deleting != nil {
+		l.deleting(name)
+	}
 	l.mu.Lock()
 	defer l.mu.Unlock()
 	delete(l.bridges, name)
@@ -416,9 +423,9 @@ func TestOpen(t *testing.T) {
 	}
 }
 
-// Close removes the spares and makes no more; RemoveUnused removes this
-// engine's networks nobody holds, and never another engine's.
-func TestCloseAndRemoveUnused(t *testing.T) {
+// Close removes the spares and makes no more; Unused lists this engine's
+// networks nobody holds (for Release), and never another engine's.
+func TestCloseAndUnused(t *testing.T) {
 	f := newFixture(t, Options{Spares: 2, Owner: "airlock:/a"})
 	other := f.links
 	other.AddBridge("al-othersession", "airlock:/b", netip.MustParsePrefix("10.213.200.1/30"))
@@ -430,9 +437,11 @@ func TestCloseAndRemoveUnused(t *testing.T) {
 	}
 	f.pool.bg.Wait()
 	other.AddBridge("al-crashed", "airlock:/a", netip.MustParsePrefix("10.213.100.1/30"))
-	if err := f.pool.RemoveUnused(map[string]bool{held.Key: true}); err != nil {
-		t.Fatal(err)
+	unused, err := f.pool.Unused(map[string]bool{held.Key: true})
+	if err != nil || !slices.Equal(unused, []string{"crashed"}) {
+		t.Fatalf("unused %v, %v: want the crashed create's network alone", unused, err)
 	}
+	f.pool.Release("crashed")
 	names := f.links.names()
 	if slices.Contains(names, "al-crashed") || !slices.Contains(names, "al-othersession") || !slices.Contains(names, held.Bridge) || len(names) != 4 {
 		t.Errorf("bridges %v: want the held one, two spares and the other engine's", names)
@@ -452,5 +461,33 @@ func TestCloseAndRemoveUnused(t *testing.T) {
 	f.pool.Release(held.Key)
 	if got := f.links.names(); len(got) != 1 || f.fw.has(held.Key) {
 		t.Errorf("after Release: bridges %v, rules %v", got, f.fw.Installed())
+	}
+}
+
+// TestReleaseLater: networks left to release in the background go, and a
+// session that takes its old network's key back meanwhile gets a new
+// network under it rather than "file exists" (or its new bridge removed).
+func TestReleaseLater(t *testing.T) {
+	f := newFixture(t, Options{Owner: "airlock:/a"})
+	for i, key := range []string{"old1", "old2", "old3"} {
+		f.links.AddBridge("al-"+key, "airlock:/a", netip.MustParsePrefix(fmt.Sprintf("10.213.%d.1/30", 100+i)))
+	}
+	// The background release stays on old1 until the take is done.
+	gate := make(chan struct{})
+	f.links.deleting = func(name string) {
+		if name == "al-old1" {
+			<-gate
+		}
+	}
+	f.pool.ReleaseLater([]string{"old1", "old2", "old3"})
+	n, err := f.pool.Take("old3", "p")
+	close(gate)
+	if err != nil {
+		t.Fatalf("take a key being released: %v", err)
+	}
+	f.pool.bg.Wait()
+	names := f.links.names()
+	if !slices.Equal(names, []string{n.Bridge}) || n.Bridge != "al-old3" {
+		t.Errorf("bridges %v: want only the new al-old3", names)
 	}
 }
