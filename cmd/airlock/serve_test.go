@@ -1,8 +1,8 @@
 package main_test
 
 import (
-	"bytes"
 	"context"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -116,19 +116,15 @@ func secretFound(t *testing.T, bin, sock string, engine int, dir string) {
 	cli("rm", "-f", m[1])
 }
 
-// children are the executables of pid's child processes.
+// children are the executables of pid's child processes (each thread's
+// children file lists those it started).
 func children(pid int) []string {
 	var exes []string
-	entries, _ := os.ReadDir("/proc")
-	for _, e := range entries {
-		stat, err := os.ReadFile("/proc/" + e.Name() + "/stat")
-		if err != nil {
-			continue
-		}
-		// pid (comm) state ppid ...: comm may hold spaces; ppid follows the last ')'.
-		f := strings.Fields(string(stat[bytes.LastIndexByte(stat, ')')+1:]))
-		if len(f) > 1 && f[1] == strconv.Itoa(pid) {
-			exe, _ := os.Readlink("/proc/" + e.Name() + "/exe")
+	files, _ := filepath.Glob(fmt.Sprintf("/proc/%d/task/*/children", pid))
+	for _, f := range files {
+		b, _ := os.ReadFile(f)
+		for _, kid := range strings.Fields(string(b)) {
+			exe, _ := os.Readlink("/proc/" + kid + "/exe")
 			exes = append(exes, exe)
 		}
 	}
