@@ -446,7 +446,7 @@ func (c *creation) base(ctx context.Context) error {
 	go func() {
 		defer e.bg.Done()
 		defer close(captureDone)
-		if err := cb.base.CaptureContent(cctx, baseMaxFile, baseBudget); err != nil && cctx.Err() == nil {
+		if err := cb.base.CaptureContent(cctx, c.ws.Upper(), baseMaxFile, baseBudget); err != nil && cctx.Err() == nil {
 			e.log.Warn("base content capture", "session", id, "err", err)
 		}
 		l.sums.captured.Store(true)

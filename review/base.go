@@ -403,14 +403,16 @@ func cleanInIndex(ie *index.Entry, e statEntry) bool {
 // index does not give, while that is cheap: regular files up to maxFile
 // bytes, at most budget bytes in all, skipping any file that changes while
 // it is read. The copies go to one pack file, not a file each. It runs
-// after the session has started and stops when ctx ends.
-func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error {
+// after the session has started and stops when ctx ends. The files the
+// session has already changed (in upper, when given) go first: theirs is
+// the base a merge needs if the host changes them too, and the host may
+// do so as soon as the session's first command returns.
+func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget int64) error {
 	if err := b.load(); err != nil {
 		return err
 	}
 	idx := b.index()
-	var list []string
-	var sizes []statEntry
+	var list []pathStat
 	b.manifest.each(func(p string, e statEntry) {
 		if !fs.FileMode(e.Mode).IsRegular() || e.Size > maxFile {
 			return
@@ -418,23 +420,59 @@ func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error 
 		if ie := idx[p]; ie != nil && cleanInIndex(ie, e) {
 			return
 		}
-		list = append(list, p)
-		sizes = append(sizes, e)
+		list = append(list, pathStat{p, e})
 	})
+	first := 0
+	if upper != "" {
+		changed, err := ChangesContext(ctx, Layers{Upper: upper, Project: b.project})
+		if err != nil && ctx.Err() != nil {
+			return ctx.Err()
+		}
+		touched := make(map[string]bool, len(changed))
+		for _, c := range changed {
+			touched[c.Path] = true
+		}
+		for i := range list {
+			if touched[list[i].path] {
+				list[first], list[i] = list[i], list[first]
+				first++
+			}
+		}
+	}
 	pack, err := os.OpenFile(filepath.Join(b.dir, packName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
 		return err
 	}
 	defer pack.Close()
 	w := bufio.NewWriterSize(pack, 1<<20)
+	// A file is readable from the pack (b.packed) once its bytes are
+	// written out, not while they sit in w: the touched files at once,
+	// the rest each time w fills.
+	type placed struct {
+		path string
+		at   [2]int64 // offset and length in the pack
+	}
+	var pending []placed
+	publish := func() error {
+		if err := w.Flush(); err != nil {
+			return err
+		}
+		b.mu.Lock()
+		for _, x := range pending {
+			b.packed[x.path] = x.at
+		}
+		b.mu.Unlock()
+		pending = pending[:0]
+		return nil
+	}
 	var spent, off int64
 	var index bytes.Buffer
 	buf := make([]byte, maxFile+1)
-	for i, p := range list {
+	for i, x := range list {
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		e := sizes[i]
+		p, e := x.path, x.statEntry
 		if spent+e.Size > budget {
 			continue
 		}
@@ -452,13 +490,16 @@ func (b *Base) CaptureContent(ctx context.Context, maxFile, budget int64) error 
 			return err
 		}
 		fmt.Fprintf(&index, "%s\n%d %d\x00", p, off, n)
-		b.mu.Lock()
-		b.packed[p] = [2]int64{off, int64(n)}
-		b.mu.Unlock()
+		pending = append(pending, placed{p, [2]int64{off, int64(n)}})
 		off += int64(n)
 		spent += e.Size
+		if i < first || w.Buffered() >= 1<<19 {
+			if err := publish(); err != nil {
+				return err
+			}
+		}
 	}
-	if err := w.Flush(); err != nil {
+	if err := publish(); err != nil {
 		return err
 	}
 	return os.WriteFile(filepath.Join(b.dir, contentsName), index.Bytes(), 0o600)

@@ -132,7 +132,7 @@ func TestThreeWay(t *testing.T) {
 		t.Run(name+"/clean merge", func(t *testing.T) {
 			p, l, m := session(t, numbered(30, nil), git)
 			if !git {
-				must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
+				must(t, l.Base.CaptureContent(context.Background(), l.Upper, 1<<20, 1<<30))
 			}
 			write(t, filepath.Join(m, "f.txt"), numbered(30, map[int]string{3: "agent\n"}), 0o644)
 			write(t, filepath.Join(p, "f.txt"), numbered(30, map[int]string{25: "host\n"}), 0o644)
@@ -149,7 +149,7 @@ func TestThreeWay(t *testing.T) {
 		t.Run(name+"/overlap", func(t *testing.T) {
 			p, l, m := session(t, numbered(10, nil), git)
 			if !git {
-				must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
+				must(t, l.Base.CaptureContent(context.Background(), l.Upper, 1<<20, 1<<30))
 			}
 			write(t, filepath.Join(m, "f.txt"), numbered(10, map[int]string{5: "agent five\n", 9: "agent nine\n"}), 0o644)
 			hostVersion := numbered(10, map[int]string{5: "host five\n"})
@@ -186,7 +186,7 @@ func TestThreeWay(t *testing.T) {
 	}
 	t.Run("markers only when asked", func(t *testing.T) {
 		p, l, m := session(t, numbered(5, nil), false)
-		must(t, l.Base.CaptureContent(context.Background(), 1<<20, 1<<30))
+		must(t, l.Base.CaptureContent(context.Background(), l.Upper, 1<<20, 1<<30))
 		write(t, filepath.Join(m, "f.txt"), numbered(5, map[int]string{3: "agent\n"}), 0o644)
 		write(t, filepath.Join(p, "f.txt"), numbered(5, map[int]string{3: "host\n"}), 0o644)
 		d := fileDiff(t, l, "f.txt")
@@ -316,5 +316,18 @@ func TestWalkAfterSessionWrites(t *testing.T) {
 	}
 	if d := fileDiff(t, l, "untracked.txt"); !d.Conflict {
 		t.Fatalf("untracked file written before the walk and changed on the host: want a conflict: %+v", d.Change)
+	}
+}
+
+// TestCaptureTouchedFirst: the start content of what the session already
+// changed is captured before the rest, so with room for one file only,
+// a file the session and then the host changed still merges.
+func TestCaptureTouchedFirst(t *testing.T) {
+	p, l, m := session(t, "aaaaa\n", false) // f.txt and other.txt, 6 bytes each
+	write(t, filepath.Join(m, "other.txt"), "other\nagent\n", 0o644)
+	must(t, l.Base.CaptureContent(context.Background(), l.Upper, 1<<20, 6))
+	write(t, filepath.Join(p, "other.txt"), "host\nother\n", 0o644)
+	if d := fileDiff(t, l, "other.txt"); d.Conflict || !d.Merged {
+		t.Fatalf("the session's file was not captured first: %+v", d.Change)
 	}
 }
