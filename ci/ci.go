@@ -267,9 +267,14 @@ func gitState(dir string) (head string, dirty, ok bool) {
 func startEngine(ctx context.Context, o Options, stateDir string) (*engine.Engine, func(), error) {
 	defs := o.Defaults
 	defs.WarmPool = -1
+	// Secrets are looked for in this process (`airlock ci` needs no
+	// airlock-scan beside it), with the rules compiled while the engine
+	// and the session start: every run is reviewed.
+	secrets := gitleaks.New()
+	secrets.Warm()
 	d, err := daemon.Assemble(ctx, daemon.Options{StateDir: stateDir, Defaults: defs, Logger: o.Log, PolicyFile: o.PolicyFile, IdleCheck: time.Hour,
-		NeverAsk: true,            // nobody answers in ci: under --net ask, undecided is denied
-		Secrets:  gitleaks.New()}) // in this process: `airlock ci` needs no airlock-scan beside it
+		NeverAsk: true, // nobody answers in ci: under --net ask, undecided is denied
+		Secrets:  secrets})
 	if err != nil {
 		return nil, nil, err
 	}
