@@ -52,3 +52,13 @@ func TestCanceled(t *testing.T) {
 		t.Fatal("scanned under a canceled context")
 	}
 }
+
+// TestWarm: rules compiled ahead are the ones Find uses.
+func TestWarm(t *testing.T) {
+	d := gitleaks.New()
+	d.Warm()
+	d.Warm() // twice is once
+	if got, err := d.Find(context.Background(), stripe); err != nil || len(got) != 1 {
+		t.Fatalf("after Warm: %+v, %v", got, err)
+	}
+}
