@@ -411,33 +411,10 @@ func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget
 	if err := b.load(); err != nil {
 		return err
 	}
-	idx := b.index()
-	var list []pathStat
-	b.manifest.each(func(p string, e statEntry) {
-		if !fs.FileMode(e.Mode).IsRegular() || e.Size > maxFile {
-			return
-		}
-		if ie := idx[p]; ie != nil && cleanInIndex(ie, e) {
-			return
-		}
-		list = append(list, pathStat{p, e})
-	})
-	first := 0
-	if upper != "" {
-		changed, err := ChangesContext(ctx, Layers{Upper: upper, Project: b.project})
-		if err != nil && ctx.Err() != nil {
-			return ctx.Err()
-		}
-		touched := make(map[string]bool, len(changed))
-		for _, c := range changed {
-			touched[c.Path] = true
-		}
-		for i := range list {
-			if touched[list[i].path] {
-				list[first], list[i] = list[i], list[first]
-				first++
-			}
-		}
+	list := b.notInIndex(maxFile)
+	first, err := b.touchedFirst(ctx, list, upper)
+	if err != nil {
+		return err
 	}
 	pack, err := os.OpenFile(filepath.Join(b.dir, packName), os.O_CREATE|os.O_WRONLY|os.O_TRUNC, 0o600)
 	if err != nil {
@@ -503,6 +480,47 @@ func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget
 		return err
 	}
 	return os.WriteFile(filepath.Join(b.dir, contentsName), index.Bytes(), 0o600)
+}
+
+// notInIndex are the regular files of at most maxFile bytes whose start
+// content the git index does not give, in path order.
+func (b *Base) notInIndex(maxFile int64) []pathStat {
+	idx := b.index()
+	var list []pathStat
+	b.manifest.each(func(p string, e statEntry) {
+		if !fs.FileMode(e.Mode).IsRegular() || e.Size > maxFile {
+			return
+		}
+		if ie := idx[p]; ie != nil && cleanInIndex(ie, e) {
+			return
+		}
+		list = append(list, pathStat{p, e})
+	})
+	return list
+}
+
+// touchedFirst moves the entries of list the session has changed in
+// upper ("": none) to its front, and says how many there are.
+func (b *Base) touchedFirst(ctx context.Context, list []pathStat, upper string) (int, error) {
+	if upper == "" {
+		return 0, nil
+	}
+	changed, err := ChangesContext(ctx, Layers{Upper: upper, Project: b.project})
+	if err != nil && ctx.Err() != nil {
+		return 0, ctx.Err()
+	}
+	touched := make(map[string]bool, len(changed))
+	for _, c := range changed {
+		touched[c.Path] = true
+	}
+	first := 0
+	for i := range list {
+		if touched[list[i].path] {
+			list[first], list[i] = list[i], list[first]
+			first++
+		}
+	}
+	return first, nil
 }
 
 // pathStat is a walked entry: its slash-separated relative path and stat.
