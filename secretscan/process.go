@@ -35,8 +35,9 @@ type Process struct {
 type ProcessOptions struct {
 	// Path is the scanner's binary (cmd/airlock-scan).
 	Path string
-	// Args and Env are the child's arguments and environment (nil Env:
-	// this process's).
+	// Args and Env are the child's arguments and environment. Nil Env
+	// is an empty one, not this process's: the child reads what sessions
+	// wrote, and the engine's environment may hold API keys.
 	Args, Env []string
 	// Idle is how long a child is kept without a request (default 30 s).
 	Idle time.Duration
@@ -190,6 +191,9 @@ type child struct {
 func (p *Process) start() (*child, error) {
 	cmd := exec.Command(p.opts.Path, p.opts.Args...)
 	cmd.Env = p.opts.Env
+	if cmd.Env == nil {
+		cmd.Env = []string{}
+	}
 	c := &child{cmd: cmd, stderr: &tail{max: 2048}}
 	cmd.Stderr = c.stderr
 	in, err := cmd.StdinPipe()

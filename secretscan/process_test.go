@@ -313,3 +313,15 @@ func TestProcessWaitingFindEnds(t *testing.T) {
 		t.Fatal("a child after Close")
 	}
 }
+
+// TestProcessEmptyEnvironment: by default the child gets none of the
+// engine's environment (which may hold API keys).
+func TestProcessEmptyEnvironment(t *testing.T) {
+	t.Setenv("AIRLOCK_TEST_SECRET_KEY", "sk-should-not-reach-the-child")
+	p := secretscan.NewProcess(secretscan.ProcessOptions{Path: "/bin/sh", Args: []string{"-c", `env >&2; exit 3`}})
+	defer p.Close()
+	_, err := p.Find(context.Background(), "x")
+	if err == nil || strings.Contains(err.Error(), "sk-should-not-reach-the-child") || !strings.Contains(err.Error(), "exit status 3") {
+		t.Fatalf("the child's environment: %v", err)
+	}
+}
