@@ -21,7 +21,7 @@ import (
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
-	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/secretscan"
 	"github.com/docker/docker/client"
 )
 
@@ -58,7 +58,7 @@ type Options struct {
 	// Secrets is engine.Options' (nil: the airlock-scan beside the
 	// engine's binary, as a child). The CLI, which links a detector
 	// anyway, passes it.
-	Secrets review.SecretFinder
+	Secrets secretscan.Finder
 	// Version is the engine's version that `airlock version` shows.
 	Version string
 }

@@ -12,7 +12,7 @@ import (
 
 	"github.com/airlock/airlock/engine/server"
 	"github.com/airlock/airlock/errdefs"
-	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/secretscan"
 )
 
 // ServeOptions say where the daemon answers and what it reads at start.
@@ -42,7 +42,7 @@ type ServeOptions struct {
 	// file's (0: none).
 	WarmPool *int
 	// Secrets is Options' (nil: the airlock-scan beside the engine).
-	Secrets review.SecretFinder
+	Secrets secretscan.Finder
 }
 
 // NewLogger is the daemon's log: text lines to w, debug messages only when

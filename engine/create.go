@@ -40,10 +40,10 @@ func (e *Engine) create(ctx context.Context, req api.CreateRequest, mode createM
 	// makes would take the CPU the base capture needs. A git project's
 	// base is walked after the create returns (review.CaptureBase).
 	w, release := e.claimWarm(plan, mode)
-	defer func() { go e.afterBase(s.ID, release) }()
 	if w != nil {
-		s, retry, err := e.createWarm(ctx, plan, mode, w)
-		if !retry {
+		defer func() { go e.afterBase(s.ID, release) }() // s: the session made, warm or cold
+		var retry bool
+		if s, retry, err = e.createWarm(ctx, plan, mode, w); !retry {
 			return s, err
 		}
 	}

@@ -158,8 +158,9 @@ type Options struct {
 	// Secrets finds secrets in what sessions add, for reviews. Nil: the
 	// airlock-scan beside the engine's executable, run as a child while
 	// reviews need it (secretscan.Process), so the engine links no
-	// detector; processes that link one anyway pass it here.
-	Secrets review.SecretFinder
+	// detector; processes that link one anyway pass it here. The engine
+	// closes it when it closes, if it is an io.Closer.
+	Secrets secretscan.Finder
 }
 
 // Engine owns sessions. It is safe for concurrent use.
@@ -180,7 +181,7 @@ type Engine struct {
 	// initPath is the session init found from Options.InitPath ("": none).
 	initPath string
 	// scanner is Options.Secrets, or the child process it defaults to.
-	scanner review.SecretFinder
+	scanner secretscan.Finder
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
 	reviewers *review.Workers

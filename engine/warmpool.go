@@ -183,8 +183,9 @@ func (m warmMaker) Discard(ctx context.Context, w *warmEntry) {
 }
 
 // claimWarm takes a warm entry for a create of plan in mode, if the pool
-// has one of its kind and the mode can start from one. The pool makes
-// none until release is called (warm.Pool.Claim): the create defers it.
+// has one of its kind and the mode can start from one. Having claimed
+// one, the pool makes none until release is called (warm.Pool.Claim);
+// without one, release does nothing.
 func (e *Engine) claimWarm(p createPlan, mode createMode) (_ *warmEntry, release func()) {
 	if e.warm == nil || p.workspace == api.WorkspaceDisk || p.imageID == "" || !mode.warm() {
 		return nil, func() {}

@@ -423,8 +423,8 @@ func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget
 	defer pack.Close()
 	w := bufio.NewWriterSize(pack, 1<<20)
 	// A file is readable from the pack (b.packed) once its bytes are
-	// written out, not while they sit in w: the touched files at once,
-	// the rest each time w fills.
+	// written out, not while they sit in w: the touched files as soon as
+	// they are all read, the rest each time w fills.
 	type placed struct {
 		path string
 		at   [2]int64 // offset and length in the pack
@@ -449,6 +449,11 @@ func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
+		if i == first && len(pending) > 0 {
+			if err := publish(); err != nil {
+				return err
+			}
+		}
 		p, e := x.path, x.statEntry
 		if spent+e.Size > budget {
 			continue
@@ -470,7 +475,7 @@ func (b *Base) CaptureContent(ctx context.Context, upper string, maxFile, budget
 		pending = append(pending, placed{p, [2]int64{off, int64(n)}})
 		off += int64(n)
 		spent += e.Size
-		if i < first || w.Buffered() >= 1<<19 {
+		if w.Buffered() >= 1<<19 {
 			if err := publish(); err != nil {
 				return err
 			}

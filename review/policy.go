@@ -168,19 +168,13 @@ type Finding struct {
 
 func on(b *bool) bool { return b == nil || *b }
 
-// SecretFinder finds secrets in text: the lines a session added, file
-// after file (secretscan.Finder; the engine's runs in a child process).
-type SecretFinder interface {
-	Find(ctx context.Context, text string) ([]secretscan.Match, error)
-}
-
 // Check applies the policy to each diff: it sets Held (with the glob that
-// holds it), AutoAccept, and Findings, looking for secrets with find. A
+// holds it), AutoAccept, and Findings, looking for secrets in what the session added with find (nil: none, every such file flagged). A
 // scan that fails flags every file it was to look at ("not scanned for
 // secrets") rather than failing the review: what was not scanned is not
 // known to be clean, and is not accepted by a policy or `airlock ci`
 // either. Check fails only when ctx ends.
-func (p Policy) Check(ctx context.Context, l Layers, diffs []FileDiff, find SecretFinder) error {
+func (p Policy) Check(ctx context.Context, l Layers, diffs []FileDiff, find secretscan.Finder) error {
 	var scan secretScan
 	holds, autos := p.holds(), compileGlobs(p.AutoAccept)
 	held := compileGlobs(holds)
@@ -243,13 +237,15 @@ func (s *secretScan) add(file int, d *FileDiff) {
 	}
 }
 
-func (s *secretScan) run(ctx context.Context, diffs []FileDiff, find SecretFinder) error {
+func (s *secretScan) run(ctx context.Context, diffs []FileDiff, find secretscan.Finder) error {
 	if len(s.where) == 0 {
 		return nil
 	}
-	err := errors.New("this engine has no secret scanner")
 	var found []secretscan.Match
-	if find != nil {
+	var err error
+	if find == nil {
+		err = errors.New("this engine has no secret scanner")
+	} else {
 		found, err = find.Find(ctx, s.text.String())
 	}
 	if ctx.Err() != nil {

@@ -133,7 +133,7 @@ func TestSecretScanFails(t *testing.T) {
 	added := func(path string) review.FileDiff {
 		return review.FileDiff{Change: review.Change{Path: path, Type: review.File}, Hunks: []review.Hunk{{NewStart: 1, NewLines: 1, Lines: []string{"+text\n"}}}}
 	}
-	for name, find := range map[string]review.SecretFinder{
+	for name, find := range map[string]secretscan.Finder{
 		"scanner crashed": failingFinder{errors.New("the secret scanner failed: signal: killed")},
 		"no scanner":      nil,
 	} {

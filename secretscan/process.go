@@ -118,8 +118,7 @@ func (p *Process) running() (*child, error) {
 	return p.child, nil
 }
 
-// Running reports whether a child is running (for tests and the
-// engine's memory figures).
+// Running reports whether a child is running (for tests).
 func (p *Process) Running() bool {
 	p.mu.Lock()
 	defer p.mu.Unlock()
