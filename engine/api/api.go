@@ -32,7 +32,10 @@ const Version = "v1"
 // Level 7: a blame's hunks name their command's line and the agent's
 // call (HunkBlame.CommandLine, .Call); events carry a call's id and an
 // edit's text (Event.ID, .Wrote).
-const Level = 7
+// Level 8: ignore rules: Diff.ignored/session_ignored, ?ignored=only|all,
+// Change.ignored/ignored_by/generated, the stat flags g, i and s,
+// Selection.include_ignored, Outcomes.ignored/session_ignored.
+const Level = 8
 
 // Session states.
 const (

@@ -43,6 +43,11 @@ type Diff struct {
 	Commits   []Commit  `json:"commits,omitempty"`
 	Stats     []Stat    `json:"stats"`
 	Workspace Workspace `json:"workspace"`
+	// Ignored summarises the changes the project's ignore rules cover;
+	// SessionIgnored those only rules the session wrote cover (flagged:
+	// they are not left out of an accept of everything silently).
+	Ignored        *Ignored `json:"ignored,omitempty"`
+	SessionIgnored *Ignored `json:"session_ignored,omitempty"`
 }
 
 // Change is one path the session changed relative to the current project.
@@ -82,7 +87,87 @@ type Change struct {
 	// From is the project path this one was renamed from (KindRenamed).
 	From       string `json:"from,omitempty"`
 	Similarity int    `json:"similarity,omitempty"` // percent, for renames
+	// Ignored is set on a change ignore rules cover, listed only when the
+	// diff asks for ignored changes (DiffQuery) or names the path:
+	// IgnoredProject when the project's own rules ignore it,
+	// IgnoredSession when only a rule the session wrote does. IgnoredBy
+	// names the rule ("sub/.gitignore:3: node_modules/").
+	Ignored   string `json:"ignored,omitempty"`
+	IgnoredBy string `json:"ignored_by,omitempty"`
+	// Generated says why the file is shown collapsed (a lockfile, or the
+	// project's .gitattributes marks it linguist-generated or -diff): its
+	// hunks are there, a display folds them unless the file is flagged.
+	Generated string `json:"generated,omitempty"`
 }
+
+// The ignore marks of a change.
+const (
+	IgnoredProject = "project" // the project's own rules ignore it
+	IgnoredSession = "session" // only a rule the session wrote does
+)
+
+// Ignored summarises the changes a review left out because ignore rules
+// cover them: counted by place, never diffed, never taken by an accept of
+// everything. The session keeps them.
+type Ignored struct {
+	Paths int64 `json:"paths"`
+	Bytes int64 `json:"bytes"`
+	// Dirs are where they are, most paths first (the first IgnoredDirs).
+	Dirs []IgnoredDir `json:"dirs,omitempty"`
+	// Rules are the rules that ignored them, most paths first.
+	Rules []IgnoredRule `json:"rules,omitempty"`
+	// Findings are what the scanners found in them all the same
+	// (secrets, links leaving the project), the first IgnoredFindings.
+	Findings     []IgnoredFinding `json:"findings,omitempty"`
+	FindingCount int64            `json:"finding_count,omitempty"`
+	// Unscanned counts the ignored files no scanner read (a summary, or
+	// the scanners' budget spent).
+	Unscanned int64 `json:"unscanned,omitempty"`
+}
+
+// How many places, rules and findings an Ignored lists at most.
+const (
+	IgnoredDirs     = 20
+	IgnoredFindings = 50
+)
+
+// IgnoredDir is a place ignored paths are under: a directory a rule
+// ignores whole ("node_modules/"), or the directory of files ignored one
+// by one.
+type IgnoredDir struct {
+	Path  string `json:"path"`
+	Paths int64  `json:"paths"`
+	Bytes int64  `json:"bytes"`
+}
+
+// IgnoredRule is one ignore rule and how many paths it ignored.
+type IgnoredRule struct {
+	Source  string `json:"source"` // ".gitignore", "web/.gitignore", ".git/info/exclude", "core.excludesFile"
+	Line    int    `json:"line"`
+	Pattern string `json:"pattern"`
+	Paths   int64  `json:"paths"`
+}
+
+// IgnoredFinding is a scanner's finding in an ignored path.
+type IgnoredFinding struct {
+	Path    string `json:"path"`
+	Scanner string `json:"scanner"`
+	Message string `json:"message"`
+}
+
+// DiffQuery is what a diff reads: Paths narrows it (a named ignored path
+// is listed), Ignored chooses what happens to ignored changes.
+type DiffQuery struct {
+	Paths   []string
+	Ignored string // IgnoredMode*
+}
+
+// What a diff does with ignored changes.
+const (
+	IgnoredModeSummarise = ""     // counted in Diff.Ignored, not listed
+	IgnoredModeOnly      = "only" // only they are listed
+	IgnoredModeAll       = "all"  // listed with the rest, marked
+)
 
 // FileDiff is a change with its text hunks (none for binary files,
 // directories and special files).
@@ -150,6 +235,10 @@ type Stat struct {
 	Held     bool   `json:"held,omitempty"`
 	// Findings names the scanners that flagged the file.
 	Findings []string `json:"findings,omitempty"`
+	// Generated and Ignored repeat the change's marks (Change.Generated,
+	// Change.Ignored).
+	Generated bool   `json:"generated,omitempty"`
+	Ignored   string `json:"ignored,omitempty"`
 }
 
 // Commit is a git commit made inside the session.
@@ -186,6 +275,10 @@ type Selection struct {
 	// IncludeFlagged lets an accept of everything (or of a directory)
 	// take changes the policy holds or a scanner flagged.
 	IncludeFlagged bool `json:"include_flagged,omitempty"`
+	// IncludeIgnored lets a selection of everything (or of a directory)
+	// take the changes ignore rules cover; without it only ignored paths
+	// named themselves (or under a named ignored directory) are taken.
+	IncludeIgnored bool `json:"include_ignored,omitempty"`
 }
 
 // Outcomes is the per-path result of an accept or discard.
@@ -194,6 +287,10 @@ type Outcomes struct {
 	// Branch and Commits report commits imported by accept --commits.
 	Branch  string   `json:"branch,omitempty"`
 	Commits []Commit `json:"commits,omitempty"`
+	// Ignored and SessionIgnored say what the selection left in the
+	// session because ignore rules cover it (see Diff.Ignored).
+	Ignored        *Ignored `json:"ignored,omitempty"`
+	SessionIgnored *Ignored `json:"session_ignored,omitempty"`
 }
 
 // Outcome is what happened to one selected change.
@@ -221,7 +318,7 @@ func Stats(files []FileDiff) []Stat {
 	out := make([]Stat, 0, len(files))
 	for _, d := range files {
 		s := Stat{Path: d.Path, Kind: d.Kind, Binary: d.Binary, TooLarge: d.TooLarge != "", From: d.From,
-			Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != ""}
+			Conflict: d.Conflict, Merged: d.Merged, Held: d.Held != "", Generated: d.Generated != "", Ignored: d.Ignored}
 		for _, f := range d.Findings {
 			s.Findings = append(s.Findings, f.Scanner)
 		}

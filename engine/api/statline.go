@@ -18,7 +18,8 @@ const StatLines = "text/x-airlock-stat"
 
 // AppendStatLine appends s as a line (without its newline): kind, added
 // and removed lines, flags (b binary, t too large, c conflict, m merged,
-// h held), the scanners' findings joined by commas, the path it was
+// h held, g generated, i ignored by the project's rules, s ignored by
+// the session's only), the scanners' findings joined by commas, the path it was
 // renamed from and the path, separated by tabs. Paths are escaped (a
 // backslash, tab, newline and any control byte as \\, \t, \n, \xNN), so
 // no name a session makes can add a field or a line.
@@ -32,7 +33,8 @@ func AppendStatLine(b []byte, s Stat) []byte {
 	for _, f := range []struct {
 		on bool
 		c  byte
-	}{{s.Binary, 'b'}, {s.TooLarge, 't'}, {s.Conflict, 'c'}, {s.Merged, 'm'}, {s.Held, 'h'}} {
+	}{{s.Binary, 'b'}, {s.TooLarge, 't'}, {s.Conflict, 'c'}, {s.Merged, 'm'}, {s.Held, 'h'},
+		{s.Generated, 'g'}, {s.Ignored == IgnoredProject, 'i'}, {s.Ignored == IgnoredSession, 's'}} {
 		if f.on {
 			b = append(b, f.c)
 		}
@@ -124,6 +126,12 @@ func ParseStatLine(line []byte) (Stat, error) {
 			s.Merged = true
 		case 'h':
 			s.Held = true
+		case 'g':
+			s.Generated = true
+		case 'i':
+			s.Ignored = IgnoredProject
+		case 's':
+			s.Ignored = IgnoredSession
 		default:
 			return Stat{}, fmt.Errorf("a stat line's flag %q is unknown", c)
 		}
