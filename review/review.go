@@ -41,6 +41,13 @@ type Options struct {
 	// NoDigests leaves FileDiff.Digest and ContentSum empty (a summary
 	// has no use for them, and an accept cannot be pinned to them).
 	NoDigests bool
+	// Ignored says what becomes of the changes Layers.Ignoring's rules
+	// cover: summarised (the default: only those Paths names are
+	// listed), listed alone, or listed with the rest.
+	Ignored IgnoredMode
+	// OnIgnored, when set, is told what the rules covered, once the walk
+	// is done and before the first batch.
+	OnIgnored func(IgnoredSummary)
 }
 
 // ReviewWith is Review with options.
@@ -79,9 +86,12 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		return err
 	}
 	defer r.close()
-	items, err := changes(ctx, l, r, opts.Workers)
+	items, ignored, err := changes(ctx, l, r, opts)
 	if err != nil {
 		return err
+	}
+	if opts.OnIgnored != nil {
+		opts.OnIgnored(ignored)
 	}
 	if items, err = detectRenames(ctx, l, r, items); err != nil {
 		return err
@@ -137,6 +147,9 @@ func reviewBatchOf(ctx context.Context, l Layers, r *roots, opts Options, batch 
 			}
 			var err error
 			results[i], keepers[i], err = reviewSafely(ctx, l, r, batch[i].change(), opts, over[i])
+			if keepers[i] && results[i].Type == File {
+				results[i].Generated = l.Ignoring.generated(results[i].Path)
+			}
 			if err == nil && keepers[i] && !opts.NoDigests {
 				// What accept pins: the session's side as reviewed.
 				err = results[i].digest(r.upper)
@@ -241,6 +254,7 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks, sums bo
 		if c.cached != nil && (hunks || c.cached.Hunks == nil) && !over {
 			cached := *c.cached
 			cached.Change.hostInfo, cached.Change.data = c.hostInfo, c.data
+			cached.Change.Ignored, cached.Change.IgnoredBy = c.Ignored, c.IgnoredBy // this review's rules
 			return cached, true, nil
 		}
 		if hunks && textual(fd.Change) {
