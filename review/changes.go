@@ -263,7 +263,7 @@ func newWalker(ctx context.Context, l Layers, r *roots, opts Options) *walker {
 	root := dirJob{dir: r.upper, root: true, hostDir: true}
 	if l.Ignoring != nil {
 		w.ignore = &ignoreWalk{ig: l.Ignoring, mode: opts.Ignored}
-		for _, p := range opts.Paths {
+		for _, p := range append(slices.Clip(opts.Paths), opts.Named...) {
 			if c, err := CleanPath(p); err == nil {
 				w.ignore.named = append(w.ignore.named, c)
 			}

@@ -45,6 +45,9 @@ type Options struct {
 	// cover: summarised (the default: only those Paths names are
 	// listed), listed alone, or listed with the rest.
 	Ignored IgnoredMode
+	// Named are paths whose ignored changes are listed (as Paths' are)
+	// without narrowing the review to them: an accept's selection.
+	Named []string
 	// OnIgnored, when set, is told what the rules covered, once the walk
 	// is done and before the first batch.
 	OnIgnored func(IgnoredSummary)

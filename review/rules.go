@@ -30,6 +30,11 @@ type Ignoring struct {
 	// a directory, anything under it: git reviews a tracked path whatever
 	// the rules say. Nil: nothing is tracked.
 	Tracked func(p string, isDir bool) bool
+	// ProjectRead, when set (before the review), is told each rule file
+	// read from the project and whether it was there: what a summary kept
+	// between reviews depends on. It may be called from several
+	// goroutines at once.
+	ProjectRead func(rel string, found bool)
 }
 
 // maxRuleFile is the largest rule file read (.gitignore, .gitattributes,
@@ -52,8 +57,16 @@ type Globals struct {
 // followed, nothing outside the root is read). git is never run.
 func LoadIgnoring(upper, project string, g Globals) *Ignoring {
 	gitDir, isGit := gitDirOf(project)
-	pr := projectReader(project, gitDir)
-	ig := &Ignoring{
+	ig := &Ignoring{}
+	read := projectReader(project, gitDir)
+	pr := func(rel string) ([]byte, error) {
+		b, err := read(rel)
+		if ig.ProjectRead != nil {
+			ig.ProjectRead(rel, err == nil)
+		}
+		return b, err
+	}
+	*ig = Ignoring{
 		Project: gitrules.New(gitrules.Options{Read: pr, Git: isGit, Global: g.Ignore, GlobalAttributes: g.Attributes, MaxFile: maxRuleFile}),
 		Session: gitrules.New(gitrules.Options{Read: sessionReader(upper, pr), Git: isGit, Global: g.Ignore, GlobalAttributes: g.Attributes, MaxFile: maxRuleFile}),
 	}
