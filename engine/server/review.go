@@ -100,9 +100,11 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 	res, err := s.eng.AcceptEach(context.WithoutCancel(r.Context()), r.PathValue("id"), req, func(o api.Outcome) error { return out.element(o) })
 	if err == nil {
 		err = out.finish(struct {
-			Branch  string       `json:"branch,omitempty"`
-			Commits []api.Commit `json:"commits,omitempty"`
-		}{res.Branch, res.Commits})
+			Branch         string       `json:"branch,omitempty"`
+			Commits        []api.Commit `json:"commits,omitempty"`
+			Ignored        *api.Ignored `json:"ignored,omitempty"`
+			SessionIgnored *api.Ignored `json:"session_ignored,omitempty"`
+		}{res.Branch, res.Commits, res.Ignored, res.SessionIgnored})
 	}
 	if err != nil {
 		out.fail(err)
