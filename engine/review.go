@@ -106,7 +106,8 @@ func (e *Engine) DiffEach(ctx context.Context, id string, q api.DiffQuery, each 
 	defer h.done()
 	n := 0
 	var ignored review.IgnoredSummary
-	opts := review.Options{Hunks: true, Paths: q.Paths, Ignored: mode, OnIgnored: func(s review.IgnoredSummary) { ignored = s }}
+	opts := review.Options{Hunks: true, Paths: q.Paths, Ignored: mode, OnIgnored: func(s review.IgnoredSummary) { ignored = s },
+		ScanIgnored: e.scanner}
 	err = e.reviewEach(ctx, sid, layers, opts, func(batch []review.FileDiff) error {
 		return h.without(ctx, func() error {
 			for _, f := range batch {
@@ -355,6 +356,9 @@ func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layer
 		return errdefs.Wrap(errdefs.Invalid, err)
 	}
 	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
+	if !pol.ScansSecrets() {
+		opts.ScanIgnored = nil
+	}
 	n := 0
 	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
 		if err := pol.Check(ctx, layers, batch, e.scanner); err != nil {

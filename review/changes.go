@@ -207,6 +207,11 @@ func changes(ctx context.Context, l Layers, r *roots, opts Options) ([]listed, I
 	if err := w.run(opts.Workers); err != nil {
 		return nil, IgnoredSummary{}, err
 	}
+	if w.ignore != nil && opts.ScanIgnored != nil {
+		if err := w.ignore.scanIgnored(ctx, r, opts.ScanIgnored); err != nil {
+			return nil, IgnoredSummary{}, err
+		}
+	}
 	return mergeListed(w.out), w.ignore.summary(), nil
 }
 
@@ -262,7 +267,7 @@ func newWalker(ctx context.Context, l Layers, r *roots, opts Options) *walker {
 	w.cond = sync.NewCond(&w.mu)
 	root := dirJob{dir: r.upper, root: true, hostDir: true}
 	if l.Ignoring != nil {
-		w.ignore = &ignoreWalk{ig: l.Ignoring, mode: opts.Ignored}
+		w.ignore = &ignoreWalk{ig: l.Ignoring, mode: opts.Ignored, scan: opts.ScanIgnored != nil}
 		for _, p := range append(slices.Clip(opts.Paths), opts.Named...) {
 			if c, err := CleanPath(p); err == nil {
 				w.ignore.named = append(w.ignore.named, c)

@@ -106,9 +106,21 @@ type ignoreWalk struct {
 
 	mu      sync.Mutex
 	tallies [2]tally // project, session
+	// scan: ignored files to read for secrets (Options.ScanIgnored),
+	// within the scan's budget; the rest are counted unscanned.
+	scan      bool
+	toScan    []ignoredFile
+	scanBytes int64
+}
+
+// ignoredFile is an ignored file a scanner reads.
+type ignoredFile struct {
+	path, who string
+	size      int64
 }
 
 type tally struct {
+	unscanned    int64
 	paths, bytes int64
 	places       map[string]*IgnoredPlace
 	rules        map[gitrules.Rule]int64
@@ -253,7 +265,7 @@ func (iw *ignoreWalk) summary() IgnoredSummary {
 }
 
 func (t *tally) result() IgnoredTally {
-	out := IgnoredTally{Paths: t.paths, Bytes: t.bytes, Findings: t.findings, FindingCount: t.findingCount}
+	out := IgnoredTally{Paths: t.paths, Bytes: t.bytes, Findings: t.findings, FindingCount: t.findingCount, Unscanned: t.unscanned}
 	for _, pl := range t.places {
 		out.Dirs = append(out.Dirs, *pl)
 	}
@@ -301,6 +313,9 @@ func (w *walker) countIgnored(d dirFd, name, p string, ust *unix.Stat_t, hasHost
 		size = ust.Size
 	}
 	w.ignore.count(p, size, false, entry)
+	if utype == File {
+		w.ignore.toRead(p, size, entry.who)
+	}
 	if utype == Symlink {
 		if t, err := d.Readlink(name); err == nil && escapes(p, t) {
 			w.ignore.finding(entry.who, IgnoredFinding{Path: p, Finding: Finding{Scanner: "symlink_escape",
@@ -342,6 +357,26 @@ func (iw *ignoreWalk) countListed(c *Change, m ignoreMark) {
 		size = c.Size
 	}
 	iw.count(c.Path, size, c.Type == Dir, m)
+}
+
+// toRead keeps an ignored file for the secrets scan, or counts it
+// unscanned past the scan's budget (or when nothing scans).
+func (iw *ignoreWalk) toRead(p string, size int64, who string) {
+	iw.mu.Lock()
+	defer iw.mu.Unlock()
+	if size == 0 {
+		return
+	}
+	if !iw.scan || size > maxScanFile || len(iw.toScan) >= maxScanFiles || iw.scanBytes+size > maxScanBytes {
+		t := &iw.tallies[0]
+		if who == IgnoredBySession {
+			t = &iw.tallies[1]
+		}
+		t.unscanned++
+		return
+	}
+	iw.toScan = append(iw.toScan, ignoredFile{path: p, who: who, size: size})
+	iw.scanBytes += size
 }
 
 // dirFd is what countIgnored reads a link through.

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/secretscan"
 )
 
 // gitProject makes a git project whose .gitignore ignores node_modules/,
@@ -160,5 +161,45 @@ func TestSessionRulesHideNothing(t *testing.T) {
 	named, _, _ := reviewPaths(t, l, review.Options{Paths: []string{"src/backdoor.js"}})
 	if !slices.Equal(named, []string{"src/backdoor.js"}) {
 		t.Errorf("named: %q", named)
+	}
+}
+
+// lineFinder finds a "secret" on every line holding needle.
+type lineFinder struct{ needle string }
+
+func (f lineFinder) Find(_ context.Context, text string) ([]secretscan.Match, error) {
+	var out []secretscan.Match
+	for i, l := range strings.Split(text, "\n") {
+		if strings.Contains(l, f.needle) {
+			out = append(out, secretscan.Match{Rule: "test-key", Description: "a test key", Line: i + 1})
+		}
+	}
+	return out, nil
+}
+
+// A key in an ignored file is not reviewed, but it is found and said.
+func TestIgnoredFilesAreScannedForSecrets(t *testing.T) {
+	p := gitProject(t)
+	ws := mountWS(t, p)
+	sessionWork(t, ws.Merged(), 30)
+	write(t, filepath.Join(ws.Merged(), "node_modules/pkgb/config.js"), "a\nb\nkey = 'AKIAFAKE'\n", 0o644)
+	write(t, filepath.Join(ws.Merged(), "node_modules/pkgb/blob.bin"), "\x00AKIAFAKE", 0o644)
+	l := review.Layers{Upper: ws.Upper(), Project: p, Ignoring: review.LoadIgnoring(ws.Upper(), p, review.Globals{})}
+	_, sum, _ := reviewPaths(t, l, review.Options{ScanIgnored: lineFinder{"AKIAFAKE"}})
+	var secrets []review.IgnoredFinding
+	for _, f := range sum.Project.Findings {
+		if f.Scanner == "secrets" {
+			secrets = append(secrets, f)
+		}
+	}
+	if len(secrets) != 1 || secrets[0].Path != "node_modules/pkgb/config.js" || secrets[0].Line != 3 {
+		t.Errorf("secrets found in ignored files: %+v", secrets)
+	}
+	if sum.Project.Unscanned != 1 {
+		t.Errorf("the binary file is unscanned: %d", sum.Project.Unscanned)
+	}
+	_, sum, _ = reviewPaths(t, l, review.Options{})
+	if sum.Project.Unscanned != sum.Project.Paths-2 { // all files but the link and the deletion
+		t.Errorf("without a scanner every ignored file is unscanned: %d of %d", sum.Project.Unscanned, sum.Project.Paths)
 	}
 }

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/airlock/airlock/secretscan"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -51,6 +53,11 @@ type Options struct {
 	// OnIgnored, when set, is told what the rules covered, once the walk
 	// is done and before the first batch.
 	OnIgnored func(IgnoredSummary)
+	// ScanIgnored, when set, reads the ignored files (within a budget)
+	// for secrets before OnIgnored is told: an ignored file is not
+	// reviewed, but a key in it is still worth knowing of. Unset, they
+	// are counted unscanned.
+	ScanIgnored secretscan.Finder
 }
 
 // ReviewWith is Review with options.
