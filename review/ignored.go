@@ -383,3 +383,31 @@ func (iw *ignoreWalk) toRead(p string, size int64, who string) {
 type dirFd interface {
 	Readlink(name string) (string, error)
 }
+
+// flagHidingRules gives each rule file of the session whose rules hide
+// paths the project's rules do not an ignore_rule finding: an agent's
+// rule hides nothing silently, and an accept of everything leaves the
+// rule (and what it hides) until someone looks.
+func flagHidingRules(files []FileDiff, session IgnoredTally) {
+	if len(session.Rules) == 0 {
+		return
+	}
+	for i := range files {
+		f := &files[i]
+		if !ruleFile(path.Base(f.Path)) {
+			continue
+		}
+		var n int64
+		var patterns []string
+		for _, r := range session.Rules {
+			if r.Source == f.Path {
+				n += r.Paths
+				patterns = append(patterns, fmt.Sprintf("line %d %q", r.Line, r.Pattern))
+			}
+		}
+		if n > 0 {
+			f.Findings = append(f.Findings, Finding{Scanner: "ignore_rule",
+				Message: fmt.Sprintf("this session's rule hides %d path(s) the project's own rules do not ignore (%s): `airlock diff --ignored` lists them", n, strings.Join(patterns, ", "))})
+		}
+	}
+}

@@ -151,9 +151,14 @@ func TestSessionRulesHideNothing(t *testing.T) {
 	write(t, filepath.Join(ws.Merged(), ".gitignore"), "*\n", 0o644)
 	write(t, filepath.Join(ws.Merged(), "src/backdoor.js"), "evil\n", 0o644)
 	l := review.Layers{Upper: ws.Upper(), Project: p, Ignoring: review.LoadIgnoring(ws.Upper(), p, review.Globals{})}
-	got, sum, _ := reviewPaths(t, l, review.Options{})
+	got, sum, files := reviewPaths(t, l, review.Options{})
 	if !slices.Contains(got, ".gitignore") {
 		t.Errorf("the rule file itself is not reviewed: %q", got)
+	}
+	for _, f := range files {
+		if f.Path == ".gitignore" && (len(f.Findings) != 1 || f.Findings[0].Scanner != "ignore_rule") {
+			t.Errorf("the session's hiding rule is not flagged: %+v", f.Findings)
+		}
 	}
 	if sum.Session.Paths != 1 || sum.Project.Paths != 0 {
 		t.Errorf("src/backdoor.js must be counted as hidden by the session's rule only: %+v / %+v", sum.Session, sum.Project)

@@ -129,6 +129,7 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 				out = append(out, results[i])
 			}
 		}
+		flagHidingRules(out, ignored.Session)
 		err := each(out)
 		clear(results)
 		if err != nil {

@@ -74,6 +74,9 @@ func byRules(ig *api.Ignored) string {
 }
 
 func printIgnoredFindings(w io.Writer, ig *api.Ignored) {
+	if ig.Unscanned > 0 {
+		fmt.Fprintf(w, "  %d of them not read for secrets (a --stat reads none; airlock diff without --stat reads them within a budget)\n", ig.Unscanned)
+	}
 	for _, f := range ig.Findings {
 		fmt.Fprintf(w, "  FINDING in ignored %s: %s: %s\n", review.QuotePath(f.Path), f.Scanner, printable(f.Message))
 	}
