@@ -21,6 +21,7 @@
 //     hibernated sessions hold
 //  19. reboot recovery: 20 sessions back after their containers and
 //     mounts are gone
+//  23. `diff --stat` beside 6,400 ignored files vs `git status`
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -134,6 +135,9 @@ func main() {
 	}
 	if want("19") {
 		b.rebootRecovery(20)
+	}
+	if want("23") {
+		b.ignoredVsGitStatus(6400, 10)
 	}
 	if *only != "" {
 		return
