@@ -18,7 +18,7 @@ const maxHello = 64<<10 + 4<<10
 
 // helloTimeout is how long a client has to send its whole ClientHello. A
 // package manager on a loaded machine opens its tunnels well before it
-// gets to each handshake: `npm install` of a real project lost a third of
+// gets to each handshake: `npm install` of a real project lost two thirds of
 // its tunnels (1,032 of 1,591) to a 10 s limit on a 2-core machine at load 16.
 const helloTimeout = 60 * time.Second
 
