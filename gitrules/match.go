@@ -123,12 +123,12 @@ type glob struct {
 type tokenKind uint8
 
 const (
-	tokByte      tokenKind = iota // one byte, as is
-	tokAny                        // ?: any byte (not / when matching paths)
-	tokClass                      // [...]
-	tokStar                       // *: any run of bytes without /
-	tokStarAll                    // ** at the end or before \/: any run of bytes
-	tokStarSlash                  // **/ at a segment start: nothing, or any run ending in /
+	tokByte    tokenKind = iota // one byte, as is
+	tokAny                      // ?: any byte (not / when matching paths)
+	tokClass                    // [...]
+	tokStar                     // *: any run of bytes without /
+	tokStarAll                  // ** at the end or before \/: any run of bytes
+	tokDirs                     // **/ at a segment start is tokDirs, tokStarAll, '/': tokDirs skips all three (no directory) or enters them
 )
 
 type token struct {
@@ -182,8 +182,9 @@ func compileGlob(p string, path bool) *glob {
 					case rest == "" || strings.HasPrefix(rest, "\\/"):
 						kind = tokStarAll
 					case rest[0] == '/':
-						kind = tokStarSlash
-						j++ // the slash belongs to the token
+						g.toks = append(g.toks, token{kind: tokDirs}, token{kind: tokStarAll}, token{kind: tokByte, b: '/'})
+						i = j + 1
+						continue
 					}
 				}
 			}
@@ -358,8 +359,6 @@ func (g *glob) match(text string) bool {
 				stay = c != '/'
 			case tokStarAll:
 				stay = true
-			case tokStarSlash:
-				stay, advance = true, c == '/'
 			}
 			if stay {
 				next[s>>6] |= 1 << (s & 63)
@@ -406,8 +405,11 @@ func (g *glob) close(set []uint64) {
 			continue
 		}
 		switch g.toks[s].kind {
-		case tokStar, tokStarAll, tokStarSlash:
+		case tokStar, tokStarAll:
 			set[(s+1)>>6] |= 1 << ((s + 1) & 63)
+		case tokDirs:
+			set[(s+1)>>6] |= 1 << ((s + 1) & 63)
+			set[(s+3)>>6] |= 1 << ((s + 3) & 63)
 		}
 	}
 }
