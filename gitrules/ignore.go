@@ -203,11 +203,14 @@ func (f *ignoreFile) last(path string, baseAt int, isDir bool) (Rule, bool) {
 	return Rule{}, false
 }
 
-// Ignored answers for one path (slash-separated, from the root, no leading
-// slash) as git status would: a path under an ignored directory is
+// Ignored answers for one path (slash-separated, from the root; empty
+// elements are dropped) as git status would: a path under an ignored directory is
 // ignored. The Rule is the one that decided (a negated one when it
 // re-included the path), zero when none matched.
 func (r *Rules) Ignored(path string, isDir bool) (bool, Rule) {
+	if strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
+		path = cleanPath(path)
+	}
 	d := r.root
 	start := 0
 	for {
@@ -221,10 +224,21 @@ func (r *Rules) Ignored(path string, isDir bool) (bool, Rule) {
 		}
 		start += i + 1
 	}
-	if path == "" || start == len(path) {
+	if path == "" {
 		return false, Rule{}
 	}
 	return d.decide(path, start, isDir)
+}
+
+// cleanPath drops empty elements: a leading, trailing or doubled slash.
+func cleanPath(path string) string {
+	var elems []string
+	for _, e := range strings.Split(path, "/") {
+		if e != "" {
+			elems = append(elems, e)
+		}
+	}
+	return strings.Join(elems, "/")
 }
 
 // Root is the handle of the project's top directory.
@@ -232,9 +246,9 @@ func (r *Rules) Root() *Dir { return r.root }
 
 // Child enters the directory name (one path element) in d, reading its
 // .gitignore the first time. Below an ignored directory, every Child is
-// that directory's handle: git reads no rule there.
+// that directory's handle: git reads no rule there. An empty name is d.
 func (d *Dir) Child(name string) *Dir {
-	if d.excluded {
+	if d.excluded || name == "" {
 		return d
 	}
 	return d.child(name, join(d.path, name))
