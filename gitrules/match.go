@@ -118,6 +118,11 @@ func (p *pattern) matches(path string, baseAt int, isDir bool, base string) bool
 type glob struct {
 	toks  []token
 	never bool // malformed (an open class, a trailing \): git matches nothing
+
+	need string // the longest run of plain bytes: a text without it cannot match
+	// eps[s] is state s with the states it reaches without reading,
+	// when the states fit one word (len(toks) < 64).
+	eps []uint64
 }
 
 type tokenKind uint8
@@ -195,7 +200,61 @@ func compileGlob(p string, path bool) *glob {
 			i++
 		}
 	}
+	g.prepare()
 	return g
+}
+
+// prepare computes need and, for a short pattern, eps.
+func (g *glob) prepare() {
+	var run []byte
+	for i := 0; i <= len(g.toks); i++ {
+		if i < len(g.toks) && g.toks[i].kind == tokByte {
+			run = append(run, g.toks[i].b)
+			continue
+		}
+		if len(run) > len(g.need) {
+			g.need = string(run)
+		}
+		run = run[:0]
+		if i < len(g.toks) && g.toks[i].kind == tokDirs {
+			i += 2 // its / is optional: not needed
+		}
+	}
+	n := len(g.toks)
+	if n >= 64 {
+		return
+	}
+	g.eps = make([]uint64, n+1)
+	for s := n; s >= 0; s-- {
+		g.eps[s] = 1 << s
+		if s == n {
+			continue
+		}
+		switch g.toks[s].kind {
+		case tokStar, tokStarAll:
+			g.eps[s] |= g.eps[s+1]
+		case tokDirs:
+			g.eps[s] |= g.eps[s+1] | g.eps[s+3]
+		}
+	}
+}
+
+// step says what token t does with byte c: stay in its state (a star
+// reads on) and advance to the next.
+func (t *token) step(c byte) (stay, advance bool) {
+	switch t.kind {
+	case tokByte:
+		return false, c == t.b
+	case tokAny:
+		return false, t.b == 0 || c != t.b
+	case tokClass:
+		return false, t.class[c>>6]&(1<<(c&63)) != 0
+	case tokStar:
+		return c != '/', false
+	case tokStarAll:
+		return true, false
+	}
+	return false, false // tokDirs reads nothing
 }
 
 // compileClass reads the class opening at p[i] as dowild does, returning
@@ -326,10 +385,28 @@ func namedClass(name string) (func(byte) bool, bool) {
 // match runs the tokens over text as a set of states: state i means the
 // first i tokens matched the bytes read so far.
 func (g *glob) match(text string) bool {
-	if g.never {
+	if g.never || !strings.Contains(text, g.need) {
 		return false
 	}
 	n := len(g.toks)
+	if g.eps != nil {
+		cur := g.eps[0]
+		for i := 0; i < len(text) && cur != 0; i++ {
+			var next uint64
+			for live := cur &^ (1 << n); live != 0; live &= live - 1 {
+				s := bits.TrailingZeros64(live)
+				stay, advance := g.toks[s].step(text[i])
+				if stay {
+					next |= g.eps[s]
+				}
+				if advance {
+					next |= g.eps[s+1]
+				}
+			}
+			cur = next
+		}
+		return cur&(1<<n) != 0
+	}
 	words := (n + 1 + 63) / 64
 	var buf [8]uint64
 	var cur, next []uint64
@@ -346,20 +423,7 @@ func (g *glob) match(text string) bool {
 		clear(next)
 		live := false
 		for s := range states(cur, n) {
-			t := &g.toks[s]
-			stay, advance := false, false
-			switch t.kind {
-			case tokByte:
-				advance = c == t.b
-			case tokAny:
-				advance = t.b == 0 || c != t.b
-			case tokClass:
-				advance = t.class[c>>6]&(1<<(c&63)) != 0
-			case tokStar:
-				stay = c != '/'
-			case tokStarAll:
-				stay = true
-			}
+			stay, advance := g.toks[s].step(c)
 			if stay {
 				next[s>>6] |= 1 << (s & 63)
 				live = true
