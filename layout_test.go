@@ -82,6 +82,9 @@ func TestDependencyDirection(t *testing.T) {
 		{"engine/criu", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "harness", "github.com/mattn", "github.com/wailsapp"}},
 		// The warm pool decides how many of which kind; what an entry is,
 		// the engine's Maker says: the standard library only.
+		// git's ignore and attribute rules as data: the standard library
+		// only (review reads the project's rules through it).
+		{"gitrules", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "harness", "errdefs", "confined", "github.com/"}},
 		{"engine/warm", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "harness", "errdefs", "confined", "github.com/"}},
 		{"engine/secrets", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "harness", "github.com/docker", "github.com/mattn", "github.com/wailsapp"}},
 		{"engine/egress", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "harness", "github.com/docker", "github.com/mattn", "github.com/wailsapp", "github.com/vishvananda"}},
