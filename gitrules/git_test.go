@@ -410,18 +410,6 @@ func compareAttrs(t *testing.T, c *corpus, r *Rules, seed uint64) {
 	t.Logf("seed %d: %d of %d files have attributes", seed, set, len(files))
 }
 
-// attrsFor shows the attribute files on p's way, for a failure's message.
-func (c *corpus) attrsFor(p string) string {
-	var b strings.Builder
-	for _, d := range append([]string{""}, parents(p)...) {
-		if s, ok := c.files[join(d, ".gitattributes")]; ok {
-			fmt.Fprintf(&b, "%s:\n%q\n", join(d, ".gitattributes"), s)
-		}
-	}
-	fmt.Fprintf(&b, "info/attributes: %q\nglobal: %q\n", c.files[".git/info/attributes"], c.gattr)
-	return b.String()
-}
-
 func parents(p string) []string {
 	var dirs []string
 	for i := range p {
@@ -432,14 +420,23 @@ func parents(p string) []string {
 	return dirs
 }
 
-// rulesFor shows the rule files on p's way, for a failure's message.
+// rulesFor and attrsFor show the rule files on p's way, for a failure's
+// message.
 func (c *corpus) rulesFor(p string) string {
+	return c.filesFor(p, ".gitignore", ".git/info/exclude", c.global)
+}
+
+func (c *corpus) attrsFor(p string) string {
+	return c.filesFor(p, ".gitattributes", ".git/info/attributes", c.gattr)
+}
+
+func (c *corpus) filesFor(p, name, info, global string) string {
 	var b strings.Builder
 	for _, d := range append([]string{""}, parents(p)...) {
-		if s, ok := c.files[join(d, ".gitignore")]; ok {
-			fmt.Fprintf(&b, "%s:\n%q\n", join(d, ".gitignore"), s)
+		if s, ok := c.files[join(d, name)]; ok {
+			fmt.Fprintf(&b, "%s:\n%q\n", join(d, name), s)
 		}
 	}
-	fmt.Fprintf(&b, "info/exclude: %q\nglobal: %q\n", c.files[".git/info/exclude"], c.global)
+	fmt.Fprintf(&b, "%s: %q\nglobal: %q\n", info, c.files[info], global)
 	return b.String()
 }
