@@ -153,6 +153,9 @@ func (c *corpus) rules() *Rules {
 // patterns of every form (attributes: with assignments, no negation).
 func genRuleFile(rng *rand.Rand, attrs bool) string {
 	var b strings.Builder
+	if rng.IntN(10) == 0 {
+		b.WriteString("\xef\xbb\xbf") // a byte-order mark
+	}
 	for range 2 + rng.IntN(11) {
 		switch rng.IntN(20) {
 		case 0:
@@ -168,8 +171,21 @@ func genRuleFile(rng *rand.Rand, attrs bool) string {
 			}
 		}
 		p := genPattern(rng, attrs)
-		if attrs {
+		switch {
+		case attrs && rng.IntN(8) == 0:
+			// Quoted, with what only quotes hold: spaces, escapes.
+			q := []string{"a b", "t ", "a b1", "x\\y", "**/a b", "foo"}[rng.IntN(6)]
+			p = strconv.Quote(q)
+			if rng.IntN(2) == 0 {
+				p = strings.ReplaceAll(p, " ", `\040`)
+			}
 			p += " " + genAssigns(rng)
+		case attrs && rng.IntN(30) == 0:
+			p += " " + strings.Repeat("long ", attrMaxLine/5) // git skips the line
+		case attrs:
+			p += " " + genAssigns(rng)
+		case rng.IntN(30) == 0:
+			p += "\x00tail" // git reads up to the NUL
 		}
 		b.WriteString(p)
 		if rng.IntN(10) == 0 {
