@@ -153,6 +153,9 @@ func (c *corpus) rules() *Rules {
 // patterns of every form (attributes: with assignments, no negation).
 func genRuleFile(rng *rand.Rand, attrs bool) string {
 	var b strings.Builder
+	if rng.IntN(10) == 0 {
+		b.WriteString("\xef\xbb\xbf") // a byte-order mark
+	}
 	for range 2 + rng.IntN(11) {
 		switch rng.IntN(20) {
 		case 0:
@@ -168,8 +171,21 @@ func genRuleFile(rng *rand.Rand, attrs bool) string {
 			}
 		}
 		p := genPattern(rng, attrs)
-		if attrs {
+		switch {
+		case attrs && rng.IntN(8) == 0:
+			// Quoted, with what only quotes hold: spaces, escapes.
+			q := []string{"a b", "t ", "a b1", "x\\y", "**/a b", "foo"}[rng.IntN(6)]
+			p = strconv.Quote(q)
+			if rng.IntN(2) == 0 {
+				p = strings.ReplaceAll(p, " ", `\040`)
+			}
 			p += " " + genAssigns(rng)
+		case attrs && rng.IntN(30) == 0:
+			p += " " + strings.Repeat("long ", attrMaxLine/5) // git skips the line
+		case attrs:
+			p += " " + genAssigns(rng)
+		case rng.IntN(30) == 0:
+			p += "\x00tail" // git reads up to the NUL
 		}
 		b.WriteString(p)
 		if rng.IntN(10) == 0 {
@@ -410,18 +426,6 @@ func compareAttrs(t *testing.T, c *corpus, r *Rules, seed uint64) {
 	t.Logf("seed %d: %d of %d files have attributes", seed, set, len(files))
 }
 
-// attrsFor shows the attribute files on p's way, for a failure's message.
-func (c *corpus) attrsFor(p string) string {
-	var b strings.Builder
-	for _, d := range append([]string{""}, parents(p)...) {
-		if s, ok := c.files[join(d, ".gitattributes")]; ok {
-			fmt.Fprintf(&b, "%s:\n%q\n", join(d, ".gitattributes"), s)
-		}
-	}
-	fmt.Fprintf(&b, "info/attributes: %q\nglobal: %q\n", c.files[".git/info/attributes"], c.gattr)
-	return b.String()
-}
-
 func parents(p string) []string {
 	var dirs []string
 	for i := range p {
@@ -432,14 +436,23 @@ func parents(p string) []string {
 	return dirs
 }
 
-// rulesFor shows the rule files on p's way, for a failure's message.
+// rulesFor and attrsFor show the rule files on p's way, for a failure's
+// message.
 func (c *corpus) rulesFor(p string) string {
+	return c.filesFor(p, ".gitignore", ".git/info/exclude", c.global)
+}
+
+func (c *corpus) attrsFor(p string) string {
+	return c.filesFor(p, ".gitattributes", ".git/info/attributes", c.gattr)
+}
+
+func (c *corpus) filesFor(p, name, info, global string) string {
 	var b strings.Builder
 	for _, d := range append([]string{""}, parents(p)...) {
-		if s, ok := c.files[join(d, ".gitignore")]; ok {
-			fmt.Fprintf(&b, "%s:\n%q\n", join(d, ".gitignore"), s)
+		if s, ok := c.files[join(d, name)]; ok {
+			fmt.Fprintf(&b, "%s:\n%q\n", join(d, name), s)
 		}
 	}
-	fmt.Fprintf(&b, "info/exclude: %q\nglobal: %q\n", c.files[".git/info/exclude"], c.global)
+	fmt.Fprintf(&b, "%s: %q\nglobal: %q\n", info, c.files[info], global)
 	return b.String()
 }

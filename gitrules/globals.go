@@ -223,9 +223,6 @@ func parseConfig(data []byte, set func(key, value string) error) error {
 			}
 			section = s
 		case isAlpha(b):
-			if section == "" {
-				return bad("a key before any section")
-			}
 			name := []byte{lower(b)}
 			for b = next(); isAlpha(b) || isDigit(b) || b == '-'; b = next() {
 				name = append(name, lower(b))
@@ -233,7 +230,10 @@ func parseConfig(data []byte, set func(key, value string) error) error {
 			for b == ' ' || b == '\t' {
 				b = next()
 			}
-			key := section + "." + string(name)
+			key := string(name) // git takes a key before any section
+			if section != "" {
+				key = section + "." + key
+			}
 			switch b {
 			case '\n', 0, '#', ';':
 				for b != '\n' && b != 0 {

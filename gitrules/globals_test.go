@@ -3,6 +3,7 @@ package gitrules
 import (
 	"fmt"
 	"os"
+	"os/exec"
 	"path/filepath"
 	"strings"
 	"syscall"
@@ -142,10 +143,28 @@ func TestParseConfig(t *testing.T) {
 		if err != nil || got != c.want {
 			t.Errorf("%q: %q %v, want %q", c.in, got, err, c.want)
 		}
+		// git reads it so too.
+		if _, err := exec.LookPath("git"); err == nil {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "config"), c.in)
+			if out := gitRun(t, dir, nil, "config", "--file", "config", "--get", "core.excludesFile"); string(out) != c.want+"\n" {
+				t.Errorf("%q: git reads %q", c.in, out)
+			}
+		}
 	}
-	for _, bad := range []string{"[core\nx=1", "[core]\nx = \"open", "[core]\nx = a\\q", "x = 1", "[core]\nx\x00=1"} {
+	for _, bad := range []string{"[core\nx=1", "[core]\nx = \"open", "[core]\nx = a\\q", "[core]\nx\x00=1"} {
 		if err := parseConfig([]byte(bad), func(string, string) error { return nil }); err == nil {
 			t.Errorf("%q: no error", bad)
+		}
+		if _, err := exec.LookPath("git"); err == nil {
+			dir := t.TempDir()
+			write(t, filepath.Join(dir, "config"), bad)
+			cmd := exec.Command("git", "config", "--file", "config", "--list")
+			cmd.Dir = dir
+			cmd.Env = []string{"HOME=" + dir, "GIT_CONFIG_NOSYSTEM=1", "GIT_CONFIG_GLOBAL=/dev/null", "PATH=" + os.Getenv("PATH")}
+			if out, err := cmd.CombinedOutput(); err == nil {
+				t.Errorf("%q: git reads it: %q", bad, out)
+			}
 		}
 	}
 }

@@ -14,7 +14,8 @@ type Options struct {
 	// Read reads a file relative to the project root (a slash path like
 	// "sub/.gitignore", ".git/info/exclude", ".gitattributes"); it returns
 	// an error satisfying errors.Is(err, fs.ErrNotExist) when the file is
-	// absent. It is the caller's confined reader.
+	// absent. It is the caller's confined reader; git reads no rule file
+	// that is a symbolic link, so Read should refuse one (confined does).
 	Read func(path string) ([]byte, error)
 	// Git: the project is a git work tree, so .git/info/exclude and
 	// .git/info/attributes are read too.
@@ -204,9 +205,10 @@ func (f *ignoreFile) last(path string, baseAt int, isDir bool) (Rule, bool) {
 }
 
 // Ignored answers for one path (slash-separated, from the root; empty
-// elements are dropped) as git status would: a path under an ignored directory is
-// ignored. The Rule is the one that decided (a negated one when it
-// re-included the path), zero when none matched.
+// elements are dropped) as git status would: a path under an ignored
+// directory is ignored. The Rule is the one that decided (a negated one
+// when it re-included the path), zero when none matched. What git never
+// lists (.git, a tracked file) is the caller's to set apart.
 func (r *Rules) Ignored(path string, isDir bool) (bool, Rule) {
 	if strings.HasPrefix(path, "/") || strings.HasSuffix(path, "/") || strings.Contains(path, "//") {
 		path = cleanPath(path)

@@ -2,8 +2,10 @@ package gitrules
 
 import (
 	"errors"
+	"fmt"
 	"io/fs"
 	"strings"
+	"sync"
 	"testing"
 	"time"
 )
@@ -161,5 +163,39 @@ func TestNoBacktracking(t *testing.T) {
 			}
 		}
 		t.Logf("%.20s…: %v", pat, time.Since(start))
+	}
+}
+
+// TestConcurrent: one Rules answers many goroutines at once (run with
+// -race), each directory's files read once however many ask.
+func TestConcurrent(t *testing.T) {
+	var mu sync.Mutex
+	reads := map[string]int{}
+	fs := files{".gitignore": "*.log\n", "a/.gitignore": "!x.log\n", "a/b/.gitattributes": "* -diff\n"}
+	r := New(Options{Read: func(p string) ([]byte, error) {
+		mu.Lock()
+		reads[p]++
+		mu.Unlock()
+		return fs.read(p)
+	}})
+	var wg sync.WaitGroup
+	for range 8 {
+		wg.Go(func() {
+			for i := range 200 {
+				p := fmt.Sprintf("a/b/c%d/x.log", i%10)
+				if got, _ := r.Ignored(p, false); got {
+					t.Errorf("%s ignored", p)
+				}
+				if _, ok := r.Generated(p); !ok {
+					t.Errorf("%s not generated", p)
+				}
+			}
+		})
+	}
+	wg.Wait()
+	for p, n := range reads {
+		if n > 8 {
+			t.Errorf("%s read %d times", p, n)
+		}
 	}
 }

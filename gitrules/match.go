@@ -13,7 +13,7 @@ type pattern struct {
 	baseOnly bool   // no slash: matched against the last element, at any depth
 	text     string // without the leading ! and the trailing /
 
-	// literal is the text when it has no glob character (compared as is).
+	// literal: the text has no glob character (it is compared as is).
 	// Otherwise a basename pattern is the whole text as glob; a path
 	// pattern is prefix (compared as is) then glob, exactly as git cuts
 	// it, which decides what a ** right after the prefix means.
@@ -138,7 +138,7 @@ const (
 
 type token struct {
 	kind  tokenKind
-	b     byte
+	b     byte       // tokByte: the byte; tokAny: the byte it refuses (/ for paths, 0: none)
 	class *[4]uint64 // bytes a class matches, its negation and the / rule applied
 }
 
