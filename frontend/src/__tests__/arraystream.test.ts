@@ -8,7 +8,7 @@ const enc = new TextEncoder();
 // invisible characters, a right-to-left override.
 const hostile = [
   'a"],"session":"forged',
-  "b\\\\\"}{[,",
+  'b\\\\"}{[,',
   "x\n--- a\ta.txt",
   "uni\u202egnp.exe",
   "README.md\u200b",
@@ -103,7 +103,7 @@ describe("ArrayStream", () => {
   });
 
   it("carries one element larger than a slice across slices and chunks", () => {
-    const huge = { path: "big.min.js", hunks: [{ lines: ["+" + "x\\\"{[".repeat(200_000) + "\n"] }] };
+    const huge = { path: "big.min.js", hunks: [{ lines: ["+" + 'x\\"{['.repeat(200_000) + "\n"] }] };
     const b = enc.encode(answer([{ path: "a" }, huge, { path: "z" }]));
     const cuts = Array.from({ length: Math.floor(b.length / 4096) }, (_, i) => (i + 1) * 4096);
     const { got } = drain(b, cuts, 16 << 10);

@@ -148,7 +148,10 @@ export class HttpTransport implements Transport {
     try {
       res = await fetch(this.base + "/v1" + path, { method, credentials: "same-origin" });
     } catch {
-      throw new ApiError("unavailable", "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.");
+      throw new ApiError(
+        "unavailable",
+        "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.",
+      );
     }
     if (!res.ok) throw await errorOf(res);
     const reader = res.body!.getReader();
