@@ -389,6 +389,7 @@ func runWork(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say f
 // listChanges fills v's changes, holds, findings and conflicts from the
 // review d.
 func listChanges(d api.Diff, v *Verdict) {
+	v.Ignored, v.SessionIgnored = d.Ignored, d.SessionIgnored
 	stats := map[string]api.Stat{}
 	for _, st := range d.Stats {
 		stats[st.Path] = st

@@ -3,6 +3,8 @@ package ci
 import (
 	"fmt"
 	"strings"
+
+	"github.com/airlock/airlock/engine/api"
 )
 
 var outcomeTitle = map[string]string{
@@ -67,6 +69,8 @@ func Summary(v *Verdict) string {
 	} else if v.Outcome == Success || v.Outcome == AgentFailed {
 		b.WriteString("No changes.\n\n")
 	}
+	notReviewed(&b, "the project's ignore rules", v.Ignored)
+	notReviewed(&b, "a rule only the session wrote", v.SessionIgnored)
 	for _, h := range v.Held {
 		fmt.Fprintf(&b, "- held: `%s`: %s\n", escape(h.Path), escape(h.Reason))
 	}
@@ -103,4 +107,23 @@ func trim(s string, n int) string {
 		return s[:n] + "…"
 	}
 	return s
+}
+
+// notReviewed says what ignore rules kept out of the review and the patch.
+func notReviewed(b *strings.Builder, by string, ig *api.Ignored) {
+	if ig == nil {
+		return
+	}
+	fmt.Fprintf(b, "**Not reviewed**: %d path(s), %d bytes ignored by %s", ig.Paths, ig.Bytes, by)
+	for i, d := range ig.Dirs[:min(len(ig.Dirs), 3)] {
+		sep := ", "
+		if i == 0 {
+			sep = " under "
+		}
+		fmt.Fprintf(b, "%s`%s` (%d)", sep, escape(d.Path), d.Paths)
+	}
+	b.WriteString(": not in the patch, never applied.\n\n")
+	for _, f := range ig.Findings {
+		fmt.Fprintf(b, "- %s in ignored `%s`: %s\n", f.Scanner, escape(f.Path), escape(f.Message))
+	}
 }

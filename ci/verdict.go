@@ -56,6 +56,12 @@ type Verdict struct {
 	Held      []HeldFile `json:"held"`
 	Findings  []Finding  `json:"findings"`
 	Conflicts []Conflict `json:"conflicts"`
+	// Ignored and SessionIgnored count the changes ignore rules cover (the
+	// project's own, a rule only the session wrote): not reviewed, not in
+	// the patch, never applied; a finding in them is listed there and
+	// fails nothing.
+	Ignored        *api.Ignored `json:"ignored,omitempty"`
+	SessionIgnored *api.Ignored `json:"session_ignored,omitempty"`
 	// Applied are the paths written into the project (--apply).
 	Applied []string `json:"applied"`
 	Patch   string   `json:"patch,omitempty"` // the patch file, relative to out/

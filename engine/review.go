@@ -33,7 +33,8 @@ func (e *Engine) reviewable(ctx context.Context, id string) (string, *live, revi
 		return "", nil, review.Layers{}, errdefs.Conflictf("session %s has no workspace: %s", rec.ID, orNone(rec.Error))
 	}
 	e.touch(rec.ID) // someone is looking: not idle (a paused session stays paused)
-	layers := review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base, Cache: l.cache}
+	layers := review.Layers{Upper: l.ws.Upper(), Project: rec.Project, Base: l.base, Cache: l.cache,
+		Ignoring: ignoringFor(rec.Project, l.ws.Upper())}
 	if err := l.base.Ready(); err != nil {
 		// Without its base a session still reviews, against the current
 		// project only; say so in the log rather than refuse.
@@ -67,7 +68,7 @@ func selectErr(err error) error {
 // and conflicts. It gives up when ctx ends (the client went away).
 func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	var files []api.FileDiff
-	d, err := e.DiffEach(ctx, id, paths, func(f api.FileDiff) error {
+	d, err := e.DiffEach(ctx, id, api.DiffQuery{Paths: paths}, func(f api.FileDiff) error {
 		files = append(files, f)
 		return nil
 	})
@@ -87,8 +88,13 @@ func (e *Engine) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 // on, and the caller must say the diff is incomplete.
 //
 // Each file is converted to the wire's type as it is handed on (a
-// summary is DiffStatLines).
-func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, each func(api.FileDiff) error) (api.Diff, error) {
+// summary is DiffStatLines). q.Ignored says what becomes of the changes
+// ignore rules cover (summarised in the api.Diff by default).
+func (e *Engine) DiffEach(ctx context.Context, id string, q api.DiffQuery, each func(api.FileDiff) error) (api.Diff, error) {
+	mode, err := ignoredMode(q.Ignored)
+	if err != nil {
+		return api.Diff{}, err
+	}
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
@@ -99,7 +105,10 @@ func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, each f
 	}
 	defer h.done()
 	n := 0
-	err = e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths}, func(batch []review.FileDiff) error {
+	var ignored review.IgnoredSummary
+	opts := review.Options{Hunks: true, Paths: q.Paths, Ignored: mode, OnIgnored: func(s review.IgnoredSummary) { ignored = s },
+		ScanIgnored: e.scanner}
+	err = e.reviewEach(ctx, sid, layers, opts, func(batch []review.FileDiff) error {
 		return h.without(ctx, func() error {
 			for _, f := range batch {
 				if err := each(wireFileDiff(f)); err != nil {
@@ -117,8 +126,9 @@ func (e *Engine) DiffEach(ctx context.Context, id string, paths []string, each f
 	if err != nil {
 		e.log.Warn("read the session's commits", "session", sid, "err", err)
 	}
-	e.log.Debug("diff", "session", sid, "files", n)
-	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits)}, nil
+	e.log.Debug("diff", "session", sid, "files", n, "ignored", ignored.Project.Paths, "session_ignored", ignored.Session.Paths)
+	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits),
+		Ignored: wireIgnored(ignored.Project), SessionIgnored: wireIgnored(ignored.Session)}, nil
 }
 
 // Patch writes the session's changes at paths as a git-apply patch,
@@ -240,22 +250,29 @@ func (e *Engine) AcceptEach(ctx context.Context, id string, wsel api.Selection, 
 			return res, nil
 		}
 	}
-	return res, e.acceptFiles(ctx, sid, layers, sel, func(o review.Outcome) error { return each(wireOutcome(o)) })
+	ignored, err := e.acceptFiles(ctx, sid, layers, sel, func(o review.Outcome) error { return each(wireOutcome(o)) })
+	res.Ignored, res.SessionIgnored = wireIgnored(ignored.Project), wireIgnored(ignored.Session)
+	return res, err
 }
 
-func (e *Engine) acceptFiles(ctx context.Context, sid string, layers review.Layers, sel review.Selection, each func(review.Outcome) error) error {
+// acceptFiles accepts sel's files, and says what ignore rules covered
+// that the selection left.
+func (e *Engine) acceptFiles(ctx context.Context, sid string, layers review.Layers, sel review.Selection, each func(review.Outcome) error) (review.IgnoredSummary, error) {
 	ctx = context.WithoutCancel(ctx) // an accept, once started, finishes
 	// Whole files named one by one need no hunks; anything that may take
 	// a file the selection does not name (everything, a directory, --auto)
 	// needs the policy and the scanners, whose secrets scanner reads hunks.
 	// The review hands its files on a batch at a time and the accept
 	// plans and stages each batch as it comes.
+	var ignored review.IgnoredSummary
+	opts := ignoredOptions(sel, review.Options{OnIgnored: func(s review.IgnoredSummary) { ignored = s }})
 	reviewed := func(batch func([]review.FileDiff) error) error {
-		return review.ReviewEach(ctx, layers, review.Options{}, batch)
+		return review.ReviewEach(ctx, layers, opts, batch)
 	}
 	if len(sel.Hunks) > 0 || len(sel.Lines) > 0 || sel.Patch != "" || sel.Auto || !sel.IncludeFlagged {
+		opts.Hunks = true
 		reviewed = func(batch func([]review.FileDiff) error) error {
-			return e.reviewEach(ctx, sid, layers, review.Options{Hunks: true}, batch)
+			return e.reviewEach(ctx, sid, layers, opts, batch)
 		}
 	}
 	t0 := time.Now()
@@ -267,41 +284,43 @@ func (e *Engine) acceptFiles(ctx context.Context, sid string, layers review.Laye
 	e.log.Info("accept", "session", sid, "selected", n, "err", err, "took", time.Since(t0))
 	var changed *review.ChangedError
 	if errors.As(err, &changed) {
-		return errdefs.Wrap(errdefs.Conflict, err)
+		return ignored, errdefs.Wrap(errdefs.Conflict, err)
 	}
-	return selectErr(err)
+	return ignored, selectErr(err)
 }
 
 // Discard drops the selected changes from the session, through the
 // session's own view of the workspace. It stops between files when ctx
 // ends; what was discarded by then is reported.
 func (e *Engine) Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error) {
-	out, err := e.discard(ctx, id, reviewSelection(sel))
-	return api.Outcomes{Outcomes: wireOutcomes(out)}, err
+	out, ignored, err := e.discard(ctx, id, reviewSelection(sel))
+	return api.Outcomes{Outcomes: wireOutcomes(out), Ignored: wireIgnored(ignored.Project), SessionIgnored: wireIgnored(ignored.Session)}, err
 }
 
-func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, error) {
+func (e *Engine) discard(ctx context.Context, id string, sel review.Selection) ([]review.Outcome, review.IgnoredSummary, error) {
+	var ignored review.IgnoredSummary
 	if err := e.awake(ctx, id); err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	defer e.store.Changed(sid) // its count of changes
 	defer l.sums.invalidate()
 	h, err := e.heavy(ctx, sid, l)
 	if err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	defer h.done()
-	all, err := e.reviewWith(ctx, sid, layers, review.Options{Hunks: true})
+	opts := ignoredOptions(sel, review.Options{Hunks: true, OnIgnored: func(s review.IgnoredSummary) { ignored = s }})
+	all, err := e.reviewWith(ctx, sid, layers, opts)
 	if err != nil {
-		return nil, err
+		return nil, ignored, err
 	}
 	out, err := review.DiscardContext(ctx, layers, l.ws.Merged(), all, sel)
 	e.log.Info("discard", "session", sid, "selected", len(out), "err", err)
-	return out, selectErr(e.reviewErr(sid, err))
+	return out, ignored, selectErr(e.reviewErr(sid, err))
 }
 
 // reviewWith is review with options, under the engine's review limits and
@@ -337,6 +356,9 @@ func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layer
 		return errdefs.Wrap(errdefs.Invalid, err)
 	}
 	opts.Limits, opts.Workers = e.reviewLimits(), e.reviewers
+	if !pol.ScansSecrets() {
+		opts.ScanIgnored = nil
+	}
 	n := 0
 	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
 		if err := pol.Check(ctx, layers, batch, e.scanner); err != nil {

@@ -22,6 +22,7 @@ type summaries struct {
 	mu      sync.Mutex
 	watch   *index.Watch // nil: not watched, every summary walks
 	summary *index.Summary
+	ignored review.IgnoredSummary // what the summary's walk left to ignore rules
 	// gen moves with what changes a review without touching the
 	// workspace: an accept or discard (the base and the project).
 	gen atomic.Uint64
@@ -100,26 +101,26 @@ func (e *Engine) stamp(l *live, layers review.Layers) string {
 	if err := unix.Lstat(file, &st); err != nil {
 		st = unix.Stat_t{}
 	}
-	return fmt.Sprintf("%s|%d|%t|%d.%d.%d.%d|%+v", s.watch.Mark(), s.gen.Load(), layers.Base != nil,
-		st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), e.reviewLimits())
+	return fmt.Sprintf("%s|%d|%t|%d.%d.%d.%d|%+v|%s", s.watch.Mark(), s.gen.Load(), layers.Base != nil,
+		st.Ino, st.Size, st.Mtim.Nano(), st.Ctim.Nano(), e.reviewLimits(), globalsStamp(layers.Project))
 }
 
 // current is the session's summary if it still holds: same stamp, the
 // project paths it depends on unchanged, and no process of the session
 // holding a shared writable mapping of a workspace file (whose writes
 // make no event).
-func (e *Engine) current(sid string, l *live, layers review.Layers) (*index.Summary, string) {
+func (e *Engine) current(sid string, l *live, layers review.Layers) (*index.Summary, review.IgnoredSummary, string) {
 	stamp := e.stamp(l, layers)
 	if stamp == "" {
-		return nil, ""
+		return nil, review.IgnoredSummary{}, ""
 	}
 	l.sums.mu.Lock()
-	sum := l.sums.summary
+	sum, ignored := l.sums.summary, l.sums.ignored
 	l.sums.mu.Unlock()
 	if sum == nil || !sum.Holds(stamp, layers.Project) || e.mapped(sid, l) {
-		return nil, stamp
+		return nil, review.IgnoredSummary{}, stamp
 	}
-	return sum, stamp
+	return sum, ignored, stamp
 }
 
 // mapped says whether a process of the session may write a workspace
@@ -138,7 +139,7 @@ func (e *Engine) mapped(sid string, l *live) bool {
 }
 
 // keep makes w the session's summary if nothing changed since stamp.
-func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w *index.Writer) {
+func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w *index.Writer, ignored review.IgnoredSummary) {
 	if stamp == "" || e.stamp(l, layers) != stamp || e.mapped(sid, l) {
 		w.Abort()
 		return
@@ -149,7 +150,7 @@ func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w
 		return
 	}
 	l.sums.mu.Lock()
-	l.sums.summary = sum
+	l.sums.summary, l.sums.ignored = sum, ignored
 	l.sums.mu.Unlock()
 }
 
@@ -157,8 +158,13 @@ func (e *Engine) keep(sid string, l *live, layers review.Layers, stamp string, w
 // (api.AppendStatLine) handed to each in path order: read back from the
 // last walk's summary while it holds (first a line with the longest
 // path's width, api.AppendStatWidth), else from a walk that is kept for
-// the next time. The api.Diff returned has neither files nor stats.
-func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, each func(line []byte) error) (api.Diff, error) {
+// the next time. The api.Diff returned has neither files nor stats. q is
+// as DiffEach's.
+func (e *Engine) DiffStatLines(ctx context.Context, id string, q api.DiffQuery, each func(line []byte) error) (api.Diff, error) {
+	mode, err := ignoredMode(q.Ignored)
+	if err != nil {
+		return api.Diff{}, err
+	}
 	sid, l, layers, err := e.reviewable(ctx, id)
 	if err != nil {
 		return api.Diff{}, err
@@ -168,9 +174,9 @@ func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, e
 		return api.Diff{}, err
 	}
 	defer h.done()
-	sum, stamp := (*index.Summary)(nil), ""
-	if len(paths) == 0 {
-		sum, stamp = e.current(sid, l, layers)
+	sum, ignored, stamp := (*index.Summary)(nil), review.IgnoredSummary{}, ""
+	if len(q.Paths) == 0 && mode == review.IgnoredSummarise {
+		sum, ignored, stamp = e.current(sid, l, layers)
 	}
 	if sum != nil {
 		// The widest path first: a client prints each line as it comes.
@@ -180,20 +186,32 @@ func (e *Engine) DiffStatLines(ctx context.Context, id string, paths []string, e
 		if err := h.without(ctx, func() error { return sum.Each(each) }); err != nil {
 			return api.Diff{}, err
 		}
-	} else if err := e.walkStats(ctx, sid, l, layers, paths, stamp, each, h); err != nil {
+	} else if ignored, err = e.walkStats(ctx, sid, l, layers, review.Options{Paths: q.Paths, Ignored: mode}, stamp, each, h); err != nil {
 		return api.Diff{}, err
 	}
 	commits, err := review.Commits(layers.Project, l.ws.Merged())
 	if err != nil {
 		e.log.Warn("read the session's commits", "session", sid, "err", err)
 	}
-	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits)}, nil
+	return api.Diff{Session: sid, Workspace: e.usage(l), Commits: wireCommits(commits),
+		Ignored: wireIgnored(ignored.Project), SessionIgnored: wireIgnored(ignored.Session)}, nil
 }
 
 // walkStats reviews the session for its summary, handing each line on and
 // writing it to a summary kept if nothing changed meanwhile (stamp "":
-// none is kept).
-func (e *Engine) walkStats(ctx context.Context, sid string, l *live, layers review.Layers, paths []string, stamp string, each func([]byte) error, h *hold) error {
+// none is kept), and says what ignore rules covered. The summary depends
+// on the project's rule files the review read too.
+func (e *Engine) walkStats(ctx context.Context, sid string, l *live, layers review.Layers, opts review.Options, stamp string, each func([]byte) error, h *hold) (review.IgnoredSummary, error) {
+	var ignored review.IgnoredSummary
+	var rulesMu sync.Mutex
+	rules := map[string]bool{}
+	if layers.Ignoring != nil {
+		layers.Ignoring.ProjectRead = func(rel string, found bool) {
+			rulesMu.Lock()
+			rules[rel] = found
+			rulesMu.Unlock()
+		}
+	}
 	var w *index.Writer
 	if stamp != "" {
 		var err error
@@ -202,7 +220,9 @@ func (e *Engine) walkStats(ctx context.Context, sid string, l *live, layers revi
 		}
 	}
 	var line []byte
-	err := e.reviewEach(ctx, sid, layers, review.Options{Hunks: true, Paths: paths, NoDigests: true}, func(batch []review.FileDiff) error {
+	opts.Hunks, opts.NoDigests = true, true
+	opts.OnIgnored = func(s review.IgnoredSummary) { ignored = s }
+	err := e.reviewEach(ctx, sid, layers, opts, func(batch []review.FileDiff) error {
 		return h.without(ctx, func() error {
 			for _, f := range batch {
 				st := api.Stats([]api.FileDiff{wireFileDiff(f)})[0]
@@ -225,12 +245,20 @@ func (e *Engine) walkStats(ctx context.Context, sid string, l *live, layers revi
 		if w != nil {
 			w.Abort()
 		}
-		return selectErr(err)
+		return ignored, selectErr(err)
 	}
 	if w != nil {
-		e.keep(sid, l, layers, stamp, w)
+		rulesMu.Lock()
+		for rel, found := range rules {
+			w.Depend(rel, found)
+		}
+		if layers.Ignoring != nil && layers.Ignoring.Tracked != nil {
+			w.Depend(".git/index", true)
+		}
+		rulesMu.Unlock()
+		e.keep(sid, l, layers, stamp, w, ignored)
 	}
-	return nil
+	return ignored, nil
 }
 
 // changeCount is how many paths the session changed: the summary's count
@@ -240,8 +268,8 @@ func (e *Engine) changeCount(ctx context.Context, sid string, l *live, project s
 	if l.base.Ready() != nil {
 		layers.Base = nil
 	}
-	if sum, _ := e.current(sid, l, layers); sum != nil {
+	if sum, _, _ := e.current(sid, l, layers); sum != nil {
 		return sum.Count(), nil
 	}
-	return review.CountChanges(ctx, review.Layers{Upper: l.ws.Upper(), Project: project}, e.reviewers)
+	return review.CountChanges(ctx, review.Layers{Upper: l.ws.Upper(), Project: project, Ignoring: ignoringFor(project, l.ws.Upper())}, e.reviewers)
 }

@@ -18,7 +18,7 @@ func stats(t *testing.T, e *enginetest.Engine, id string) map[string]api.Stat {
 	t.Helper()
 	out := map[string]api.Stat{}
 	said := -1 // the widest path's length, where the engine says it
-	_, err := e.DiffStatLines(context.Background(), id, nil, func(line []byte) error {
+	_, err := e.DiffStatLines(context.Background(), id, api.DiffQuery{}, func(line []byte) error {
 		if w, ok := api.ParseStatWidth(line); ok {
 			said = w
 			return nil

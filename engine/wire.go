@@ -44,6 +44,7 @@ func wireChange(c review.Change) api.Change {
 		Link: c.Link, OldLink: c.OldLink, Note: c.Note,
 		HostChanged: c.HostChanged, Merged: c.Merged, Conflict: c.Conflict, ConflictReason: c.ConflictReason,
 		From: c.From, Similarity: c.Similarity,
+		Ignored: c.Ignored, IgnoredBy: c.IgnoredBy, Generated: c.Generated,
 	}
 }
 
@@ -63,6 +64,24 @@ func reviewSelection(s api.Selection) review.Selection {
 	return review.Selection{
 		Paths: s.Paths, RawPaths: s.RawPaths, Hunks: s.Hunks, Lines: s.Lines,
 		Take: review.Resolution(s.Take), Auto: s.Auto, Commits: s.Commits, Branch: s.Branch,
-		Patch: s.Patch, Digests: s.Digests, IncludeFlagged: s.IncludeFlagged,
+		Patch: s.Patch, Digests: s.Digests, IncludeFlagged: s.IncludeFlagged, IncludeIgnored: s.IncludeIgnored,
+	}
+}
+
+// wireIgnored is a review's ignored tally on the wire (nil when nothing
+// was ignored).
+func wireIgnored(t review.IgnoredTally) *api.Ignored {
+	if t.Empty() {
+		return nil
+	}
+	return &api.Ignored{
+		Paths: t.Paths, Bytes: t.Bytes, FindingCount: t.FindingCount, Unscanned: t.Unscanned,
+		Dirs: wireAll(t.Dirs, func(p review.IgnoredPlace) api.IgnoredDir {
+			return api.IgnoredDir{Path: p.Path, Paths: p.Paths, Bytes: p.Bytes}
+		}),
+		Rules: wireAll(t.Rules, func(r review.IgnoredRule) api.IgnoredRule { return api.IgnoredRule(r) }),
+		Findings: wireAll(t.Findings, func(f review.IgnoredFinding) api.IgnoredFinding {
+			return api.IgnoredFinding{Path: f.Path, Scanner: f.Scanner, Message: f.Message}
+		}),
 	}
 }

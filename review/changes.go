@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/gitrules"
 	"golang.org/x/sys/unix"
 )
 
@@ -100,6 +101,14 @@ type Change struct {
 	// From is the project path this one was renamed from (Kind Renamed).
 	From       string `json:"from,omitempty"`
 	Similarity int    `json:"similarity,omitempty"` // percent, for renames
+	// Ignored is set on a change ignore rules cover (IgnoredByProject,
+	// IgnoredBySession), listed only when the review asks for them or a
+	// path names it; IgnoredBy names the rule.
+	Ignored   string `json:"ignored,omitempty"`
+	IgnoredBy string `json:"ignored_by,omitempty"`
+	// Generated says why a display folds the file (a lockfile, or the
+	// project's attributes mark it generated); its hunks are all there.
+	Generated string `json:"generated,omitempty"`
 
 	data     *contents   // small files' bytes, read once per review
 	hostInfo fs.FileInfo // the project's Lstat when the change was found (nil: absent)
@@ -136,6 +145,10 @@ type Layers struct {
 	Base *Base
 	// Cache, when set, keeps reviews of unchanged files between calls.
 	Cache *Cache
+	// Ignoring, when set, holds the ignore rules that decide which
+	// changes are reviewed (Options.Ignored says what becomes of the
+	// others) and which are generated.
+	Ignoring *Ignoring
 }
 
 // Changes lists what the upper layer changes relative to the current project,
@@ -151,7 +164,7 @@ func ChangesContext(ctx context.Context, l Layers) ([]Change, error) {
 		return nil, err
 	}
 	defer r.close()
-	items, err := changes(ctx, l, r, nil)
+	items, _, err := changes(ctx, l, r, Options{})
 	if err != nil {
 		return nil, err
 	}
@@ -172,7 +185,7 @@ func CountChanges(ctx context.Context, l Layers, workers *Workers) (int, error) 
 		return 0, err
 	}
 	defer r.close()
-	w := newWalker(ctx, l, r)
+	w := newWalker(ctx, l, r, Options{})
 	w.counting = true
 	if err := w.run(workers); err != nil {
 		return 0, err
@@ -189,12 +202,17 @@ func CountChanges(ctx context.Context, l Layers, workers *Workers) (int, error) 
 // It returns the changes as items, lean for plain additions: a review of
 // 200,000 files holds 200,000 of these and little else until it reviews
 // them one batch at a time.
-func changes(ctx context.Context, l Layers, r *roots, workers *Workers) ([]listed, error) {
-	w := newWalker(ctx, l, r)
-	if err := w.run(workers); err != nil {
-		return nil, err
+func changes(ctx context.Context, l Layers, r *roots, opts Options) ([]listed, IgnoredSummary, error) {
+	w := newWalker(ctx, l, r, opts)
+	if err := w.run(opts.Workers); err != nil {
+		return nil, IgnoredSummary{}, err
 	}
-	return mergeListed(w.out), nil
+	if w.ignore != nil && opts.ScanIgnored != nil {
+		if err := w.ignore.scanIgnored(ctx, r, opts.ScanIgnored); err != nil {
+			return nil, IgnoredSummary{}, err
+		}
+	}
+	return mergeListed(w.out), w.ignore.summary(), nil
 }
 
 // mergeListed sorts the walk's directories' changes by path into one slice
@@ -244,10 +262,25 @@ func (h *listedHeap) Pop() any {
 	return last
 }
 
-func newWalker(ctx context.Context, l Layers, r *roots) *walker {
+func newWalker(ctx context.Context, l Layers, r *roots, opts Options) *walker {
 	w := &walker{ctx: ctx, l: l, r: r, hostRoot: r.hostFd()}
 	w.cond = sync.NewCond(&w.mu)
-	w.stack = []dirJob{{dir: r.upper, root: true, hostDir: true}}
+	root := dirJob{dir: r.upper, root: true, hostDir: true}
+	if l.Ignoring != nil {
+		w.ignore = &ignoreWalk{ig: l.Ignoring, mode: opts.Ignored, scan: opts.ScanIgnored != nil}
+		for _, p := range append(slices.Clip(opts.Paths), opts.Named...) {
+			if c, err := CleanPath(p); err == nil {
+				w.ignore.named = append(w.ignore.named, c)
+			}
+		}
+		if l.Ignoring.Project != nil {
+			root.pd = l.Ignoring.Project.Root()
+		}
+		if l.Ignoring.Session != nil {
+			root.sd = l.Ignoring.Session.Root()
+		}
+	}
+	w.stack = []dirJob{root}
 	return w
 }
 
@@ -302,6 +335,8 @@ type walker struct {
 
 	held     atomic.Int32 // descriptors held by waiting directories
 	retained atomic.Int64 // bytes kept in Change.data
+
+	ignore *ignoreWalk // nil: no ignore rules
 }
 
 // dirJob is a directory of the upper layer to visit.
@@ -315,6 +350,11 @@ type dirJob struct {
 	// added is the change a new directory is, listed if it turns out empty
 	// (a non-empty one is implied by its entries).
 	added *Change
+	// pd and sd are the project's and the session's ignore rules here
+	// (nil: none, or ign decides); ign is how rules cover everything
+	// under this directory, self how they cover the directory itself.
+	pd, sd    *gitrules.Dir
+	ign, self ignoreMark
 }
 
 func (w *walker) fail(err error) {
@@ -391,6 +431,9 @@ func (w *walker) reserve(n int64) bool {
 // dir lists one directory's changes and the subdirectories to visit.
 func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 	if err := w.ctx.Err(); err != nil {
+		if j.dir != nil && !j.root {
+			j.dir.Close()
+		}
 		return nil, nil, err
 	}
 	d := j.dir
@@ -416,7 +459,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 	if j.added != nil || !j.hostDir {
 		out = make([]Change, 0, len(names)) // a new directory: every entry is a change
 	}
-	if j.added != nil && len(names) == 0 {
+	if j.added != nil && len(names) == 0 && !w.ignore.counted(j.rel, 0, true, j.self) && w.ignore.keeps(j.added, j.self) {
 		out = append(out, *j.added)
 	}
 	var seen map[string]bool
@@ -434,7 +477,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 		}
 		if i%256 == 255 {
 			if err := w.ctx.Err(); err != nil {
-				return nil, nil, err
+				return nil, subs, err // the caller closes what subs hold
 			}
 		}
 		p := name
@@ -467,33 +510,72 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 		}
 		if isWhiteoutStat(&ust) {
 			if hasHost {
-				out = append(out, w.deletion(p, &hst))
+				isDir := typeOf(modeOf(hst.Mode)) == Dir
+				m, _ := w.ignore.marks(&j, name, p, isDir)
+				if !w.ignore.counted(p, 0, isDir, m) {
+					if c := w.deletion(p, &hst); w.ignore.keeps(&c, m) {
+						out = append(out, c)
+					}
+				}
+			}
+			continue
+		}
+		isDir := ust.Mode&unix.S_IFMT == unix.S_IFDIR
+		mark, subMark := w.ignore.marks(&j, name, p, isDir)
+		if mark.who != "" && !w.ignore.listed(p, mark) && !(isDir && w.ignore.reaches(p)) {
+			if sub := w.countIgnored(d, name, p, &ust, hasHost, &hst, mark, subMark, opaque); sub != nil {
+				subs = append(subs, w.hold(d, name, *sub))
 			}
 			continue
 		}
 		c, sub, err := w.entry(d, name, p, opaque, &ust, hasHost, &hst)
+		if sub != nil {
+			sub.ign, sub.self = subMark, mark
+			if sub.added != nil {
+				sub.added.Ignored, sub.added.IgnoredBy = mark.who, ruleName(mark.rule)
+			}
+			if subMark.who == "" {
+				sub.pd, sub.sd = childRules(j.pd, name), childRules(j.sd, name)
+			}
+		}
 		switch {
 		case err != nil:
 			out = append(out, unreviewable(p, err))
 		case sub != nil:
-			if w.held.Load() < maxHeld {
-				if sd, err := d.OpenDir(name); err == nil {
-					w.held.Add(1)
-					sub.dir = sd
-				}
-			}
-			subs = append(subs, *sub)
-			if c != nil {
+			subs = append(subs, w.hold(d, name, *sub))
+			if c != nil && w.ignore.keeps(c, mark) {
 				out = append(out, *c)
 			}
 		case c != nil:
-			out = append(out, *c)
+			if w.ignore.keeps(c, mark) {
+				out = append(out, *c)
+			}
 		}
 	}
 	if opaque {
-		out = w.hostOnly(j.rel, seen, out)
+		out = w.hostOnly(&j, seen, out)
 	}
 	return out, subs, nil
+}
+
+// childRules is d's rules for its subdirectory name (nil: none).
+func childRules(d *gitrules.Dir, name string) *gitrules.Dir {
+	if d == nil {
+		return nil
+	}
+	return d.Child(name)
+}
+
+// hold gives a subdirectory's job its descriptor while few waiting
+// directories hold one.
+func (w *walker) hold(d *confined.Root, name string, sub dirJob) dirJob {
+	if w.held.Load() < maxHeld {
+		if sd, err := d.OpenDir(name); err == nil {
+			w.held.Add(1)
+			sub.dir = sd
+		}
+	}
+	return sub
 }
 
 // entry is the change (if any) one upper entry makes, and the directory to
@@ -750,7 +832,8 @@ func (w *walker) deletion(p string, hst *unix.Stat_t) Change {
 
 // hostOnly lists, as deletions, the project's entries in directory rel that
 // an opaque upper directory (whose names are seen) does not have.
-func (w *walker) hostOnly(rel string, seen map[string]bool, out []Change) []Change {
+func (w *walker) hostOnly(j *dirJob, seen map[string]bool, out []Change) []Change {
+	rel := j.rel
 	if w.r.project == nil {
 		return out
 	}
@@ -775,7 +858,14 @@ func (w *walker) hostOnly(rel string, seen map[string]bool, out []Change) []Chan
 		if rel != "" {
 			p = rel + "/" + name
 		}
-		out = append(out, w.deletion(p, &st))
+		isDir := typeOf(modeOf(st.Mode)) == Dir
+		m, _ := w.ignore.marks(j, name, p, isDir)
+		if w.ignore.counted(p, 0, isDir, m) {
+			continue
+		}
+		if c := w.deletion(p, &st); w.ignore.keeps(&c, m) {
+			out = append(out, c)
+		}
 	}
 	return out
 }

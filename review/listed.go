@@ -31,7 +31,7 @@ func listedOf(c *Change) listed {
 	lean := c.Kind == Added && c.OldType == None && (c.Type == File && c.Size < leanMaxSize || c.Type == Dir) &&
 		c.RawPath == nil && c.Link == "" && c.Note == "" && c.TooLarge == "" && c.ContentSum == "" &&
 		c.hostInfo == nil && c.cached == nil && !c.HostChanged && !c.Merged && !c.Conflict && c.From == "" &&
-		c.OldLink == "" && c.OldMode == 0 && c.OldSize == 0 && c.ConflictReason == "" && c.Similarity == 0 &&
+		c.OldLink == "" && c.Ignored == "" && c.Generated == "" && c.OldMode == 0 && c.OldSize == 0 && c.ConflictReason == "" && c.Similarity == 0 &&
 		utf8.ValidString(c.Path)
 	if lean {
 		if ct, ok := contentTypes.index(c.ContentType); ok {

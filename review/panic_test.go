@@ -14,7 +14,7 @@ func TestPanicsBecomeErrors(t *testing.T) {
 	if !errors.As(err, &pe) || pe.What != "a.txt" || len(pe.Stack) == 0 {
 		t.Errorf("reviewOne: %v", err)
 	}
-	_, err = changes(context.Background(), Layers{}, &roots{}, NewWorkers(2))
+	_, _, err = changes(context.Background(), Layers{}, &roots{}, Options{Workers: NewWorkers(2)})
 	if !errors.As(err, &pe) {
 		t.Errorf("the walk: %v", err)
 	}

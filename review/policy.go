@@ -168,6 +168,9 @@ type Finding struct {
 
 func on(b *bool) bool { return b == nil || *b }
 
+// ScansSecrets reports whether the policy's secrets scanner is on.
+func (p Policy) ScansSecrets() bool { return on(p.Scanners.Secrets) }
+
 // Check applies the policy to each diff: it sets Held (with the glob that
 // holds it), AutoAccept, and Findings, looking for secrets in what the session added with find (nil: none, every such file flagged). A
 // scan that fails flags every file it was to look at ("not scanned for

@@ -9,6 +9,8 @@ import (
 	"runtime/debug"
 	"sync"
 	"sync/atomic"
+
+	"github.com/airlock/airlock/secretscan"
 )
 
 // Review is the full picture of a session's changes: every change with its
@@ -41,6 +43,21 @@ type Options struct {
 	// NoDigests leaves FileDiff.Digest and ContentSum empty (a summary
 	// has no use for them, and an accept cannot be pinned to them).
 	NoDigests bool
+	// Ignored says what becomes of the changes Layers.Ignoring's rules
+	// cover: summarised (the default: only those Paths names are
+	// listed), listed alone, or listed with the rest.
+	Ignored IgnoredMode
+	// Named are paths whose ignored changes are listed (as Paths' are)
+	// without narrowing the review to them: an accept's selection.
+	Named []string
+	// OnIgnored, when set, is told what the rules covered, once the walk
+	// is done and before the first batch.
+	OnIgnored func(IgnoredSummary)
+	// ScanIgnored, when set, reads the ignored files (within a budget)
+	// for secrets before OnIgnored is told: an ignored file is not
+	// reviewed, but a key in it is still worth knowing of. Unset, they
+	// are counted unscanned.
+	ScanIgnored secretscan.Finder
 }
 
 // ReviewWith is Review with options.
@@ -79,9 +96,12 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		return err
 	}
 	defer r.close()
-	items, err := changes(ctx, l, r, opts.Workers)
+	items, ignored, err := changes(ctx, l, r, opts)
 	if err != nil {
 		return err
+	}
+	if opts.OnIgnored != nil {
+		opts.OnIgnored(ignored)
 	}
 	if items, err = detectRenames(ctx, l, r, items); err != nil {
 		return err
@@ -137,6 +157,9 @@ func reviewBatchOf(ctx context.Context, l Layers, r *roots, opts Options, batch 
 			}
 			var err error
 			results[i], keepers[i], err = reviewSafely(ctx, l, r, batch[i].change(), opts, over[i])
+			if keepers[i] && results[i].Type == File {
+				results[i].Generated = l.Ignoring.generated(results[i].Path)
+			}
 			if err == nil && keepers[i] && !opts.NoDigests {
 				// What accept pins: the session's side as reviewed.
 				err = results[i].digest(r.upper)
@@ -241,6 +264,7 @@ func reviewOne(ctx context.Context, l Layers, r *roots, c Change, hunks, sums bo
 		if c.cached != nil && (hunks || c.cached.Hunks == nil) && !over {
 			cached := *c.cached
 			cached.Change.hostInfo, cached.Change.data = c.hostInfo, c.data
+			cached.Change.Ignored, cached.Change.IgnoredBy = c.Ignored, c.IgnoredBy // this review's rules
 			return cached, true, nil
 		}
 		if hunks && textual(fd.Change) {

@@ -45,6 +45,12 @@ type Selection struct {
 	// are left in the session with their reason unless named (by path,
 	// file id or hunk id).
 	IncludeFlagged bool `json:"include_flagged,omitempty"`
+	// IncludeIgnored lets a selection of everything (or of a directory)
+	// take the changes ignore rules cover: the review that feeds the
+	// selection lists them (Options.Ignored IgnoredAll). Without it only
+	// an ignored path named itself, or under a named ignored directory,
+	// is listed and so taken.
+	IncludeIgnored bool `json:"include_ignored,omitempty"`
 }
 
 // item is what an accept or discard does to one file.

@@ -56,13 +56,18 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 			if err != nil {
 				return err
 			}
-			return printOutcomes(res, verb, done, f.asJSON, f.commits)
+			everything := len(sel.Paths) == 0 && len(sel.RawPaths) == 0 && len(sel.Hunks) == 0 && sel.Patch == ""
+			if everything && !f.asJSON {
+				defer printLeftIgnored(os.Stderr, verb, args[0], res)
+			}
+			return printOutcomes(res, verb, done, f.asJSON, f.commits || everything && (res.Ignored != nil || res.SessionIgnored != nil))
 		},
 	}
 	fl := cmd.Flags()
 	fl.BoolVar(&f.asJSON, "json", false, "print the per-path outcomes as JSON")
 	fl.StringArrayVar(&f.hunks, "hunk", nil, "a hunk, conflict or file id from `airlock diff` (repeatable)")
 	fl.StringArrayVar(&f.lines, "lines", nil, "HUNK:RANGES, only these lines of a hunk (repeatable)")
+	fl.BoolVar(&f.includeIgnored, "include-ignored", false, "let everything (or a directory) take the changes ignore rules cover (node_modules/, build output: by default they stay in the session unless named)")
 	if verb == "accept" {
 		fl.StringVar(&f.take, "take", "", "settle conflicts: agent, host, or markers (writes conflict markers)")
 		fl.StringVar(&f.patchFile, "patch", "", "accept an edited version of `airlock diff ID --patch` (a file, or - for stdin)")
@@ -89,7 +94,9 @@ func outcomeHelp(verb, short string) (long, example string) {
 			"`airlock diff ID --json > r.json`, read it, then `airlock accept ID --reviewed r.json [PATH...]`: a file that changed\n" +
 			"since is refused (nothing is accepted, exit 75) and files added since are left in the session.\n" +
 			"Everything (or a directory) never takes what the policy holds or a scanner flagged; name those paths,\n" +
-			"or add --include-flagged. What is left is named on stderr with its reason (exit 1).\n\n" +
+			"or add --include-flagged. What is left is named on stderr with its reason (exit 1).\n" +
+			"Everything (or a directory) leaves the changes the project's ignore rules cover (node_modules/, build output)\n" +
+			"in the session: name them, or add --include-ignored.\n\n" +
 			"--patch FILE applies an edited `airlock diff ID --patch` to the project like `git apply`: text hunks, binary files,\n" +
 			"renames, copies, mode changes, new and deleted files, each one the session changed. It is all or nothing: a hunk\n" +
 			"that no longer matches the project refuses the whole patch (exit 75); make it again and redo your edits."
@@ -106,12 +113,13 @@ type outcomeFlags struct {
 	take, branch, patchFile       string
 	reviewed                      string
 	auto, commits, includeFlagged bool
+	includeIgnored                bool
 }
 
 // selection turns the flags and paths into what to take; nothing is set
 // when a reviewed diff has no changes (said on stderr).
 func (f *outcomeFlags) selection(paths []string) (sel api.Selection, nothing bool, err error) {
-	sel = api.Selection{Hunks: f.hunks, Take: f.take, Auto: f.auto, Commits: f.commits, Branch: f.branch, IncludeFlagged: f.includeFlagged}
+	sel = api.Selection{Hunks: f.hunks, Take: f.take, Auto: f.auto, Commits: f.commits, Branch: f.branch, IncludeFlagged: f.includeFlagged, IncludeIgnored: f.includeIgnored}
 	for _, p := range paths {
 		if utf8.ValidString(p) {
 			sel.Paths = append(sel.Paths, p)

@@ -18,7 +18,7 @@ import (
 )
 
 func diffCmd(g *globals) *cobra.Command {
-	var stat, asJSON, patch, blame bool
+	var stat, asJSON, patch, blame, ignoredOnly, noIgnore, generated bool
 	var color string
 	var q api.CheckpointDiffQuery
 	cmd := &cobra.Command{
@@ -44,6 +44,19 @@ func diffCmd(g *globals) *cobra.Command {
 			if blame && (byTurn || patch || stat) {
 				return usageErr("--blame annotates the session's whole diff: leave out --turn, --from, --to, --patch and --stat")
 			}
+			if ignoredOnly && noIgnore {
+				return usageErr("--ignored lists only the ignored changes, --no-ignore lists them with the rest: give one")
+			}
+			dq := api.DiffQuery{Paths: paths}
+			switch {
+			case ignoredOnly:
+				dq.Ignored = api.IgnoredModeOnly
+			case noIgnore:
+				dq.Ignored = api.IgnoredModeAll
+			}
+			if (byTurn || patch || blame) && dq.Ignored != "" {
+				return usageErr("--ignored and --no-ignore choose what a diff of the session lists: leave out --turn, --from, --to, --patch and --blame")
+			}
 			if patch {
 				return c.Patch(ctx, id, paths, os.Stdout)
 			}
@@ -61,9 +74,9 @@ func diffCmd(g *globals) *cobra.Command {
 			}
 			colored := color == "always" || color == "auto" && colorOn(os.Stdout)
 			if stat && !asJSON && !byTurn {
-				return diffStat(ctx, c, id, paths, colored)
+				return diffStat(ctx, c, id, dq, colored)
 			}
-			get := c.Diff
+			get := func(ctx context.Context, id string, _ []string) (api.Diff, error) { return c.DiffOf(ctx, id, dq) }
 			if byTurn {
 				get = func(ctx context.Context, id string, _ []string) (api.Diff, error) {
 					return c.CheckpointDiff(ctx, id, q)
@@ -83,11 +96,12 @@ func diffCmd(g *globals) *cobra.Command {
 			printCommits(out, d.Commits)
 			if stat {
 				printStat(out, d, colored)
-			} else if err := printUnified(out, d.Files, colored); err != nil {
+			} else if err := printUnified(out, foldGenerated(d.Files, generated), colored); err != nil {
 				return err
 			}
 			out.Flush()
 			diffEnd(len(d.Stats), d)
+			printIgnored(os.Stderr, id, d)
 			return nil
 		},
 	}
@@ -95,6 +109,9 @@ func diffCmd(g *globals) *cobra.Command {
 	cmd.Flags().BoolVar(&asJSON, "json", false, "print JSON: every file with kind, modes, sizes and hunks")
 	cmd.Flags().BoolVar(&patch, "patch", false, "print a git-apply compatible patch")
 	cmd.Flags().StringVar(&color, "color", "auto", "color: auto, always or never")
+	cmd.Flags().BoolVar(&ignoredOnly, "ignored", false, "list only the changes the project's ignore rules (.gitignore, info/exclude, core.excludesFile) or the session's own rules cover")
+	cmd.Flags().BoolVar(&noIgnore, "no-ignore", false, "list every change, ignored ones marked (by default they are counted, not listed)")
+	cmd.Flags().BoolVar(&generated, "generated", false, "show the hunks of generated files (lockfiles, linguist-generated) instead of folding them")
 	cmd.Flags().BoolVar(&blame, "blame", false, "name beside each hunk the checkpoint (turn or command) that last changed it and the agent's tool call that made it")
 	cmd.Flags().IntVar(&q.Turn, "turn", 0, "what agent turn N changed, from the session's checkpoints (the session is not touched)")
 	cmd.Flags().IntVar(&q.From, "from", 0, "from the workspace after turn N (with --to; 0: the session's start)")
@@ -107,11 +124,11 @@ func diffCmd(g *globals) *cobra.Command {
 // diffStat prints the session's summary as the engine hands it on: a
 // large session's hundreds of thousands of paths are not held (see
 // statPrinter); the commits made in the session come after them.
-func diffStat(ctx context.Context, c *client.Client, id string, paths []string, colored bool) error {
+func diffStat(ctx context.Context, c *client.Client, id string, q api.DiffQuery, colored bool) error {
 	out := bufio.NewWriterSize(os.Stdout, 64<<10)
 	defer out.Flush()
 	p := &statPrinter{w: out, colored: colored}
-	d, err := c.DiffStatEach(ctx, id, paths, p.setWidth, p.add)
+	d, err := c.DiffStatEach(ctx, id, q, p.setWidth, p.add)
 	if err != nil {
 		return err
 	}
@@ -119,6 +136,7 @@ func diffStat(ctx context.Context, c *client.Client, id string, paths []string, 
 	printCommits(out, d.Commits)
 	out.Flush()
 	diffEnd(p.n, d)
+	printIgnored(os.Stderr, id, d)
 	return nil
 }
 
@@ -135,7 +153,7 @@ func printCommits(w io.Writer, commits []api.Commit) {
 // diffEnd says on standard error what a diff of n paths leaves unsaid:
 // that there is nothing, or that the workspace is full.
 func diffEnd(n int, d api.Diff) {
-	if n == 0 && len(d.Commits) == 0 {
+	if n == 0 && len(d.Commits) == 0 && d.Ignored == nil && d.SessionIgnored == nil {
 		fmt.Fprintln(os.Stderr, "no changes")
 	}
 	if d.Workspace.Full {
@@ -323,6 +341,15 @@ func (p *statPrinter) print(s api.Stat) {
 	}
 	if s.Held {
 		marks = append(marks, "held")
+	}
+	switch s.Ignored {
+	case api.IgnoredProject:
+		marks = append(marks, "ignored")
+	case api.IgnoredSession:
+		marks = append(marks, "ignored by the session's rule")
+	}
+	if s.Generated {
+		marks = append(marks, "generated")
 	}
 	marks = append(marks, s.Findings...)
 	if len(marks) > 0 {

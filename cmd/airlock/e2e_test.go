@@ -4,6 +4,7 @@ import (
 	"bytes"
 	"context"
 	"encoding/json"
+	"fmt"
 	"github.com/airlock/airlock/harness/mockmodel"
 	"io"
 	"net"
@@ -37,14 +38,53 @@ func newCLI(t *testing.T) *cli {
 	enginetest.Require(t)
 	dir := t.TempDir()
 	bin := filepath.Join(dir, "airlock")
-	build := exec.Command("go", "build", "-o", bin, ".")
-	if out, err := build.CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
+	if err := os.Link(builtCLI(t), bin); err != nil {
+		b, err := os.ReadFile(builtCLI(t)) // another filesystem: a copy
+		if err == nil {
+			err = os.WriteFile(bin, b, 0o755)
+		}
+		if err != nil {
+			t.Fatalf("the test's CLI: %v", err)
+		}
 	}
 	c := &cli{t: t, bin: bin, socket: filepath.Join(dir, "engine.sock")}
 	c.env = append(os.Environ(), "AIRLOCK_ENGINE="+c.socket, "AIRLOCK_STATE_DIR="+filepath.Join(dir, "state"), "NO_COLOR=1")
 	t.Cleanup(c.stopEngine)
 	return c
+}
+
+// The CLI is built once for the package's tests (each links it into a
+// directory of its own): building it per test cost 10-20 s each.
+var (
+	cliOnce  sync.Once
+	cliDir   string
+	cliBin   string
+	cliBuild error
+)
+
+func builtCLI(t *testing.T) string {
+	t.Helper()
+	cliOnce.Do(func() {
+		if cliDir, cliBuild = os.MkdirTemp("", "airlock-cli-test-"); cliBuild != nil {
+			return
+		}
+		cliBin = filepath.Join(cliDir, "airlock")
+		if out, err := exec.Command("go", "build", "-o", cliBin, ".").CombinedOutput(); err != nil {
+			cliBuild = fmt.Errorf("%v\n%s", err, out)
+		}
+	})
+	if cliBuild != nil {
+		t.Fatalf("build the CLI: %v", cliBuild)
+	}
+	return cliBin
+}
+
+func TestMain(m *testing.M) {
+	code := m.Run()
+	if cliDir != "" {
+		os.RemoveAll(cliDir)
+	}
+	os.Exit(code)
 }
 
 // stopEngine removes the test's sessions and stops the daemon the CLI

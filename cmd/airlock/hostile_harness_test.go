@@ -1117,14 +1117,8 @@ func shadowLine() []byte {
 	return nil
 }
 
-// buildAirlock builds the CLI once for the suite.
-func buildAirlock(t *testing.T) string {
-	bin := filepath.Join(t.TempDir(), "airlock")
-	if out, err := exec.Command("go", "build", "-o", bin, ".").CombinedOutput(); err != nil {
-		t.Fatalf("build: %v\n%s", err, out)
-	}
-	return bin
-}
+// buildAirlock is the package's CLI (built once, see builtCLI).
+func buildAirlock(t *testing.T) string { return builtCLI(t) }
 
 // Checks scenarios share.
 

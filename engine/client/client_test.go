@@ -138,14 +138,14 @@ var routes = []route{
 		d.Files = []api.FileDiff{f}
 		d.Stats = api.Stats(d.Files)
 		return d
-	}, 200, named("DiffEach", []string{"hello.txt"})},
+	}, 200, named("DiffEach", api.DiffQuery{Paths: []string{"hello.txt"}})},
 	{"GET /sessions/{id}/diff?stat=1", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		return c.DiffStat(ctx, id, nil)
 	}, func(id string) any {
 		f, d := servertest.Diff(id)
 		d.Stats = api.Stats([]api.FileDiff{f})
 		return d
-	}, 200, named("DiffStatLines", []string(nil))},
+	}, 200, named("DiffStatLines", api.DiffQuery{})},
 	{"GET /sessions/{id}/patch", func(ctx context.Context, c *client.Client, id string) (any, error) {
 		var b bytes.Buffer
 		err := c.Patch(ctx, id, []string{"a", "b"}, &b)

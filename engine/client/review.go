@@ -20,11 +20,29 @@ func pathsQuery(paths []string) url.Values {
 	return url.Values{"path": paths}
 }
 
+// diffValues is a diff query in a URL's terms.
+func diffValues(q api.DiffQuery) url.Values {
+	v := url.Values{}
+	if len(q.Paths) > 0 {
+		v["path"] = q.Paths
+	}
+	if q.Ignored != "" {
+		v.Set("ignored", q.Ignored)
+	}
+	return v
+}
+
 // Diff returns the session's changes with hunks, and their stats (which
 // the engine leaves to the client: a summary of the files).
 func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff, error) {
+	return c.DiffOf(ctx, id, api.DiffQuery{Paths: paths})
+}
+
+// DiffOf is Diff of a query: paths, and what becomes of the changes
+// ignore rules cover (summarised in Diff.Ignored by default).
+func (c *Client) DiffOf(ctx context.Context, id string, q api.DiffQuery) (api.Diff, error) {
 	var out api.Diff
-	if err := c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", pathsQuery(paths), nil, &out); err != nil {
+	if err := c.do(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", diffValues(q), nil, &out); err != nil {
 		return out, err
 	}
 	if out.Stats == nil {
@@ -37,7 +55,7 @@ func (c *Client) Diff(ctx context.Context, id string, paths []string) (api.Diff,
 // holds and findings.
 func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.Diff, error) {
 	var stats []api.Stat
-	d, err := c.DiffStatEach(ctx, id, paths, nil, func(s api.Stat) error {
+	d, err := c.DiffStatEach(ctx, id, api.DiffQuery{Paths: paths}, nil, func(s api.Stat) error {
 		stats = append(stats, s)
 		return nil
 	})
@@ -50,11 +68,8 @@ func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.D
 // length in bytes before the first stat where the engine knows it (a
 // summary it kept), so that a printer can align lines as they come. The
 // api.Diff returned has no stats.
-func (c *Client) DiffStatEach(ctx context.Context, id string, paths []string, width func(int), each func(api.Stat) error) (api.Diff, error) {
-	q := pathsQuery(paths)
-	if q == nil {
-		q = url.Values{}
-	}
+func (c *Client) DiffStatEach(ctx context.Context, id string, dq api.DiffQuery, width func(int), each func(api.Stat) error) (api.Diff, error) {
+	q := diffValues(dq)
 	q.Set("stat", "1")
 	resp, err := c.sendAccepting(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", q, nil, api.StatLines+", application/json")
 	if err != nil {

@@ -238,6 +238,18 @@ var agentsOnce sync.Mutex
 // runs under the system's temporary directory.
 func AgentsImage(t testing.TB, d *client.Client) string {
 	t.Helper()
+	return buildImage(t, d, api.ImageBuildRequest{Kind: "agents", Agents: []string{"claude", "codex", "opencode"}})
+}
+
+// BaseImage builds (or finds) airlock/base: Debian with git, node and
+// python, what a real project's session runs on.
+func BaseImage(t testing.TB, d *client.Client) string {
+	t.Helper()
+	return buildImage(t, d, api.ImageBuildRequest{Kind: "base"})
+}
+
+func buildImage(t testing.TB, d *client.Client, req api.ImageBuildRequest) string {
+	t.Helper()
 	agentsOnce.Lock()
 	defer agentsOnce.Unlock()
 	scratch := filepath.Join(os.TempDir(), "airlock-test-build")
@@ -256,9 +268,9 @@ func AgentsImage(t testing.TB, d *client.Client) string {
 	}
 	b := &images.Builder{Docker: d, Scratch: scratch}
 	start := time.Now()
-	img, err := b.Build(context.Background(), api.ImageBuildRequest{Kind: "agents", Agents: []string{"claude", "codex", "opencode"}}, nil)
+	img, err := b.Build(context.Background(), req, nil)
 	if err != nil {
-		t.Fatalf("build the agents image: %v", err)
+		t.Fatalf("build the %s image: %v", req.Kind, err)
 	}
 	if d := time.Since(start); d > 5*time.Second {
 		t.Logf("built %s in %s", img.Name, d.Round(time.Second))

@@ -20,7 +20,7 @@ type streaming struct {
 	failWith error
 }
 
-func (s streaming) DiffEach(_ context.Context, id string, _ []string, each func(api.FileDiff) error) (api.Diff, error) {
+func (s streaming) DiffEach(_ context.Context, id string, _ api.DiffQuery, each func(api.FileDiff) error) (api.Diff, error) {
 	for i := range s.n {
 		f := api.FileDiff{Change: api.Change{Path: fmt.Sprintf("f%05d", i), Kind: api.KindAdded, Type: api.TypeFile}}
 		f.Hunks = []api.Hunk{{Lines: []string{"+a\n", "+b\n"}}}
@@ -34,8 +34,8 @@ func (s streaming) DiffEach(_ context.Context, id string, _ []string, each func(
 	return api.Diff{Session: id, Workspace: api.Workspace{Files: int64(s.n)}}, nil
 }
 
-func (s streaming) DiffStatLines(ctx context.Context, id string, paths []string, each func([]byte) error) (api.Diff, error) {
-	return s.DiffEach(ctx, id, paths, func(f api.FileDiff) error { return each(api.AppendStatLine(nil, api.Stats([]api.FileDiff{f})[0])) })
+func (s streaming) DiffStatLines(ctx context.Context, id string, q api.DiffQuery, each func([]byte) error) (api.Diff, error) {
+	return s.DiffEach(ctx, id, q, func(f api.FileDiff) error { return each(api.AppendStatLine(nil, api.Stats([]api.FileDiff{f})[0])) })
 }
 
 func getDiff(t *testing.T, url string) (*http.Response, []byte, error) {

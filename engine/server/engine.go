@@ -25,10 +25,10 @@ type Engine interface {
 	Exec(ctx context.Context, id string, req api.ExecRequest, sio engine.ExecIO) (int, error)
 	Commands(ctx context.Context, id string, withOutput bool) ([]api.Command, error)
 
-	DiffEach(ctx context.Context, id string, paths []string, each func(api.FileDiff) error) (api.Diff, error)
+	DiffEach(ctx context.Context, id string, q api.DiffQuery, each func(api.FileDiff) error) (api.Diff, error)
 	// DiffStatLines is the diff's summary, a line per path
 	// (api.AppendStatLine); the api.Diff has neither files nor stats.
-	DiffStatLines(ctx context.Context, id string, paths []string, each func(line []byte) error) (api.Diff, error)
+	DiffStatLines(ctx context.Context, id string, q api.DiffQuery, each func(line []byte) error) (api.Diff, error)
 	Patch(ctx context.Context, id string, paths []string, w io.Writer) error
 	AcceptEach(ctx context.Context, id string, sel api.Selection, each func(api.Outcome) error) (api.Outcomes, error)
 	Discard(ctx context.Context, id string, sel api.Selection) (api.Outcomes, error)

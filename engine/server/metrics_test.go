@@ -73,7 +73,7 @@ type usageEngine struct {
 }
 
 func (u usageEngine) Usage(context.Context) ([]engine.SessionUse, error) { return u.use, nil }
-func (usageEngine) DiffEach(context.Context, string, []string, func(api.FileDiff) error) (api.Diff, error) {
+func (usageEngine) DiffEach(context.Context, string, api.DiffQuery, func(api.FileDiff) error) (api.Diff, error) {
 	return api.Diff{}, nil
 }
 func (usageEngine) AcceptEach(context.Context, string, api.Selection, func(api.Outcome) error) (api.Outcomes, error) {

@@ -22,13 +22,9 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &objectStream{w: w, field: "files"}
-	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), r.URL.Query()["path"], func(f api.FileDiff) error { return out.element(f) })
+	d, err := s.eng.DiffEach(r.Context(), r.PathValue("id"), diffQuery(r), func(f api.FileDiff) error { return out.element(f) })
 	if err == nil {
-		err = out.finish(struct {
-			Session   string        `json:"session"`
-			Commits   []api.Commit  `json:"commits,omitempty"`
-			Workspace api.Workspace `json:"workspace"`
-		}{d.Session, d.Commits, d.Workspace})
+		err = out.finish(restOf(d))
 	}
 	if err != nil {
 		out.fail(err)
@@ -40,15 +36,10 @@ func (s *Server) diff(w http.ResponseWriter, r *http.Request) {
 // as one JSON line (what `airlock diff --stat` reads: hundreds of
 // thousands of paths decode far faster as lines).
 func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
-	type rest struct {
-		Session   string        `json:"session"`
-		Commits   []api.Commit  `json:"commits,omitempty"`
-		Workspace api.Workspace `json:"workspace"`
-	}
-	id, paths := r.PathValue("id"), r.URL.Query()["path"]
+	id, q := r.PathValue("id"), diffQuery(r)
 	if !strings.Contains(r.Header.Get("Accept"), api.StatLines) {
 		out := &objectStream{w: w, field: "stats"}
-		d, err := s.eng.DiffStatLines(r.Context(), id, paths, func(line []byte) error {
+		d, err := s.eng.DiffStatLines(r.Context(), id, q, func(line []byte) error {
 			if _, ok := api.ParseStatWidth(line); ok {
 				return nil
 			}
@@ -59,7 +50,7 @@ func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
 			return out.element(st)
 		})
 		if err == nil {
-			err = out.finish(rest{d.Session, d.Commits, d.Workspace})
+			err = out.finish(restOf(d))
 		}
 		if err != nil {
 			out.fail(err)
@@ -67,13 +58,32 @@ func (s *Server) diffStat(w http.ResponseWriter, r *http.Request) {
 		return
 	}
 	out := &lineStream{w: w}
-	d, err := s.eng.DiffStatLines(r.Context(), id, paths, out.line)
+	d, err := s.eng.DiffStatLines(r.Context(), id, q, out.line)
 	if err == nil {
-		err = out.finish(rest{d.Session, d.Commits, d.Workspace})
+		err = out.finish(restOf(d))
 	}
 	if err != nil {
 		out.fail(err)
 	}
+}
+
+// diffQuery is a diff request's query: the paths and what becomes of
+// ignored changes (?ignored=only|all).
+func diffQuery(r *http.Request) api.DiffQuery {
+	return api.DiffQuery{Paths: r.URL.Query()["path"], Ignored: r.URL.Query().Get("ignored")}
+}
+
+// diffRest is what a streamed diff sends after its files or stats.
+type diffRest struct {
+	Session        string        `json:"session"`
+	Commits        []api.Commit  `json:"commits,omitempty"`
+	Workspace      api.Workspace `json:"workspace"`
+	Ignored        *api.Ignored  `json:"ignored,omitempty"`
+	SessionIgnored *api.Ignored  `json:"session_ignored,omitempty"`
+}
+
+func restOf(d api.Diff) diffRest {
+	return diffRest{d.Session, d.Commits, d.Workspace, d.Ignored, d.SessionIgnored}
 }
 
 // accept streams an accept's outcomes as the engine hands them on (one
@@ -90,9 +100,11 @@ func (s *Server) accept(w http.ResponseWriter, r *http.Request) {
 	res, err := s.eng.AcceptEach(context.WithoutCancel(r.Context()), r.PathValue("id"), req, func(o api.Outcome) error { return out.element(o) })
 	if err == nil {
 		err = out.finish(struct {
-			Branch  string       `json:"branch,omitempty"`
-			Commits []api.Commit `json:"commits,omitempty"`
-		}{res.Branch, res.Commits})
+			Branch         string       `json:"branch,omitempty"`
+			Commits        []api.Commit `json:"commits,omitempty"`
+			Ignored        *api.Ignored `json:"ignored,omitempty"`
+			SessionIgnored *api.Ignored `json:"session_ignored,omitempty"`
+		}{res.Branch, res.Commits, res.Ignored, res.SessionIgnored})
 	}
 	if err != nil {
 		out.fail(err)

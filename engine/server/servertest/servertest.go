@@ -178,8 +178,8 @@ func (f *Engine) Commands(ctx context.Context, id string, withOutput bool) ([]ap
 }
 
 // DiffEach hands on Diff's file, then answers the rest.
-func (f *Engine) DiffEach(ctx context.Context, id string, paths []string, each func(api.FileDiff) error) (api.Diff, error) {
-	if err := f.call("DiffEach", id, paths); err != nil {
+func (f *Engine) DiffEach(ctx context.Context, id string, q api.DiffQuery, each func(api.FileDiff) error) (api.Diff, error) {
+	if err := f.call("DiffEach", id, q); err != nil {
 		return api.Diff{}, err
 	}
 	file, rest := Diff(id)
@@ -190,8 +190,8 @@ func (f *Engine) DiffEach(ctx context.Context, id string, paths []string, each f
 }
 
 // DiffStatLines hands on the line of Diff's file, then answers the rest.
-func (f *Engine) DiffStatLines(ctx context.Context, id string, paths []string, each func([]byte) error) (api.Diff, error) {
-	if err := f.call("DiffStatLines", id, paths); err != nil {
+func (f *Engine) DiffStatLines(ctx context.Context, id string, q api.DiffQuery, each func([]byte) error) (api.Diff, error) {
+	if err := f.call("DiffStatLines", id, q); err != nil {
 		return api.Diff{}, err
 	}
 	file, rest := Diff(id)
