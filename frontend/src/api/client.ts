@@ -95,7 +95,9 @@ export class Client {
     );
   undo = (id: string, req: UndoRequest) => this.t.request<Undone>("POST", `/sessions/${p(id)}/undo`, req);
   fork = (id: string, req: ForkRequest) => this.t.request<Restored>("POST", `/sessions/${p(id)}/fork`, req);
-  blame = (id: string) => this.t.request<Blame>("GET", `/sessions/${p(id)}/blame`);
+  // blame of the session's changes, or of the one file at path.
+  blame = (id: string, path?: string) =>
+    this.t.request<Blame>("GET", `/sessions/${p(id)}/blame` + (path ? `?path=${encodeURIComponent(path)}` : ""));
 
   netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
   allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });

@@ -184,6 +184,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
       });
       if (my !== loads.current) return;
       setTree(t);
+      setBlame({});
       setDiff(d);
       setVersion((v) => v + 1);
       setSel((cur) => (cur && t.get(cur) ? cur : (t.files()[0]?.path ?? null)));
@@ -222,19 +223,20 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     }
   }, [client, session, onError]);
 
-  // The blame is read after the diff, apart: a session without a
-  // timeline, or an engine without one, shows the diff without it.
+  // The blame is read after the diff, apart, for the file shown (a whole
+  // session's would repeat its diff: megabytes on a large one): a session
+  // without a timeline, or an engine without one, shows the diff without it.
   useEffect(() => {
-    if (!diff || !showBlame) return;
+    if (!diff || !showBlame || !sel) return;
     let live = true;
-    client.blame(session).then(
-      (b) => live && setBlame(Object.fromEntries((b?.hunks ?? []).map((h) => [h.hunk, h]))),
-      () => live && setBlame({}),
+    client.blame(session, sel).then(
+      (b) => live && setBlame((cur) => ({ ...cur, ...Object.fromEntries((b?.hunks ?? []).map((h) => [h.hunk, h])) })),
+      () => {},
     );
     return () => {
       live = false;
     };
-  }, [client, session, diff, showBlame]);
+  }, [client, session, diff, showBlame, sel]);
 
   // eslint-disable-next-line react-hooks/exhaustive-deps
   const rows = useMemo(() => tree.rows(folds.folded, filter), [tree, version, folds.folded, filter]);

@@ -160,7 +160,7 @@ export function TreeList({ rows, selected, onSelect, onToggle, label, className 
       onScroll={(e) => setTop(e.currentTarget.scrollTop)}
       onKeyDown={key}
     >
-      <ul role="tree" aria-label={label} style={{ height: rows.length * ROW }}>
+      <ul role="tree" aria-label={label} style={{ height: rows.length * ROW }} data-rows={rows.length}>
         {shownRows}
       </ul>
     </div>
