@@ -167,6 +167,15 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     const my = ++loads.current;
     const t = new FileTree();
     let first = true;
+    // While files stream in, the tree is laid out again at most every
+    // 100 ms, not per slice: each layout walks every file so far.
+    let shownAt = 0,
+      timer: ReturnType<typeof setTimeout> | undefined;
+    const bump = () => {
+      timer = undefined;
+      shownAt = performance.now();
+      if (my === loads.current) setVersion((v) => v + 1);
+    };
     setLoading(true);
     setIgnored(null);
     try {
@@ -180,8 +189,10 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
           const top = t.files()[0]?.path ?? null;
           setSel((cur) => cur ?? top);
         }
-        setVersion((v) => v + 1);
+        if (performance.now() - shownAt >= 100) bump();
+        else timer ??= setTimeout(bump, 100);
       });
+      clearTimeout(timer);
       if (my !== loads.current) return;
       setTree(t);
       setBlame({});
@@ -240,9 +251,9 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
 
   // eslint-disable-next-line react-hooks/exhaustive-deps
   const rows = useMemo(() => tree.rows(folds.folded, filter), [tree, version, folds.folded, filter]);
-  // eslint-disable-next-line react-hooks/exhaustive-deps
-  const order = useMemo(() => tree.files(filter), [tree, version, filter]);
-  const idx = order.findIndex((f) => f.path === sel);
+  // The files in the rows' order, for j/k: laid out when a key asks.
+  const order = () => tree.files(filter);
+  const shownFiles = useMemo(() => rows.reduce((n, r) => n + (r.dir ? 0 : 1), 0), [rows]);
   const file: FileDiff | undefined = sel ? (tree.get(sel) ?? ignored?.project.get(sel) ?? ignored?.session.get(sel)) : undefined;
   const folded = !!file?.generated && !file.findings?.length && !unfolded.has(file.path);
   const parts = folded ? 0 : file?.conflicts?.length ? file.conflicts.length : (file?.hunks?.length ?? 0);
@@ -306,15 +317,17 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   };
 
   const move = (d: number) => {
-    if (!order.length) return;
-    const i = Math.min(order.length - 1, Math.max(0, (idx < 0 ? 0 : idx) + d));
-    setSel(order[i].path);
+    const files = order();
+    if (!files.length) return;
+    const idx = files.findIndex((f) => f.path === sel);
+    const i = Math.min(files.length - 1, Math.max(0, (idx < 0 ? 0 : idx) + d));
+    setSel(files[i].path);
   };
   const moveHunk = (d: number) => {
     const n = hunk + d;
     if (n >= 0 && n < parts) setHunk(n);
     else if (n >= parts) move(1);
-    else if (n < 0 && idx > 0) move(-1);
+    else if (n < 0) move(-1);
   };
 
   useEffect(() => {
@@ -415,7 +428,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         />
         <div className="muted small" data-summary>
           {loading ? `Reading… ${count(size)} files so far` : `${count(size)} changed`}
-          {filter && ` · ${count(order.length)} shown`}
+          {filter && ` · ${count(shownFiles)} shown`}
           {diff && ` · workspace ${bytes(diff.workspace.used)} of ${bytes(diff.workspace.size)}`}
         </div>
         {rows.length > 0 ? (

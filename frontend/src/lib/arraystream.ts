@@ -36,7 +36,7 @@ export class ArrayStream<T> {
 
   constructor(
     private field: string,
-    private slice = 256 << 10,
+    private slice = 128 << 10,
   ) {}
 
   push(chunk: Uint8Array) {
