@@ -154,16 +154,71 @@ func (a *App) Stream(method, path, body string) (string, error) {
 // '-', at most 64), so that it listens for the id's events before the
 // first line can come.
 func (a *App) StreamAs(id, method, path, body string) error {
-	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
-		return classed(errdefs.Invalidf("stream id %q: give 1 to 64 letters, digits or '-'", id))
-	}
-	if _, err := strconv.ParseInt(id, 10, 64); err == nil {
-		return classed(errdefs.Invalidf("stream id %q: a number is one Stream may choose; add a letter", id))
+	if err := windowID(id); err != nil {
+		return classed(err)
 	}
 	return a.startStream(id, method, path, body)
 }
 
+// ReadAs forwards a call whose large answer the window reads as it comes
+// (a diff: one JSON object of many megabytes, frontend/src/lib/arraystream.ts):
+// its bytes come in order as events "read:ID" (base64 chunks of at most
+// 64 KiB), the end as "read-end:ID" with the error, if any (a cut answer
+// is one). The id is the window's, as for StreamAs; StreamClose ends it.
+func (a *App) ReadAs(id, method, path string) error {
+	if err := windowID(id); err != nil {
+		return classed(err)
+	}
+	return a.open(id, method, path, "", func(rc io.Reader) error {
+		buf := make([]byte, 64<<10)
+		for {
+			n, err := rc.Read(buf)
+			if n > 0 {
+				a.events.emit("read:"+id, base64.StdEncoding.EncodeToString(buf[:n]))
+			}
+			if err == io.EOF {
+				return nil
+			}
+			if err != nil {
+				return err
+			}
+		}
+	}, "read-end:"+id)
+}
+
+// windowID checks an id the window chose for a stream.
+func windowID(id string) error {
+	if id == "" || len(id) > 64 || strings.Trim(id, "abcdefghijklmnopqrstuvwxyzABCDEFGHIJKLMNOPQRSTUVWXYZ0123456789-") != "" {
+		return errdefs.Invalidf("stream id %q: give 1 to 64 letters, digits or '-'", id)
+	}
+	if _, err := strconv.ParseInt(id, 10, 64); err == nil {
+		return errdefs.Invalidf("stream id %q: a number is one Stream may choose; add a letter", id)
+	}
+	return nil
+}
+
 func (a *App) startStream(id, method, path, body string) error {
+	return a.open(id, method, path, body, func(rc io.Reader) error {
+		sc := bufio.NewScanner(rc)
+		sc.Buffer(make([]byte, 64<<10), 16<<20)
+		first := true
+		for sc.Scan() {
+			if line := strings.TrimSpace(sc.Text()); line != "" {
+				if debug && first {
+					log.Printf("app: stream %s: its first line", id)
+				}
+				first = false
+				a.events.emit("stream:"+id, line)
+			}
+		}
+		return sc.Err()
+	}, "stream-end:"+id)
+}
+
+// open starts the call under id and hands its answer to pump in a
+// goroutine, then emits end with pump's error ("" when none, or when the
+// stream was closed).
+func (a *App) open(id, method, path, body string, pump func(io.Reader) error, end string) error {
 	if err := checkPath(path); err != nil {
 		return classed(err)
 	}
@@ -197,23 +252,11 @@ func (a *App) startStream(id, method, path, body string) error {
 			cancel()
 		}()
 		defer rc.Close()
-		sc := bufio.NewScanner(rc)
-		sc.Buffer(make([]byte, 64<<10), 16<<20)
-		first := true
-		for sc.Scan() {
-			if line := strings.TrimSpace(sc.Text()); line != "" {
-				if debug && first {
-					log.Printf("app: stream %s: its first line", id)
-				}
-				first = false
-				a.events.emit("stream:"+id, line)
-			}
-		}
 		msg := ""
-		if err := sc.Err(); err != nil && ctx.Err() == nil {
+		if err := pump(rc); err != nil && ctx.Err() == nil {
 			msg = classed(err).Error()
 		}
-		a.events.emit("stream-end:"+id, msg)
+		a.events.emit(end, msg)
 	}()
 	return nil
 }

@@ -106,6 +106,33 @@ func TestBindings(t *testing.T) {
 		t.Errorf("the stream's lines:\n%s", joined)
 	}
 
+	// A large answer read as bytes (the diff): its chunks, in order, make
+	// the whole JSON.
+	if err := a.ReadAs("w1-diff", "GET", "/sessions/"+s.ID+"/diff"); err != nil {
+		t.Fatal(err)
+	}
+	for len(ev.all("read-end:w1-diff")) == 0 && time.Now().Before(deadline) {
+		time.Sleep(20 * time.Millisecond)
+	}
+	if end := ev.all("read-end:w1-diff"); len(end) != 1 || end[0] != "" {
+		t.Fatalf("the read's end: %v", end)
+	}
+	var raw []byte
+	for _, c := range ev.all("read:w1-diff") {
+		b, err := base64.StdEncoding.DecodeString(c.(string))
+		if err != nil {
+			t.Fatal(err)
+		}
+		raw = append(raw, b...)
+	}
+	var d api.Diff
+	if err := json.Unmarshal(raw, &d); err != nil || len(d.Files) != 1 || d.Files[0].Path != "x.txt" {
+		t.Errorf("the diff read through ReadAs: %v %q", err, raw)
+	}
+	if err := a.ReadAs("12", "GET", "/sessions/"+s.ID+"/diff"); err == nil {
+		t.Error("ReadAs under a number Stream may choose was accepted")
+	}
+
 	// A terminal: typed into, resized, its output back as events.
 	tid, err := a.TerminalOpen(s.ID, 80, 24)
 	if err != nil {

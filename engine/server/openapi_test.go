@@ -41,6 +41,7 @@ var wireTypes = []any{
 	api.ReviewLimits{}, api.SessionEvent{}, api.Event{}, api.Usage{}, api.Diff{},
 	api.FileDiff{}, api.Hunk{}, api.Conflict{}, api.Finding{}, api.Stat{},
 	api.Commit{}, api.Selection{}, api.Outcomes{}, api.Outcome{},
+	api.Ignored{}, api.IgnoredDir{}, api.IgnoredRule{}, api.IgnoredFinding{},
 	api.Schedule{}, api.ScheduleRun{}, api.ScheduleRunRequest{},
 	api.Checkpoint{}, api.UndoRequest{}, api.Undone{}, api.ForkRequest{}, api.Blame{}, api.HunkBlame{}, api.BlameCall{},
 }
@@ -51,6 +52,7 @@ var notOnTheWire = map[string]string{
 	"FrameWriter":         "writes exec frames; it is code, not a message",
 	"Change":              "embedded in FileDiff, whose schema has its fields",
 	"CheckpointDiffQuery": "the query parameters of GET .../checkpoints/diff",
+	"DiffQuery":           "the query parameters of GET .../diff",
 }
 
 // specExceptions are where the spec says less than reflection over the Go

@@ -1,6 +1,6 @@
 import { describe, expect, it } from "vitest";
 import { age, bytes, parseDuration, parseSize, seconds, stateOf, usd } from "../lib/format";
-import { badges, hunkPatch, tree } from "../lib/patch";
+import { badges, hunkPatch } from "../lib/patch";
 import { splitLines } from "../api/transport";
 import { cores } from "../components/Usage";
 import type { FileDiff } from "../api/types";
@@ -57,16 +57,17 @@ describe("patch", () => {
     expect(hunkPatch(file({ kind: "added" }), [])).toContain("--- /dev/null");
     expect(hunkPatch(file({ kind: "renamed", from: "old.txt" }), [])).toContain("--- a/old.txt");
   });
-  it("lays files out under their directories", () => {
-    const t = tree([file({ path: "b/z.txt" }), file({ path: "a.txt" }), file({ path: "b/c/d.txt" })]);
-    expect(t.map((e) => `${"  ".repeat(e.depth)}${e.name}${e.dir ? "/" : ""}`)).toEqual(["a.txt", "b/", "  c/", "    d.txt", "  z.txt"]);
-  });
   it("badges say what a change is", () => {
     expect(badges(file({ kind: "added" })).map((b) => b.label)).toEqual(["A"]);
     const labels = badges(file({ conflict: true, held: "a rule", binary: true, findings: [{ scanner: "secrets", message: "a key" }] })).map(
       (b) => b.label,
     );
     expect(labels).toEqual(["M", "bin", "conflict", "held", "secrets"]);
+    expect(badges(file({ generated: "lockfile", ignored: "session" })).map((b) => b.label + ":" + b.tone)).toEqual([
+      "M:mod",
+      "generated:info",
+      "ignored:warn",
+    ]);
   });
 });
 

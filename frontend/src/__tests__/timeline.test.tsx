@@ -215,7 +215,7 @@ describe("Review's blame", () => {
       kind: "browser",
       async request<T>(_m: string, path: string) {
         if (path === "/sessions/s1/diff") return d as T;
-        if (path === "/sessions/s1/blame")
+        if (path.startsWith("/sessions/s1/blame"))
           return {
             session: "s1",
             diff: d,

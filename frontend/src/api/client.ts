@@ -10,6 +10,9 @@ import type {
   Command,
   CreateRequest,
   Diff,
+  FileDiff,
+  IgnoredMode,
+  Outcomes,
   EgressEntry,
   EgressPolicy,
   Image,
@@ -34,6 +37,7 @@ import type {
   Turn,
   VersionInfo,
 } from "./types";
+import { readArray } from "../lib/arraystream";
 import type { TerminalConn, TerminalHandlers, Transport } from "./transport";
 
 const p = encodeURIComponent;
@@ -55,7 +59,21 @@ export class Client {
   wake = (id: string) => this.t.request<Session>("POST", `/sessions/${p(id)}/wake`);
 
   diff = (id: string) => this.t.request<Diff>("GET", `/sessions/${p(id)}/diff`);
-  accept = (id: string, sel: Selection) => this.t.request<{ outcomes: Outcome[] }>("POST", `/sessions/${p(id)}/accept`, sel);
+  // readDiff streams the diff: onFiles gets its files a slice at a time
+  // as they arrive (the page stays live on 50 MB), and it resolves with
+  // the rest (the session, the workspace, the ignored summaries).
+  // ignored "only" lists just the changes ignore rules cover.
+  readDiff = async (id: string, onFiles: (files: FileDiff[]) => void, ignored: IgnoredMode = ""): Promise<Diff> => {
+    const path = `/sessions/${p(id)}/diff` + (ignored ? `?ignored=${ignored}` : "");
+    if (!this.t.read) {
+      const d = await this.t.request<Diff>("GET", path);
+      onFiles(d.files ?? []);
+      return { ...d, files: [] };
+    }
+    const read = this.t.read.bind(this.t);
+    return (await readArray<FileDiff>("files", (onChunk) => read("GET", path, onChunk), onFiles)) as unknown as Diff;
+  };
+  accept = (id: string, sel: Selection) => this.t.request<Outcomes>("POST", `/sessions/${p(id)}/accept`, sel);
   discard = (id: string, sel: Selection) => this.t.request<{ outcomes: Outcome[] }>("POST", `/sessions/${p(id)}/discard`, sel);
   commands = (id: string) => this.t.request<Command[]>("GET", `/sessions/${p(id)}/commands`);
 
@@ -77,7 +95,9 @@ export class Client {
     );
   undo = (id: string, req: UndoRequest) => this.t.request<Undone>("POST", `/sessions/${p(id)}/undo`, req);
   fork = (id: string, req: ForkRequest) => this.t.request<Restored>("POST", `/sessions/${p(id)}/fork`, req);
-  blame = (id: string) => this.t.request<Blame>("GET", `/sessions/${p(id)}/blame`);
+  // blame of the session's changes, or of the one file at path.
+  blame = (id: string, path?: string) =>
+    this.t.request<Blame>("GET", `/sessions/${p(id)}/blame` + (path ? `?path=${encodeURIComponent(path)}` : ""));
 
   netLog = (id: string) => this.t.request<EgressEntry[]>("GET", `/sessions/${p(id)}/net`);
   allowFromLog = (id: string, entry: number) => this.t.request<EgressPolicy>("POST", `/sessions/${p(id)}/policy`, { from_log: entry });

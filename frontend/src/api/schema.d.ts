@@ -123,6 +123,11 @@ export interface paths {
      *     path renamed from, the path (paths escaped: `\\`, `\t`, `\n`, `\xNN`
      *     for other control bytes); then the rest of the Diff as one JSON line,
      *     the only line starting with `{`. A cut answer lacks that line.
+     *     The flags also hold `g` generated, `i` ignored by the project's rules,
+     *     `s` ignored only by a rule the session wrote.
+     *     Changes the ignore rules cover are summarised in `ignored` and
+     *     `session_ignored` (after the files), not listed, unless `ignored`
+     *     asks for them or a `path` names them.
      */
     get: operations["getDiff"];
     put?: never;
@@ -1639,6 +1644,42 @@ export interface components {
       /** @description only with stat=1, in place of files */
       stats?: components["schemas"]["Stat"][];
       workspace: components["schemas"]["Workspace"];
+      /** @description the changes the project's ignore rules cover: counted, not listed */
+      ignored?: components["schemas"]["Ignored"];
+      /** @description the changes only a rule the session wrote covers (flagged) */
+      session_ignored?: components["schemas"]["Ignored"];
+    };
+    /** @description changes a review left out because ignore rules cover them: counted by place, never diffed, never taken by an accept of everything; the session keeps them */
+    Ignored: {
+      paths: number;
+      bytes: number;
+      /** @description where they are, most paths first (at most 20) */
+      dirs?: components["schemas"]["IgnoredDir"][];
+      /** @description the rules that ignored them, most paths first */
+      rules?: components["schemas"]["IgnoredRule"][];
+      /** @description what the scanners found in them all the same (at most 50) */
+      findings?: components["schemas"]["IgnoredFinding"][];
+      finding_count?: number;
+      /** @description ignored files no scanner read */
+      unscanned?: number;
+    };
+    IgnoredDir: {
+      /** @description a directory a rule ignores whole, or the directory of files ignored one by one */
+      path: string;
+      paths: number;
+      bytes: number;
+    };
+    IgnoredRule: {
+      /** @description .gitignore, web/.gitignore, .git/info/exclude or core.excludesFile */
+      source: string;
+      line: number;
+      pattern: string;
+      paths: number;
+    };
+    IgnoredFinding: {
+      path: string;
+      scanner: string;
+      message: string;
     };
     FileDiff: {
       id: string;
@@ -1668,6 +1709,15 @@ export interface components {
       conflict_reason?: string;
       from?: string;
       similarity?: number;
+      /**
+       * @description set on a change ignore rules cover (listed only when asked for or named): project, its own rules; session, only a rule the session wrote
+       * @enum {string}
+       */
+      ignored?: "project" | "session";
+      /** @description the rule, as source:line: pattern */
+      ignored_by?: string;
+      /** @description why the file is shown collapsed: lockfile, linguist-generated or -diff (its hunks are there; a display folds them unless the file is flagged) */
+      generated?: string;
       hunks?: components["schemas"]["Hunk"][];
       conflicts?: components["schemas"]["Conflict"][];
       held?: string;
@@ -1712,6 +1762,9 @@ export interface components {
       merged?: boolean;
       held?: boolean;
       findings?: string[];
+      generated?: boolean;
+      /** @enum {string} */
+      ignored?: "project" | "session";
     };
     Commit: {
       hash: string;
@@ -1740,11 +1793,17 @@ export interface components {
         [key: string]: string;
       };
       include_flagged?: boolean;
+      /** @description an accept of everything (or of a directory) takes the changes ignore rules cover too; without it only ignored paths named (or under a named ignored directory) are taken */
+      include_ignored?: boolean;
     };
     Outcomes: {
       outcomes: components["schemas"]["Outcome"][];
       branch?: string;
       commits?: components["schemas"]["Commit"][];
+      /** @description what the selection left in the session because the project's ignore rules cover it */
+      ignored?: components["schemas"]["Ignored"];
+      /** @description what it left because only a rule the session wrote covers it */
+      session_ignored?: components["schemas"]["Ignored"];
     };
     Outcome: {
       path: string;
@@ -1953,6 +2012,8 @@ export interface operations {
         path?: components["parameters"]["path"];
         /** @description 1: stats instead of files */
         stat?: "1";
+        /** @description only: list only the ignored changes; all: list them with the rest, marked (default: summarised, not listed) */
+        ignored?: "only" | "all";
       };
       header?: never;
       path: {

@@ -36,6 +36,10 @@ export interface Transport {
   // stream calls onLine with each JSON line of an application/x-ndjson
   // answer and resolves when it ends.
   stream(method: string, path: string, body: unknown, onLine: (line: unknown) => void): Promise<void>;
+  // read calls onChunk with an answer's bytes as they arrive (a large diff,
+  // read with lib/arraystream's readArray) and resolves at its end; it
+  // rejects when the engine answers an error or cuts the answer short.
+  read?(method: string, path: string, onChunk: (bytes: Uint8Array) => void): Promise<void>;
   // watch follows a text/event-stream answer to GET path, calling onData
   // with each event's JSON data.
   watch(path: string, onData: (data: unknown) => void): Subscription;
@@ -139,6 +143,25 @@ export class HttpTransport implements Transport {
     lines.end();
   }
 
+  async read(method: string, path: string, onChunk: (bytes: Uint8Array) => void): Promise<void> {
+    let res: Response;
+    try {
+      res = await fetch(this.base + "/v1" + path, { method, credentials: "same-origin" });
+    } catch {
+      throw new ApiError(
+        "unavailable",
+        "The engine is not answering. Start it with `sudo airlock serve` (or `airlock ui` again), then reload.",
+      );
+    }
+    if (!res.ok) throw await errorOf(res);
+    const reader = res.body!.getReader();
+    for (;;) {
+      const { done, value } = await reader.read();
+      if (done) return;
+      onChunk(value);
+    }
+  }
+
   watch(path: string, onData: (data: unknown) => void): Subscription {
     const abort = new AbortController();
     const follow = async () => {
@@ -204,6 +227,7 @@ interface WailsApp {
   Request(method: string, path: string, body: string): Promise<string>;
   Stream(method: string, path: string, body: string): Promise<string>;
   StreamAs(id: string, method: string, path: string, body: string): Promise<void>;
+  ReadAs(id: string, method: string, path: string): Promise<void>;
   StreamClose(id: string): Promise<void>;
   TerminalOpen(session: string, cols: number, rows: number): Promise<string>;
   TerminalInput(id: string, b64: string): Promise<void>;
@@ -285,6 +309,31 @@ export class WailsTransport implements Transport {
     });
     try {
       await this.app.StreamAs(id, method, path, JSON.stringify(body));
+    } catch (e) {
+      off();
+      throw wailsError(e);
+    }
+    await done;
+  }
+
+  // read is StreamAs for an answer read as bytes (ReadAs): its chunks
+  // come as base64, in order, then the end.
+  async read(method: string, path: string, onChunk: (bytes: Uint8Array) => void): Promise<void> {
+    const id = streamId();
+    let offs: (() => void)[] = [];
+    const off = () => offs.splice(0).forEach((f) => f());
+    const done = new Promise<void>((resolve, reject) => {
+      offs = [
+        this.rt.EventsOn("read:" + id, (b64) => onChunk(b64decode(String(b64)))),
+        this.rt.EventsOn("read-end:" + id, (err) => {
+          off();
+          if (err) reject(wailsError(err));
+          else resolve();
+        }),
+      ];
+    });
+    try {
+      await this.app.ReadAs(id, method, path);
     } catch (e) {
       off();
       throw wailsError(e);

@@ -93,8 +93,15 @@ export type FileDiff = Narrow<
 // FileDiffs it narrowed above.
 export type Diff = Narrow<Schemas["Diff"], { files: FileDiff[] }>;
 
+// What ignore rules left out of a review (or an accept): counted, not listed.
+export type Ignored = Schemas["Ignored"];
+// How a diff treats ignored changes: summarised (the default), listed alone, or with the rest.
+export type IgnoredMode = "" | "only" | "all";
+
 // The sides an accept of a conflict can take.
 export type Selection = Narrow<Schemas["Selection"], { take?: "agent" | "host" | "markers" }>;
+
+export type Outcomes = Narrow<Schemas["Outcomes"], { outcomes: Outcome[] }>;
 
 export type Outcome = Narrow<
   Schemas["Outcome"],

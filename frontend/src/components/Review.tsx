@@ -3,8 +3,10 @@ import { Diff2HtmlUI } from "diff2html/lib-esm/ui/js/diff2html-ui-slim.js";
 import { ColorSchemeType } from "diff2html/lib-esm/types";
 import "diff2html/bundles/css/diff2html.min.css";
 import type { Client } from "../api/client";
-import type { Conflict, Diff, FileDiff, HunkBlame, Outcome, Selection } from "../api/types";
-import { badges, hunkPatch, tree } from "../lib/patch";
+import type { Conflict, Diff, FileDiff, HunkBlame, Ignored, Outcome, Outcomes, Selection } from "../api/types";
+import { badges, hunkPatch } from "../lib/patch";
+import { ancestors, FileTree } from "../lib/filetree";
+import { count, IgnoredSection, ignoredLine, shown, TreeList, useFolds } from "./ReviewTree";
 import { acceptConflict, acceptFile, acceptHunk, acceptShown } from "../lib/select";
 import { bytes } from "../lib/format";
 import { useShortcuts } from "../lib/keys";
@@ -44,6 +46,19 @@ export function DiffBlock({ patch, split, theme }: { patch: string; split: boole
     ui.highlightCode();
   }, [patch, split, theme]);
   return <div ref={ref} className="diffblock" />;
+}
+
+// lineCounts says how many lines a file's hunks add and remove.
+function lineCounts(f: FileDiff): string {
+  let add = 0,
+    del = 0;
+  for (const h of f.hunks ?? [])
+    for (const l of h.lines) {
+      if (l[0] === "+") add++;
+      else if (l[0] === "-") del++;
+    }
+  const n = f.hunks?.length ?? 0;
+  return `${count(add)} added, ${count(del)} removed line${del === 1 ? "" : "s"} in ${count(n)} hunk${n === 1 ? "" : "s"}`;
 }
 
 // blameLabel names what last changed a hunk, as `airlock diff --blame` does:
@@ -117,7 +132,12 @@ function ConflictView({ c, onTake, focused }: { c: Conflict; onTake: (take: "age
 }
 
 export function Review({ client, session, theme, path, onPath, onNetwork, onError, onChanged }: Props) {
-  const [diff, setDiff] = useState<Diff | null>(null);
+  // The files come as the diff streams in: the tree grows slice by slice
+  // (version counts its changes) and the rest of the diff comes at its end.
+  const [tree, setTree] = useState(() => new FileTree());
+  const [version, setVersion] = useState(0);
+  const [diff, setDiff] = useState<Diff | null>(null); // the diff's rest, its files in tree
+  const [loading, setLoading] = useState(true);
   const [sel, setSel] = useState<string | null>(path ?? null); // file path
   const [hunk, setHunk] = useState(0); // focused hunk or conflict in the file
   const [split, setSplit] = useState(() => localStorage.getItem("airlock.split") !== "0");
@@ -129,16 +149,60 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   const [notice, setNotice] = useState("");
   // What the last accept left in the session on purpose, and why.
   const [left, setLeft] = useState<Outcome[]>([]);
+  const [leftIgnored, setLeftIgnored] = useState<{ ig: Ignored; session: boolean }[]>([]);
+  const [filter, setFilter] = useState("");
+  const folds = useFolds();
+  // The ignored paths, once listed (?ignored=only), by the rules' owner.
+  const [ignored, setIgnored] = useState<{ project: FileTree; session: FileTree } | null>(null);
+  const [listing, setListing] = useState(false);
+  // Generated files whose changes the user unfolded.
+  const [unfolded, setUnfolded] = useState<Set<string>>(() => new Set());
+  // Accept all, when ignore rules left something: what it leaves, and
+  // whether to take that too.
+  const [confirmAll, setConfirmAll] = useState(false);
+  const [withIgnored, setWithIgnored] = useState(false);
 
+  const loads = useRef(0);
   const load = useCallback(async () => {
+    const my = ++loads.current;
+    const t = new FileTree();
+    let first = true;
+    // While files stream in, the tree is laid out again at most every
+    // 100 ms, not per slice: each layout walks every file so far.
+    let shownAt = 0,
+      timer: ReturnType<typeof setTimeout> | undefined;
+    const bump = () => {
+      timer = undefined;
+      shownAt = performance.now();
+      if (my === loads.current) setVersion((v) => v + 1);
+    };
+    setLoading(true);
+    setIgnored(null);
     try {
-      const d = await client.diff(session);
+      const d = await client.readDiff(session, (files) => {
+        if (my !== loads.current) return;
+        t.add(files);
+        // The tree shown so far stays until the new one has files.
+        setTree(t);
+        if (first) {
+          first = false;
+          const top = t.files()[0]?.path ?? null;
+          setSel((cur) => cur ?? top);
+        }
+        if (performance.now() - shownAt >= 100) bump();
+        else timer ??= setTimeout(bump, 100);
+      });
+      clearTimeout(timer);
+      if (my !== loads.current) return;
+      setTree(t);
+      setBlame({});
       setDiff(d);
-      const files = d.files ?? [];
-      const first = tree(files).find((e) => !e.dir)?.path ?? null;
-      setSel((cur) => (cur && files.some((f) => f.path === cur) ? cur : first));
+      setVersion((v) => v + 1);
+      setSel((cur) => (cur && t.get(cur) ? cur : (t.files()[0]?.path ?? null)));
     } catch (e) {
-      onError(e);
+      if (my === loads.current) onError(e);
+    } finally {
+      if (my === loads.current) setLoading(false);
     }
   }, [client, session, onError]);
 
@@ -146,30 +210,58 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     void load();
   }, [load]);
 
-  // The blame is read after the diff, apart: a session without a
-  // timeline, or an engine without one, shows the diff without it.
+  // listIgnored reads the ignored paths (the summary named them) into
+  // their own trees, one per kind of rule.
+  const listIgnored = useCallback(async () => {
+    const lists = { project: new FileTree(), session: new FileTree() };
+    setIgnored(lists);
+    setListing(true);
+    try {
+      await client.readDiff(
+        session,
+        (files) => {
+          lists.project.add(files.filter((f) => f.ignored !== "session"));
+          lists.session.add(files.filter((f) => f.ignored === "session"));
+          setVersion((v) => v + 1);
+        },
+        "only",
+      );
+    } catch (e) {
+      onError(e);
+    } finally {
+      setListing(false);
+      setVersion((v) => v + 1);
+    }
+  }, [client, session, onError]);
+
+  // The blame is read after the diff, apart, for the file shown (a whole
+  // session's would repeat its diff: megabytes on a large one): a session
+  // without a timeline, or an engine without one, shows the diff without it.
   useEffect(() => {
-    if (!diff || !showBlame) return;
+    if (!diff || !showBlame || !sel) return;
     let live = true;
-    client.blame(session).then(
-      (b) => live && setBlame(Object.fromEntries((b?.hunks ?? []).map((h) => [h.hunk, h]))),
-      () => live && setBlame({}),
+    client.blame(session, sel).then(
+      (b) => live && setBlame((cur) => ({ ...cur, ...Object.fromEntries((b?.hunks ?? []).map((h) => [h.hunk, h])) })),
+      () => {},
     );
     return () => {
       live = false;
     };
-  }, [client, session, diff, showBlame]);
+  }, [client, session, diff, showBlame, sel]);
 
-  const files = useMemo(() => diff?.files ?? [], [diff]);
-  const entries = useMemo(() => tree(files), [files]);
-  const order = useMemo(() => entries.filter((e) => !e.dir).map((e) => e.file!), [entries]);
-  const idx = order.findIndex((f) => f.path === sel);
-  const file: FileDiff | undefined = order[idx];
-  const parts = file?.conflicts?.length ? file.conflicts.length : (file?.hunks?.length ?? 0);
+  // eslint-disable-next-line react-hooks/exhaustive-deps
+  const rows = useMemo(() => tree.rows(folds.folded, filter), [tree, version, folds.folded, filter]);
+  // The files in the rows' order, for j/k: laid out when a key asks.
+  const order = () => tree.files(filter);
+  const shownFiles = useMemo(() => rows.reduce((n, r) => n + (r.dir ? 0 : 1), 0), [rows]);
+  const file: FileDiff | undefined = sel ? (tree.get(sel) ?? ignored?.project.get(sel) ?? ignored?.session.get(sel)) : undefined;
+  const folded = !!file?.generated && !file.findings?.length && !unfolded.has(file.path);
+  const parts = folded ? 0 : file?.conflicts?.length ? file.conflicts.length : (file?.hunks?.length ?? 0);
 
   useEffect(() => {
     setHunk(0);
     if (sel && sel !== path) onPath?.(sel);
+    if (sel) folds.open(ancestors(sel));
     // eslint-disable-next-line react-hooks/exhaustive-deps
   }, [sel]);
 
@@ -177,9 +269,13 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
     async (verb: "accept" | "discard", s: Selection, what: string) => {
       setBusy(true);
       try {
-        const out = verb === "accept" ? await client.accept(session, s) : await client.discard(session, s);
+        const out: Outcomes = verb === "accept" ? await client.accept(session, s) : await client.discard(session, s);
         const failed = out.outcomes.filter((o) => !o.applied && !o.left);
         setLeft(out.outcomes.filter((o) => o.left));
+        setLeftIgnored([
+          ...(out.ignored?.paths ? [{ ig: out.ignored, session: false }] : []),
+          ...(out.session_ignored?.paths ? [{ ig: out.session_ignored, session: true }] : []),
+        ]);
         if (failed.length) onError(new Error(failed.map((o) => `${o.path}: ${o.error}`).join("\n")));
         else setNotice(`${verb === "accept" ? "Accepted" : "Discarded"} ${what}`);
         await load();
@@ -197,7 +293,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   );
 
   const fileAction = (verb: "accept" | "discard", f: FileDiff, take?: "agent" | "host") =>
-    act(verb, verb === "accept" ? acceptFile(f, take) : { paths: [f.path] }, f.path + (take ? ` (took ${take})` : ""));
+    act(verb, verb === "accept" ? acceptFile(f, take) : { paths: [f.path] }, shown(f.path) + (take ? ` (took ${take})` : ""));
   const partAction = (verb: "accept" | "discard") => {
     if (!file) return;
     if (file.conflicts?.length) {
@@ -206,20 +302,32 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
       return;
     }
     const h = file.hunks?.[hunk];
-    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
+    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${shown(file.path)}`);
     else void fileAction(verb, file);
   };
 
+  const acceptAll = (include: boolean) => {
+    setConfirmAll(false);
+    const s = acceptShown(tree.files());
+    void act(
+      "accept",
+      include ? { ...s, include_ignored: true } : s,
+      include ? "everything shown, and the ignored changes" : "everything shown",
+    );
+  };
+
   const move = (d: number) => {
-    if (!order.length) return;
-    const i = Math.min(order.length - 1, Math.max(0, (idx < 0 ? 0 : idx) + d));
-    setSel(order[i].path);
+    const files = order();
+    if (!files.length) return;
+    const idx = files.findIndex((f) => f.path === sel);
+    const i = Math.min(files.length - 1, Math.max(0, (idx < 0 ? 0 : idx) + d));
+    setSel(files[i].path);
   };
   const moveHunk = (d: number) => {
     const n = hunk + d;
     if (n >= 0 && n < parts) setHunk(n);
     else if (n >= parts) move(1);
-    else if (n < 0 && idx > 0) move(-1);
+    else if (n < 0) move(-1);
   };
 
   useEffect(() => {
@@ -239,12 +347,16 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
       localStorage.setItem("airlock.split", split ? "0" : "1");
       setSplit(!split);
     },
+    "/": () => document.querySelector<HTMLInputElement>(".tree-filter")?.focus(),
     "?": () => setHelp(!help),
-    Escape: () => setHelp(false),
+    Escape: () => (setHelp(false), setConfirmAll(false)),
   });
 
-  if (!diff) return <div className="empty">Reading the session's changes…</div>;
-  if (!files.length)
+  const size = tree.size;
+  const ig = diff?.ignored?.paths ? diff.ignored : undefined;
+  const sig = diff?.session_ignored?.paths ? diff.session_ignored : undefined;
+  if (!size && loading) return <div className="empty">Reading the session's changes…</div>;
+  if (!size && !ig && !sig)
     return (
       <div className="empty">
         <h3>No changes</h3>
@@ -259,9 +371,9 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         <div className="tree-actions">
           <button
             className="primary"
-            disabled={busy}
-            onClick={() => act("accept", acceptShown(files), "everything shown")}
-            title="Accept every change shown here, as shown (conflicts need a choice; held and flagged changes stay until you accept them one by one)"
+            disabled={busy || loading}
+            onClick={() => (ig || sig ? setConfirmAll(true) : acceptAll(false))}
+            title="Accept every change shown here, as shown (conflicts need a choice; held and flagged changes stay until you accept them one by one; ignored changes stay unless you include them)"
           >
             Accept all
           </button>
@@ -276,50 +388,73 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
             ↻
           </button>
         </div>
-        {left.length > 0 && (
+        {(left.length > 0 || leftIgnored.length > 0) && (
           <div className="callout warn left" role="status">
             Left in the session:
             <ul>
               {left.map((o) => (
                 <li key={o.path} data-left={o.path}>
                   <a href="#" onClick={(e) => (e.preventDefault(), setSel(o.path))}>
-                    {o.path}
+                    {shown(o.path)}
                   </a>
                   : {o.reason}
+                </li>
+              ))}
+              {leftIgnored.map(({ ig, session }) => (
+                <li key={String(session)} data-left-ignored={session ? "session" : "project"}>
+                  {ignoredLine(ig)}: ignored by {session ? "a rule this session added" : "the project's rules"}
                 </li>
               ))}
             </ul>
           </div>
         )}
-        <div className="muted small">
-          {files.length} changed · workspace {bytes(diff.workspace.used)} of {bytes(diff.workspace.size)}
+        <input
+          className="tree-filter"
+          type="search"
+          placeholder="Filter files (/)"
+          aria-label="Filter files by path"
+          value={filter}
+          onChange={(e) => setFilter(e.target.value)}
+          onKeyDown={(e) => {
+            if (e.key === "Escape") {
+              e.currentTarget.blur();
+              setFilter("");
+            }
+            if (e.key === "ArrowDown" || e.key === "Enter") {
+              e.preventDefault();
+              document.querySelector<HTMLElement>(".filetree > .tree-rows")?.focus();
+            }
+          }}
+        />
+        <div className="muted small" data-summary>
+          {loading ? `Reading… ${count(size)} files so far` : `${count(size)} changed`}
+          {filter && ` · ${count(shownFiles)} shown`}
+          {diff && ` · workspace ${bytes(diff.workspace.used)} of ${bytes(diff.workspace.size)}`}
         </div>
-        <ul role="tree">
-          {entries.map((e) =>
-            e.dir ? (
-              <li key={"d:" + e.path} className="dir" style={{ paddingLeft: 8 + e.depth * 14 }}>
-                {e.name}/
-              </li>
-            ) : (
-              <li
-                key={e.path}
-                role="treeitem"
-                aria-selected={e.path === sel}
-                className={"file" + (e.path === sel ? " selected" : "")}
-                style={{ paddingLeft: 8 + e.depth * 14 }}
-                onClick={() => setSel(e.path)}
-                data-path={e.path}
-              >
-                <span className="name">{e.name}</span>
-                {badges(e.file!).map((b) => (
-                  <span key={b.label} className={"badge " + b.tone} title={b.title}>
-                    {b.label}
-                  </span>
-                ))}
-              </li>
-            ),
-          )}
-        </ul>
+        {rows.length > 0 ? (
+          <TreeList rows={rows} selected={sel} onSelect={setSel} onToggle={folds.toggle} label="changed files" />
+        ) : (
+          <div className="muted small">{size ? "No file passes the filter." : "Nothing but ignored paths changed."}</div>
+        )}
+        {[
+          { x: sig, session: true },
+          { x: ig, session: false },
+        ].map(({ x, session: s }) =>
+          x ? (
+            <IgnoredSection
+              key={String(s)}
+              ig={x}
+              session={s}
+              list={ignored ? (s ? ignored.session : ignored.project) : null}
+              listing={listing}
+              version={version}
+              filter={filter}
+              selected={sel}
+              onList={listIgnored}
+              onSelect={setSel}
+            />
+          ) : null,
+        )}
         <NetSummary client={client} session={session} onOpen={() => onNetwork?.()} onError={onError} />
         <div className="muted small keys-hint">
           <kbd>j</kbd>/<kbd>k</kbd> file · <kbd>n</kbd>/<kbd>p</kbd> hunk · <kbd>a</kbd> accept · <kbd>x</kbd> discard · <kbd>?</kbd> all
@@ -335,13 +470,13 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         {file && (
           <>
             <header className="file-header">
-              <h3 title={file.path}>
+              <h3 title={shown(file.path)}>
                 {file.from ? (
                   <>
-                    {file.from} → {file.path}
+                    {shown(file.from)} → {shown(file.path)}
                   </>
                 ) : (
-                  file.path
+                  shown(file.path)
                 )}
               </h3>
               {badges(file).map((b, i) => (
@@ -400,6 +535,24 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
               </div>
             ))}
             {file.note && <div className="callout warn">{file.note}</div>}
+            {file.ignored && (
+              <div className={"callout " + (file.ignored === "session" ? "warn" : "info")}>
+                Ignored by {file.ignored === "session" ? "a rule this session added" : "the project's rules"}
+                {file.ignored_by ? <code> {shown(file.ignored_by)}</code> : null}: Accept all leaves it unless you include ignored changes;
+                accepting the file takes it.
+              </div>
+            )}
+            {file.generated && (
+              <div className="callout info generated" data-generated={file.generated}>
+                Generated ({file.generated}): {lineCounts(file)}
+                {file.digest ? <span className="muted"> · {file.digest.slice(0, 19)}</span> : null}
+                {file.findings?.length ? (
+                  " · shown in full: a scanner flagged it"
+                ) : folded ? (
+                  <button onClick={() => setUnfolded((u) => new Set(u).add(file.path))}>Show the changes</button>
+                ) : null}
+              </div>
+            )}
             {file.conflict && (
               <div className="callout bad">
                 Conflict: {file.conflict_reason}. Choose a side for each region below, or for the whole file above.
@@ -408,7 +561,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
             {file.merged && (
               <div className="callout info">The project changed this file too, elsewhere: accepting writes both changes merged.</div>
             )}
-            {file.conflicts?.length
+            {!folded && file.conflicts?.length
               ? file.conflicts.map((c, i) => (
                   <div key={c.id} data-part={i} onClick={() => setHunk(i)}>
                     <ConflictView
@@ -419,7 +572,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                   </div>
                 ))
               : null}
-            {!file.conflicts?.length && file.hunks?.length
+            {!folded && !file.conflicts?.length && file.hunks?.length
               ? file.hunks.map((h, i) => (
                   <div
                     key={h.id}
@@ -455,7 +608,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                   </div>
                 ))
               : null}
-            {!file.hunks?.length && !file.conflicts?.length && (
+            {!folded && !file.hunks?.length && !file.conflicts?.length && (
               <div className="empty small">
                 {file.binary
                   ? `Binary file (${bytes(file.old_size)} → ${bytes(file.size)}): no text diff.`
@@ -469,6 +622,36 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
           </>
         )}
       </section>
+      {confirmAll && (
+        <div className="overlay" onClick={() => setConfirmAll(false)}>
+          <div className="dialog accept-all" role="dialog" aria-label="Accept all" onClick={(e) => e.stopPropagation()}>
+            <h3>Accept all</h3>
+            <p>
+              Takes the {count(size)} change{size === 1 ? "" : "s"} shown, as shown (held, flagged and conflicting ones stay until you
+              accept them one by one).
+            </p>
+            <p>Leaves in the session:</p>
+            <ul>
+              {ig && <li data-leaves="project">{ignoredLine(ig)}, ignored by the project's rules</li>}
+              {sig && (
+                <li data-leaves="session">
+                  <strong>{ignoredLine(sig)}</strong>, ignored only by a rule this session added
+                </li>
+              )}
+            </ul>
+            <label className="toggle">
+              <input type="checkbox" checked={withIgnored} onChange={() => setWithIgnored(!withIgnored)} />
+              include the ignored changes too
+            </label>
+            <div className="dialog-actions">
+              <button onClick={() => setConfirmAll(false)}>Cancel</button>
+              <button className="primary" onClick={() => acceptAll(withIgnored)}>
+                {withIgnored ? "Accept all, ignored too" : "Accept all shown"}
+              </button>
+            </div>
+          </div>
+        </div>
+      )}
       {help && (
         <div className="overlay" onClick={() => setHelp(false)}>
           <div className="dialog" onClick={(e) => e.stopPropagation()}>
@@ -482,6 +665,10 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                   ["x", "discard the hunk (a conflict: keep the host's side)"],
                   ["A / X", "accept / discard the whole file"],
                   ["s", "side by side or unified"],
+                  ["↑ / ↓", "in the file tree: next / previous row"],
+                  ["← / →", "fold / open a folder (← on a file: its folder)"],
+                  ["Enter", "fold or open the folder"],
+                  ["/", "filter the files"],
                   ["?", "this help"],
                 ].map(([k, v]) => (
                   <tr key={k}>

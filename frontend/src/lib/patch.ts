@@ -14,33 +14,6 @@ export function hunkPatch(f: FileDiff, hunks: Hunk[]): string {
   return out;
 }
 
-export interface TreeEntry {
-  path: string;
-  name: string;
-  depth: number;
-  dir: boolean;
-  file?: FileDiff;
-}
-
-// tree lays files out under their directories, sorted, for the file tree.
-export function tree(files: FileDiff[]): TreeEntry[] {
-  const sorted = [...files].sort((a, b) => a.path.localeCompare(b.path));
-  const out: TreeEntry[] = [];
-  const seen = new Set<string>();
-  for (const f of sorted) {
-    const parts = f.path.split("/");
-    for (let i = 0; i < parts.length - 1; i++) {
-      const dir = parts.slice(0, i + 1).join("/");
-      if (!seen.has(dir)) {
-        seen.add(dir);
-        out.push({ path: dir, name: parts[i], depth: i, dir: true });
-      }
-    }
-    out.push({ path: f.path, name: parts[parts.length - 1], depth: parts.length - 1, dir: false, file: f });
-  }
-  return out;
-}
-
 export interface Badge {
   label: string;
   tone: "add" | "mod" | "del" | "ren" | "warn" | "bad" | "info";
@@ -61,6 +34,15 @@ export function badges(f: FileDiff): Badge[] {
   if (f.conflict) b.push({ label: "conflict", tone: "bad", title: f.conflict_reason || "the host changed the same lines" });
   else if (f.merged) b.push({ label: "merged", tone: "info", title: "merged with changes made on the host" });
   if (f.held) b.push({ label: "held", tone: "warn", title: `held by policy: ${f.held}` });
+  if (f.generated) b.push({ label: "generated", tone: "info", title: `generated (${f.generated}): its changes are folded` });
+  if (f.ignored === "session")
+    b.push({
+      label: "ignored",
+      tone: "warn",
+      title: `ignored only by a rule this session added${f.ignored_by ? ": " + f.ignored_by : ""}`,
+    });
+  else if (f.ignored)
+    b.push({ label: "ignored", tone: "info", title: `ignored by the project's rules${f.ignored_by ? ": " + f.ignored_by : ""}` });
   for (const x of f.findings ?? []) b.push({ label: x.scanner, tone: "bad", title: x.message });
   return b;
 }
