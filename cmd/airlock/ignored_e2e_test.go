@@ -45,7 +45,8 @@ func nodeProject(t *testing.T) string {
 	}
 	add("package.json", `{"name":"leftish","version":"1.0.0","main":"index.js"}`)
 	add("index.js", "module.exports = s => s\n")
-	for i := range modules - 2 {
+	add("lib/config.js", "// a key a package should not ship\nexports.aws = 'AKIAZ7VRSQ5TUBLK3QH2'\n")
+	for i := range modules - 3 {
 		add(fmt.Sprintf("lib/part%03d.js", i), fmt.Sprintf("exports.n = %d\n", i))
 	}
 	must(t, tw.Close())
@@ -98,6 +99,14 @@ func TestReviewRealProjects(t *testing.T) {
 	if len(d.Ignored.Rules) == 0 || d.Ignored.Rules[0].Source != ".gitignore" || d.Ignored.Rules[0].Pattern != "node_modules/" {
 		t.Errorf("the rule that ignored them: %+v", d.Ignored.Rules)
 	}
+	// Not reviewed, but read for secrets all the same.
+	found := false
+	for _, f := range d.Ignored.Findings {
+		found = found || f.Path == "node_modules/leftish/lib/config.js" && f.Scanner == "secrets"
+	}
+	if !found {
+		t.Errorf("the key in an ignored file was not found: %+v", d.Ignored.Findings)
+	}
 	ignored := c.ok("diff", id, "--ignored", "--stat")
 	if n := strings.Count(ignored, "ignored"); int64(n) != d.Ignored.Paths || !strings.Contains(ignored, "node_modules/leftish/index.js") {
 		t.Errorf("diff --ignored lists %d marked paths, the summary counts %d:\n%.2000s", n, d.Ignored.Paths, ignored)
@@ -131,7 +140,7 @@ func TestReviewRealProjects(t *testing.T) {
 	if err := json.Unmarshal(b, &v); err != nil || code != 0 || v.Outcome != ci.Success {
 		t.Fatalf("airlock ci: exit %d, outcome %q, %v\n%s", code, v.Outcome, err, errs)
 	}
-	if v.Ignored == nil || v.Ignored.Paths < modules || len(v.Changes) != 1 {
+	if v.Ignored == nil || v.Ignored.Paths < modules || len(v.Changes) != 1 || v.Ignored.FindingCount == 0 {
 		t.Errorf("ci's verdict: %d changes, ignored %+v", len(v.Changes), v.Ignored)
 	}
 	if patch, _ := os.ReadFile(filepath.Join(out1, "changes.patch")); strings.Contains(string(patch), "node_modules") {
