@@ -1,0 +1,151 @@
+package names
+
+import (
+	"slices"
+	"strings"
+	"unicode"
+	"unicode/utf8"
+
+	"golang.org/x/text/cases"
+	"golang.org/x/text/unicode/norm"
+)
+
+// Display is roughly what name looks like where it is shown as it is:
+// invisible and bidirectional characters vanish, and what follows a
+// right-to-left override reads backwards up to the end of the override
+// (uni\u202egnp.exe displays as uniexe.png). Controls and invalid bytes
+// are left: what they do depends on the terminal.
+func Display(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		r, size := utf8.DecodeRuneInString(name[i:])
+		k := classify(name, i, r, size)
+		i += size
+		switch {
+		case r == 0x202e:
+			end := len(name)
+			if j := strings.IndexAny(name[i:], "\u202c\u2069"); j >= 0 {
+				end = i + j
+			}
+			run := []rune(Display(name[i:end]))
+			slices.Reverse(run)
+			b.WriteString(string(run))
+			i = end
+		case k == Invisible && unicode.Is(unicode.Zs, r):
+			b.WriteByte(' ')
+		case k == Bidi || k == Invisible:
+		default:
+			b.WriteString(name[i-size : i])
+		}
+	}
+	return b.String()
+}
+
+// How is the way two different names look alike.
+type How string
+
+const (
+	Normalisation How = "normalisation" // the same text, composed differently (NFC and NFD)
+	Hidden        How = "invisible"     // the same once invisible characters are dropped
+	Case          How = "case"          // the same but for case
+	Confusable    How = "confusable"    // look-alike letters of another script, or fullwidth forms
+)
+
+// key is what a name looks like, for finding look-alikes: invisible
+// characters dropped, compatibility forms (fullwidth, mathematical
+// letters) folded, look-alike letters mapped to the Latin one, case folded.
+func key(name string) string {
+	s := norm.NFKC.String(strip(name))
+	s = strings.Map(func(r rune) rune {
+		if l, ok := lookalike[r]; ok {
+			return l
+		}
+		return r
+	}, s)
+	return norm.NFC.String(cases.Fold().String(s))
+}
+
+// strip drops the characters Display drops (a look-alike space becomes
+// a space), without reordering.
+func strip(name string) string {
+	var b strings.Builder
+	for i := 0; i < len(name); {
+		r, size := utf8.DecodeRuneInString(name[i:])
+		switch k := classify(name, i, r, size); {
+		case k == Invisible && unicode.Is(unicode.Zs, r):
+			b.WriteByte(' ')
+		case k != Bidi && k != Invisible:
+			b.WriteString(name[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
+// how says why a and b (different, with the same key) look alike.
+func how(a, b string) How {
+	switch {
+	case norm.NFC.String(a) == norm.NFC.String(b):
+		return Normalisation
+	case norm.NFC.String(strip(a)) == norm.NFC.String(strip(b)):
+		return Hidden
+	case cases.Fold().String(norm.NFC.String(strip(a))) == cases.Fold().String(norm.NFC.String(strip(b))):
+		return Case
+	}
+	return Confusable
+}
+
+// Index finds, among the names added to it, one that looks like a given
+// name. Not safe for concurrent use.
+type Index struct {
+	byKey map[string][]string
+}
+
+// NewIndex returns an empty index.
+func NewIndex() *Index { return &Index{byKey: map[string][]string{}} }
+
+// Add adds name (adding one twice keeps one).
+func (x *Index) Add(name string) {
+	k := key(name)
+	if !slices.Contains(x.byKey[k], name) {
+		x.byKey[k] = append(x.byKey[k], name)
+	}
+}
+
+// Like returns a name of the index other than name that looks like it
+// (the least, in byte order, when there are several), and how.
+func (x *Index) Like(name string) (other string, h How, ok bool) {
+	for _, n := range x.byKey[key(name)] {
+		if n != name && (!ok || n < other) {
+			other, ok = n, true
+		}
+	}
+	if ok {
+		h = how(name, other)
+	}
+	return other, h, ok
+}
+
+// Collision is a name that looks like another of the same set.
+type Collision struct {
+	Name  string `json:"name"`
+	Other string `json:"other"`
+	How   How    `json:"how"`
+}
+
+// Collisions lists, in byte order, every name of the set that looks like
+// another one, each with the least such other.
+func Collisions(set []string) []Collision {
+	x := NewIndex()
+	for _, n := range set {
+		x.Add(n)
+	}
+	var out []Collision
+	for _, n := range set {
+		if o, h, ok := x.Like(n); ok {
+			out = append(out, Collision{Name: n, Other: o, How: h})
+		}
+	}
+	slices.SortFunc(out, func(a, b Collision) int { return strings.Compare(a.Name, b.Name) })
+	return slices.CompactFunc(out, func(a, b Collision) bool { return a.Name == b.Name })
+}
