@@ -86,6 +86,10 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 	if items, err = detectRenames(ctx, l, r, items); err != nil {
 		return err
 	}
+	looks, err := lookalikes(ctx, r, items)
+	if err != nil {
+		return err
+	}
 	if len(opts.Paths) > 0 {
 		if items, err = selectListed(items, opts.Paths); err != nil {
 			return err
@@ -106,6 +110,9 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		out := results[:0]
 		for i := range batch {
 			if keepers[i] {
+				if l, ok := looks[results[i].Path]; ok {
+					results[i].lookalike = &l
+				}
 				out = append(out, results[i])
 			}
 		}
