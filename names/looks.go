@@ -1,6 +1,7 @@
 package names
 
 import (
+	"hash/maphash"
 	"slices"
 	"strings"
 	"unicode"
@@ -82,8 +83,8 @@ func strip(name string) string {
 	return b.String()
 }
 
-// how says why a and b (different, with the same key) look alike.
-func how(a, b string) How {
+// Explain says why a and b (different names that look alike) do.
+func Explain(a, b string) How {
 	switch {
 	case norm.NFC.String(a) == norm.NFC.String(b):
 		return Normalisation
@@ -95,35 +96,82 @@ func how(a, b string) How {
 	return Confusable
 }
 
-// Index finds, among the names added to it, one that looks like a given
-// name. Not safe for concurrent use.
+// Index finds, among the names added to it, those that look like a given
+// name. It keeps the names and a hash of what each looks like, not the
+// look itself: a directory of 200,000 names costs a few megabytes. Not
+// safe for concurrent use.
 type Index struct {
-	byKey map[string][]string
+	seed   maphash.Seed
+	byHash map[uint64][]string
 }
 
 // NewIndex returns an empty index.
-func NewIndex() *Index { return &Index{byKey: map[string][]string{}} }
+func NewIndex() *Index { return &Index{seed: maphash.MakeSeed(), byHash: map[uint64][]string{}} }
+
+// hashKey hashes key(name), without making it for a plain ASCII name.
+func (x *Index) hashKey(name string) uint64 {
+	var h maphash.Hash
+	h.SetSeed(x.seed)
+	if ascii(name) {
+		for i := 0; i < len(name); i++ {
+			c := name[i]
+			if 'A' <= c && c <= 'Z' {
+				c += 'a' - 'A'
+			}
+			h.WriteByte(c)
+		}
+	} else {
+		h.WriteString(key(name))
+	}
+	return h.Sum64()
+}
+
+// ascii reports whether name is printable ASCII, which key only lowercases.
+func ascii(name string) bool {
+	for i := 0; i < len(name); i++ {
+		if name[i] < 0x20 || name[i] >= 0x7f {
+			return false
+		}
+	}
+	return true
+}
 
 // Add adds name (adding one twice keeps one).
 func (x *Index) Add(name string) {
-	k := key(name)
-	if !slices.Contains(x.byKey[k], name) {
-		x.byKey[k] = append(x.byKey[k], name)
+	h := x.hashKey(name)
+	if !slices.Contains(x.byHash[h], name) {
+		x.byHash[h] = append(x.byHash[h], name)
 	}
 }
 
-// Like returns a name of the index other than name that looks like it
-// (the least, in byte order, when there are several), and how.
-func (x *Index) Like(name string) (other string, h How, ok bool) {
-	for _, n := range x.byKey[key(name)] {
-		if n != name && (!ok || n < other) {
-			other, ok = n, true
+// All returns the names of the index other than name that look like it,
+// in byte order.
+func (x *Index) All(name string) []string {
+	var out []string
+	var k string
+	for _, n := range x.byHash[x.hashKey(name)] {
+		if n == name {
+			continue
+		}
+		if k == "" {
+			k = key(name)
+		}
+		if key(n) == k {
+			out = append(out, n)
 		}
 	}
-	if ok {
-		h = how(name, other)
+	slices.Sort(out)
+	return out
+}
+
+// Like returns the least name of the index other than name that looks
+// like it, and how.
+func (x *Index) Like(name string) (other string, h How, ok bool) {
+	all := x.All(name)
+	if len(all) == 0 {
+		return "", "", false
 	}
-	return other, h, ok
+	return all[0], Explain(name, all[0]), true
 }
 
 // Collision is a name that looks like another of the same set.

@@ -132,6 +132,18 @@ func TestQuoteIsSafe(t *testing.T) {
 	}
 }
 
+func TestSafe(t *testing.T) {
+	for _, c := range []struct{ text, want string }{
+		{"plain text: café", "plain text: café"},
+		{"open x\n--- a: no such file", `open x\n--- a: no such file`},
+		{"left \"esc\x1b[31m\" \\ uni\u202egnp", `left "esc\x1b[31m" \ uni\u202egnp`},
+	} {
+		if got := Safe(c.text); got != c.want {
+			t.Errorf("Safe(%q) = %q, want %q", c.text, got, c.want)
+		}
+	}
+}
+
 func TestDisplay(t *testing.T) {
 	for _, c := range []struct{ name, want string }{
 		{"uni\u202egnp.exe", "uniexe.png"},

@@ -146,6 +146,28 @@ func Quote(name string) string {
 	return b.String()
 }
 
+// Safe returns text (a message, a log line, an error that may embed a
+// name) with its deceptive characters escaped as Quote escapes them, and
+// nothing else changed: no quotes are added. For prose, where a name was
+// not quoted where it was put in; a name on its own takes Quote.
+func Safe(text string) string {
+	if len(Check(text)) == 0 {
+		return text
+	}
+	var b strings.Builder
+	b.Grow(len(text) + 8)
+	for i := 0; i < len(text); {
+		r, size := utf8.DecodeRuneInString(text[i:])
+		if classify(text, i, r, size) != "" {
+			b.WriteString(escape(r, text[i], size))
+		} else {
+			b.WriteString(text[i : i+size])
+		}
+		i += size
+	}
+	return b.String()
+}
+
 // needsQuote reports whether Quote changes name.
 func needsQuote(name string) bool {
 	if name == "" || name[0] == ' ' || name[0] == '"' || name[len(name)-1] == ' ' {
