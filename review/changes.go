@@ -28,6 +28,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -915,4 +916,4 @@ func CleanPath(p string) (string, error) {
 // PathError is a path refused before anything was done with it.
 type PathError struct{ Path, Reason string }
 
-func (e *PathError) Error() string { return fmt.Sprintf("%q: %s", e.Path, e.Reason) }
+func (e *PathError) Error() string { return fmt.Sprintf("%s: %s", names.Quote(e.Path), e.Reason) }
