@@ -9,6 +9,8 @@ import { acceptConflict, acceptFile, acceptHunk, acceptShown } from "../lib/sele
 import { bytes } from "../lib/format";
 import { useShortcuts } from "../lib/keys";
 import { NetSummary } from "./Network";
+import { PathName } from "./PathName";
+import { quote } from "../lib/names";
 
 interface Props {
   client: Client;
@@ -180,7 +182,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         const out = verb === "accept" ? await client.accept(session, s) : await client.discard(session, s);
         const failed = out.outcomes.filter((o) => !o.applied && !o.left);
         setLeft(out.outcomes.filter((o) => o.left));
-        if (failed.length) onError(new Error(failed.map((o) => `${o.path}: ${o.error}`).join("\n")));
+        if (failed.length) onError(new Error(failed.map((o) => `${quote(o.path)}: ${o.error}`).join("\n")));
         else setNotice(`${verb === "accept" ? "Accepted" : "Discarded"} ${what}`);
         await load();
         onChanged?.();
@@ -197,7 +199,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
   );
 
   const fileAction = (verb: "accept" | "discard", f: FileDiff, take?: "agent" | "host") =>
-    act(verb, verb === "accept" ? acceptFile(f, take) : { paths: [f.path] }, f.path + (take ? ` (took ${take})` : ""));
+    act(verb, verb === "accept" ? acceptFile(f, take) : { paths: [f.path] }, quote(f.path) + (take ? ` (took ${take})` : ""));
   const partAction = (verb: "accept" | "discard") => {
     if (!file) return;
     if (file.conflicts?.length) {
@@ -206,7 +208,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
       return;
     }
     const h = file.hunks?.[hunk];
-    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${file.path}`);
+    if (h) void act(verb, verb === "accept" ? acceptHunk(h) : { hunks: [h.id] }, `hunk #${h.id} of ${quote(file.path)}`);
     else void fileAction(verb, file);
   };
 
@@ -283,7 +285,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
               {left.map((o) => (
                 <li key={o.path} data-left={o.path}>
                   <a href="#" onClick={(e) => (e.preventDefault(), setSel(o.path))}>
-                    {o.path}
+                    <PathName path={o.path} />
                   </a>
                   : {o.reason}
                 </li>
@@ -298,7 +300,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
           {entries.map((e) =>
             e.dir ? (
               <li key={"d:" + e.path} className="dir" style={{ paddingLeft: 8 + e.depth * 14 }}>
-                {e.name}/
+                <PathName path={e.name} />/
               </li>
             ) : (
               <li
@@ -310,7 +312,9 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
                 onClick={() => setSel(e.path)}
                 data-path={e.path}
               >
-                <span className="name">{e.name}</span>
+                <span className="name">
+                  <PathName path={e.name} />
+                </span>
                 {badges(e.file!).map((b) => (
                   <span key={b.label} className={"badge " + b.tone} title={b.title}>
                     {b.label}
@@ -335,13 +339,13 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         {file && (
           <>
             <header className="file-header">
-              <h3 title={file.path}>
+              <h3 title={quote(file.path)}>
                 {file.from ? (
                   <>
-                    {file.from} → {file.path}
+                    <PathName path={file.from} /> → <PathName path={file.path} raw={file.raw_path} />
                   </>
                 ) : (
-                  file.path
+                  <PathName path={file.path} raw={file.raw_path} />
                 )}
               </h3>
               {badges(file).map((b, i) => (
