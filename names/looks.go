@@ -98,32 +98,39 @@ func Explain(a, b string) How {
 
 // Index finds, among the names added to it, those that look like a given
 // name. It keeps the names and a hash of what each looks like, not the
-// look itself: a directory of 200,000 names costs a few megabytes. Not
+// look itself: a directory of 200,000 names costs about 6 MB. Not
 // safe for concurrent use.
 type Index struct {
-	seed   maphash.Seed
-	byHash map[uint64][]string
+	seed  maphash.Seed
+	first map[uint64]string   // the first name added with a hash
+	more  map[uint64][]string // the others, rare
 }
 
 // NewIndex returns an empty index.
-func NewIndex() *Index { return &Index{seed: maphash.MakeSeed(), byHash: map[uint64][]string{}} }
+func NewIndex() *Index {
+	return &Index{seed: maphash.MakeSeed(), first: map[uint64]string{}, more: map[uint64][]string{}}
+}
 
 // hashKey hashes key(name), without making it for a plain ASCII name.
 func (x *Index) hashKey(name string) uint64 {
-	var h maphash.Hash
-	h.SetSeed(x.seed)
-	if ascii(name) {
-		for i := 0; i < len(name); i++ {
-			c := name[i]
-			if 'A' <= c && c <= 'Z' {
-				c += 'a' - 'A'
-			}
-			h.WriteByte(c)
-		}
-	} else {
-		h.WriteString(key(name))
+	if !ascii(name) {
+		return maphash.String(x.seed, key(name))
 	}
-	return h.Sum64()
+	upper := false
+	for i := 0; i < len(name) && !upper; i++ {
+		upper = 'A' <= name[i] && name[i] <= 'Z'
+	}
+	if !upper {
+		return maphash.String(x.seed, name)
+	}
+	var buf [256]byte
+	lower := append(buf[:0], name...)
+	for i, c := range lower {
+		if 'A' <= c && c <= 'Z' {
+			lower[i] = c + 'a' - 'A'
+		}
+	}
+	return maphash.Bytes(x.seed, lower)
 }
 
 // ascii reports whether name is printable ASCII, which key only lowercases.
@@ -139,24 +146,31 @@ func ascii(name string) bool {
 // Add adds name (adding one twice keeps one).
 func (x *Index) Add(name string) {
 	h := x.hashKey(name)
-	if !slices.Contains(x.byHash[h], name) {
-		x.byHash[h] = append(x.byHash[h], name)
+	switch f, ok := x.first[h]; {
+	case !ok:
+		x.first[h] = name
+	case f != name && !slices.Contains(x.more[h], name):
+		x.more[h] = append(x.more[h], name)
 	}
 }
 
 // All returns the names of the index other than name that look like it,
 // in byte order.
 func (x *Index) All(name string) []string {
+	h := x.hashKey(name)
+	f, ok := x.first[h]
+	more := x.more[h]
+	if !ok || f == name && len(more) == 0 {
+		return nil
+	}
+	k := key(name)
 	var out []string
-	var k string
-	for _, n := range x.byHash[x.hashKey(name)] {
-		if n == name {
-			continue
+	for i := -1; i < len(more); i++ {
+		n := f
+		if i >= 0 {
+			n = more[i]
 		}
-		if k == "" {
-			k = key(name)
-		}
-		if key(n) == k {
+		if n != name && key(n) == k {
 			out = append(out, n)
 		}
 	}
