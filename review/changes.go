@@ -890,7 +890,7 @@ func selected(n int, pathAt func(int) string, paths []string) ([]bool, error) {
 type NoMatchError struct{ Paths []string }
 
 func (e *NoMatchError) Error() string {
-	return fmt.Sprintf("no change at %s: `airlock diff --stat` lists the changed paths", strings.Join(e.Paths, ", "))
+	return fmt.Sprintf("no change at %s: `airlock diff --stat` lists the changed paths", strings.Join(names.Quotes(e.Paths), ", "))
 }
 
 // CleanPath validates a user- or session-supplied relative path and returns

@@ -86,7 +86,7 @@ func (e *ChangedError) Error() string {
 	if len(e.Paths) > 1 {
 		it = "them"
 	}
-	return fmt.Sprintf("%s changed since you reviewed %s — review again; nothing was accepted", strings.Join(e.Paths, ", "), it)
+	return fmt.Sprintf("%s changed since you reviewed %s — review again; nothing was accepted", strings.Join(names.Quotes(e.Paths), ", "), it)
 }
 
 // plan turns a selection into per-file items. forAccept: conflicts need a
