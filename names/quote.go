@@ -129,19 +129,7 @@ func Quote(name string) string {
 	var b strings.Builder
 	b.Grow(len(name) + 2)
 	b.WriteByte('"')
-	for i := 0; i < len(name); {
-		r, size := utf8.DecodeRuneInString(name[i:])
-		switch {
-		case classify(name, i, r, size) != "":
-			b.WriteString(escape(r, name[i], size))
-		case r == '"' || r == '\\':
-			b.WriteByte('\\')
-			b.WriteRune(r)
-		default:
-			b.WriteString(name[i : i+size])
-		}
-		i += size
-	}
+	writeEscaped(&b, name, true)
 	b.WriteByte('"')
 	return b.String()
 }
@@ -156,16 +144,26 @@ func Safe(text string) string {
 	}
 	var b strings.Builder
 	b.Grow(len(text) + 8)
-	for i := 0; i < len(text); {
-		r, size := utf8.DecodeRuneInString(text[i:])
-		if classify(text, i, r, size) != "" {
-			b.WriteString(escape(r, text[i], size))
-		} else {
-			b.WriteString(text[i : i+size])
+	writeEscaped(&b, text, false)
+	return b.String()
+}
+
+// writeEscaped writes s with its deceptive characters escaped, and, in a
+// quoted name, its double quotes and backslashes.
+func writeEscaped(b *strings.Builder, s string, quoted bool) {
+	for i := 0; i < len(s); {
+		r, size := utf8.DecodeRuneInString(s[i:])
+		switch {
+		case classify(s, i, r, size) != "":
+			b.WriteString(escape(r, s[i], size))
+		case quoted && (r == '"' || r == '\\'):
+			b.WriteByte('\\')
+			b.WriteRune(r)
+		default:
+			b.WriteString(s[i : i+size])
 		}
 		i += size
 	}
-	return b.String()
 }
 
 // needsQuote reports whether Quote changes name.
