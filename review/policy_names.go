@@ -11,8 +11,11 @@ import (
 )
 
 // lookalike is another name in the same directory, the project's or one the
-// session wrote, that a name the session added looks like.
+// session wrote, that a name the session added looks like: the file's own
+// name, or the name of a folder the session made for it (name is then
+// that folder's path).
 type lookalike struct {
+	name      string
 	other     string
 	how       names.How
 	inProject bool
@@ -21,17 +24,34 @@ type lookalike struct {
 // lookalikes finds, for each path the session added or renamed to, a name
 // in its directory that looks like it (names.Index): a name the project has
 // there (less those the session deleted), or another the session added.
-// Keyed by path; nil when none. It reads the project's directories (the
-// trusted side) only where the session added a name.
+// The folders the session made (a folder with files is not a change of
+// its own) are looked at too (Src/ beside the project's src/). Keyed by
+// path; nil when none. It reads the project's directories (the trusted
+// side) only where the session added a name.
 func lookalikes(ctx context.Context, r *roots, items []listed) (map[string]lookalike, error) {
 	added := map[string][]string{} // directory -> base names the session added there
 	deleted := map[string]bool{}
+	folders := map[string]bool{} // the folders above added paths, looked at once each
 	for i := range items {
 		it := &items[i]
 		switch it.kind() {
 		case Added, Renamed:
 			dir, base := path.Split(it.path)
 			added[dir] = append(added[dir], base)
+			for d := strings.TrimSuffix(dir, "/"); d != "" && !folders[d]; d = path.Dir(d) {
+				folders[d] = true
+				if r.project != nil {
+					if _, err := r.project.Lstat(d); err == nil {
+						break // the project's: its name is not the session's
+					}
+				}
+				if parent, base := path.Split(d); !slices.Contains(added[parent], base) {
+					added[parent] = append(added[parent], base)
+				}
+				if !strings.Contains(d, "/") {
+					break
+				}
+			}
 		case Deleted:
 			deleted[it.path] = true
 		}
@@ -55,7 +75,7 @@ func lookalikes(ctx context.Context, r *roots, items []listed) (map[string]looka
 		}
 		for _, b := range bases {
 			if o, h, ok := x.Like(b); ok {
-				found(dir+b, lookalike{other: dir + o, how: h})
+				found(dir+b, lookalike{name: dir + b, other: dir + o, how: h})
 			}
 		}
 		if r.project == nil {
@@ -74,7 +94,7 @@ func lookalikes(ctx context.Context, r *roots, items []listed) (map[string]looka
 				continue
 			}
 			for _, b := range x.All(p) {
-				found(dir+b, lookalike{other: dir + p, how: names.Explain(b, p), inProject: true})
+				found(dir+b, lookalike{name: dir + b, other: dir + p, how: names.Explain(b, p), inProject: true})
 			}
 		}
 	}
@@ -122,8 +142,12 @@ func nameFindings(d *FileDiff) []Finding {
 		if l.inProject {
 			whose = "a name the project has"
 		}
+		what := "the name " + q
+		if l.name != d.Path {
+			what = "the folder " + names.Quote(l.name) + " of " + q
+		}
 		out = append(out, Finding{Scanner: "names", Rule: "lookalike",
-			Message: fmt.Sprintf("the name %s looks like %s, %s in the same folder (%s)", q, names.Quote(l.other), whose, howSaid[l.how])})
+			Message: fmt.Sprintf("%s looks like %s, %s in the same folder (%s)", what, names.Quote(l.other), whose, howSaid[l.how])})
 	}
 	return out
 }
@@ -143,4 +167,18 @@ func uniq(s []string) []string {
 		}
 	}
 	return out
+}
+
+// lookalikeOf is the look-alike of path, or of the nearest folder above
+// it the session made, in looks (nil: none).
+func lookalikeOf(looks map[string]lookalike, p string) *lookalike {
+	if len(looks) == 0 {
+		return nil
+	}
+	for ; p != "." && p != "/" && p != ""; p = path.Dir(p) {
+		if l, ok := looks[p]; ok {
+			return &l
+		}
+	}
+	return nil
 }

@@ -22,7 +22,7 @@ func TestNamesScanner(t *testing.T) {
 	m := ws.Merged()
 	for _, n := range []string{
 		"x\n--- a\ta.txt", "uni\u202egnp.exe", "esc\x1b[31mred", "README.md\u200b", "src/Main.go",
-		"caf\u00e9.txt", "cafe\u0301.txt", "раураl.txt", "paypal.txt", "日本語.md", "bad\xff",
+		"caf\u00e9.txt", "cafe\u0301.txt", "раураl.txt", "paypal.txt", "日本語.md", "bad\xff", "SRC/deep/x.go", "new/y.go",
 	} {
 		write(t, filepath.Join(m, n), "x\n", 0o644)
 	}
@@ -51,6 +51,8 @@ func TestNamesScanner(t *testing.T) {
 		"раураl.txt":       {"lookalike: the name раураl.txt looks like paypal.txt, another name this session wrote in the same folder (look-alike letters)"},
 		"paypal.txt":       {"lookalike: the name paypal.txt looks like раураl.txt"},
 		"bad\xff":          {`invalid_utf8: the name "bad\xff" is not valid UTF-8 (\xff)`},
+		"SRC/deep/x.go":    {`lookalike: the folder SRC of SRC/deep/x.go looks like src, a name the project has in the same folder (the same but for case)`},
+		"new/y.go":         nil,
 		"README.md":        nil,
 		"日本語.md":           nil,
 	} {

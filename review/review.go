@@ -110,9 +110,7 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		out := results[:0]
 		for i := range batch {
 			if keepers[i] {
-				if l, ok := looks[results[i].Path]; ok {
-					results[i].lookalike = &l
-				}
+				results[i].lookalike = lookalikeOf(looks, results[i].Path)
 				out = append(out, results[i])
 			}
 		}
