@@ -106,9 +106,9 @@ type Index struct {
 	more  map[uint64][]string // the others, rare
 }
 
-// NewIndex returns an empty index.
-func NewIndex() *Index {
-	return &Index{seed: maphash.MakeSeed(), first: map[uint64]string{}, more: map[uint64][]string{}}
+// NewIndex returns an empty index with room for about n names.
+func NewIndex(n int) *Index {
+	return &Index{seed: maphash.MakeSeed(), first: make(map[uint64]string, n), more: map[uint64][]string{}}
 }
 
 // hashKey hashes key(name), without making it for a plain ASCII name.
@@ -198,7 +198,7 @@ type Collision struct {
 // Collisions lists, in byte order, every name of the set that looks like
 // another one, each with the least such other.
 func Collisions(set []string) []Collision {
-	x := NewIndex()
+	x := NewIndex(len(set))
 	for _, n := range set {
 		x.Add(n)
 	}

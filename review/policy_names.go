@@ -69,7 +69,7 @@ func lookalikes(ctx context.Context, r *roots, items []listed) (map[string]looka
 		if err := ctx.Err(); err != nil {
 			return nil, err
 		}
-		x := names.NewIndex()
+		x := names.NewIndex(len(bases))
 		for _, b := range bases {
 			x.Add(b)
 		}
