@@ -64,6 +64,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"errdefs", []string{"engine", "app", "cmd", "overlay", "review"}},
 		{"confined", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "atomicfile"}},
 		{"atomicfile", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs"}},
+		// names is a leaf: anything that shows a path may import it.
+		{"names", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "confined", "atomicfile", "github.com/"}},
 		{"ci", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"daemon", []string{"app", "cmd", "ci", "github.com/wailsapp"}},
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
@@ -117,8 +119,8 @@ func TestDependencyDirection(t *testing.T) {
 	}
 	// The MCP server is a client of the engine's API like any other: of the
 	// project's packages it imports only the contract, the client, the
-	// error classes and review (for the diff's types).
-	mcpMay := []string{"engine/api", "engine/client", "errdefs", "review"}
+	// error classes, review (for the diff's types) and names (to quote them).
+	mcpMay := []string{"engine/api", "engine/client", "errdefs", "review", "names"}
 	for _, p := range listPackages(t) {
 		if p.ImportPath != mod+"/mcp" && !strings.HasPrefix(p.ImportPath, mod+"/mcp/") {
 			continue

@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/names"
 )
 
 // notifier shows a desktop notification (runtime.go; a fake in tests).
@@ -73,7 +74,7 @@ func runNotice(r api.ScheduleRun) (string, string) {
 	case r.Session != "":
 		return title, fmt.Sprintf("session %s: no changes", r.Session)
 	}
-	return title, r.Error
+	return title, names.Safe(r.Error)
 }
 
 // questionsPoll is how often the app asks the engine what sessions under
@@ -123,5 +124,6 @@ func questionNotice(q api.PendingQuestion) (string, string) {
 	if q.Method != "" {
 		what = q.Method + " " + q.Host + q.Path
 	}
+	what = names.Safe(what) // what the session asked for: its host and path are its own
 	return "Airlock: a session waits for your answer", fmt.Sprintf("session %s wants %s: allow or deny it in the session's Network tab (or `airlock net decide %d`)", q.Session, what, q.ID)
 }

@@ -25,6 +25,7 @@ import (
 	"os"
 	"regexp"
 	"sort"
+	"strconv"
 	"strings"
 	"time"
 
@@ -443,9 +444,18 @@ func patchFiles(patch io.Reader, edits map[string][]CallRef, producer func(path,
 	return files, nil
 }
 
-// diffPath is the new path of a "diff --git a/X b/Y" line.
+// diffPath is the new path of a "diff --git a/X b/Y" line; git quotes a
+// path holding a control character, a quote, a backslash or a non-ASCII
+// byte C-style ("b/x\n\303\251"), which Go's unquoting reads.
 func diffPath(line string) string {
 	rest := strings.TrimPrefix(line, "diff --git ")
+	if strings.HasSuffix(rest, `"`) {
+		if i := strings.LastIndex(rest, ` "b/`); i >= 0 {
+			if p, err := strconv.Unquote(rest[i+1:]); err == nil {
+				return p[2:]
+			}
+		}
+	}
 	if i := strings.LastIndex(rest, " b/"); i >= 0 {
 		return strings.Trim(rest[i+3:], `"`)
 	}

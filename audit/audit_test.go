@@ -258,3 +258,19 @@ func TestHunkRange(t *testing.T) {
 		t.Errorf("blame of %+v by range: %+v", h, got)
 	}
 }
+
+// TestDiffPathQuoted: a name git quotes in the patch is the name itself in
+// the index, not its quoted form.
+func TestDiffPathQuoted(t *testing.T) {
+	for line, want := range map[string]string{
+		"diff --git a/src/x.go b/src/x.go":                   "src/x.go",
+		`diff --git "a/x\n--- a\ta.txt" "b/x\n--- a\ta.txt"`: "x\n--- a\ta.txt",
+		`diff --git "a/caf\303\251" "b/caf\303\251"`:         "caf\u00e9",
+		`diff --git "a/esc\033[31mred" "b/esc\033[31mred"`:   "esc\x1b[31mred",
+		`diff --git a/plain "b/uni\342\200\256gnp.exe"`:      "uni\u202egnp.exe",
+	} {
+		if got := diffPath(line); got != want {
+			t.Errorf("diffPath(%q) = %q, want %q", line, got, want)
+		}
+	}
+}

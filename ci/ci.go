@@ -30,6 +30,7 @@ import (
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness"
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/review"
 	"github.com/airlock/airlock/secretscan/gitleaks"
 )
@@ -370,7 +371,7 @@ func runWork(ctx context.Context, o Options, e *engine.Engine, v *Verdict, say f
 		case "tool_call":
 			say("agent: %s %s", ev.Tool, oneLine(ev.Input))
 		case "file_edit":
-			say("agent: edits %s", ev.Path)
+			say("agent: edits %s", names.Quote(ev.Path))
 		case "error":
 			say("agent error: %s", oneLine(ev.Text))
 		}
@@ -468,7 +469,7 @@ func apply(ctx context.Context, o Options, e *engine.Engine, d api.Diff, v *Verd
 	}
 	for _, oc := range out.Outcomes {
 		if !oc.Applied {
-			return errdefs.Unavailablef("writing %s into the checkout failed: %s (nothing was written)", oc.Path, oc.Error)
+			return errdefs.Unavailablef("writing %s into the checkout failed: %s (nothing was written)", names.Quote(oc.Path), names.Safe(oc.Error))
 		}
 		v.Applied = append(v.Applied, oc.Path)
 	}
@@ -562,7 +563,7 @@ func writeOutputs(o Options, v *Verdict) {
 }
 
 func oneLine(s string) string {
-	s = strings.Join(strings.Fields(s), " ")
+	s = names.Safe(strings.Join(strings.Fields(s), " "))
 	if len(s) > 120 {
 		s = s[:117] + "..."
 	}

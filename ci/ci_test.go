@@ -20,17 +20,22 @@ func TestExitCodes(t *testing.T) {
 func TestSummary(t *testing.T) {
 	v := &Verdict{Schema: SchemaVersion, Outcome: Held, Message: "1 change(s) need a human",
 		Project: Project{Dirty: true},
-		Changes: []Change{{Path: "a|b.go", Kind: "modified", Added: 2, Removed: 1, Applied: true}, {Path: "go.sum", Kind: "modified", Held: true}, {Path: "logo.png", Kind: "added", Binary: true}},
+		Changes: []Change{{Path: "a|b.go", Kind: "modified", Added: 2, Removed: 1, Applied: true}, {Path: "go.sum", Kind: "modified", Held: true}, {Path: "logo.png", Kind: "added", Binary: true},
+			{Path: "x\n| forged | row |", Kind: "added"}, {Path: "uni\u202egnp.exe", Kind: "added"}, {Path: "a`b", Kind: "added"}},
 		Held:    []HeldFile{{Path: "go.sum", Reason: "held by policy (go.sum)"}},
 		Agent:   &AgentResult{Agent: "claude", State: "done", Final: "Done.\nAll <good>."},
 		Egress:  Egress{Blocked: []Blockage{{Host: "evil.example.com", Port: 443}}},
 	}
 	md := Summary(v)
 	for _, want := range []string{"✋ Airlock: changes need a human", "| `a\\|b.go` | modified | +2 −1 | applied |", "| `go.sum` | modified | +0 −0 | held |",
-		"| `logo.png` | added | binary | ready |", "> Done.\n> All &lt;good&gt;.", "uncommitted changes", "`evil.example.com:443`", "held: `go.sum`"} {
+		"| `logo.png` | added | binary | ready |", "> Done.\n> All &lt;good&gt;.", "uncommitted changes", "`evil.example.com:443`", "held: `go.sum`",
+		"| `\"x\\n\\| forged \\| row \\|\"` | added |", "| `\"uni\\u202egnp.exe\"` | added |", "| `` a`b `` | added |"} {
 		if !strings.Contains(md, want) {
 			t.Errorf("the summary lacks %q:\n%s", want, md)
 		}
+	}
+	if strings.ContainsAny(md, "\u202e\x1b") || strings.Contains(md, "\n| forged") {
+		t.Errorf("a name reached the summary as it displays:\n%s", md)
 	}
 }
 

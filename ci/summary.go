@@ -5,6 +5,7 @@ import (
 	"strings"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/names"
 )
 
 var outcomeTitle = map[string]string{
@@ -55,15 +56,15 @@ func Summary(v *Verdict) string {
 			case c.Held:
 				status = "held"
 			}
-			path := c.Path
+			path := code(c.Path)
 			if c.From != "" {
-				path = c.From + " → " + c.Path
+				path = code(c.From) + " → " + code(c.Path)
 			}
 			lines := fmt.Sprintf("+%d −%d", c.Added, c.Removed)
 			if c.Binary {
 				lines = "binary"
 			}
-			fmt.Fprintf(&b, "| `%s` | %s | %s | %s |\n", escape(path), c.Kind, lines, status)
+			fmt.Fprintf(&b, "| %s | %s | %s | %s |\n", path, c.Kind, lines, status)
 		}
 		b.WriteString("\n")
 	} else if v.Outcome == Success || v.Outcome == AgentFailed {
@@ -72,13 +73,13 @@ func Summary(v *Verdict) string {
 	notReviewed(&b, "the project's ignore rules", v.Ignored)
 	notReviewed(&b, "a rule only the session wrote", v.SessionIgnored)
 	for _, h := range v.Held {
-		fmt.Fprintf(&b, "- held: `%s`: %s\n", escape(h.Path), escape(h.Reason))
+		fmt.Fprintf(&b, "- held: %s: %s\n", code(h.Path), escape(h.Reason))
 	}
 	for _, f := range v.Findings {
-		fmt.Fprintf(&b, "- %s in `%s`: %s\n", f.Scanner, escape(f.Path), escape(f.Message))
+		fmt.Fprintf(&b, "- %s in %s: %s\n", f.Scanner, code(f.Path), escape(f.Message))
 	}
 	for _, c := range v.Conflicts {
-		fmt.Fprintf(&b, "- conflict in `%s`: %s\n", escape(c.Path), escape(c.Reason))
+		fmt.Fprintf(&b, "- conflict in %s: %s\n", code(c.Path), escape(c.Reason))
 	}
 	if len(v.Held)+len(v.Findings)+len(v.Conflicts) > 0 {
 		b.WriteString("\n")
@@ -98,8 +99,25 @@ func Summary(v *Verdict) string {
 	return b.String()
 }
 
+// escape makes text the session may have written safe in markdown: no
+// table cell ends early, no HTML, and no control, escape, bidirectional
+// or invisible character (names.Safe, line by line: lines stay lines).
 func escape(s string) string {
-	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(s)
+	lines := strings.Split(s, "\n")
+	for i := range lines {
+		lines[i] = names.Safe(lines[i])
+	}
+	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(strings.Join(lines, "\n"))
+}
+
+// code is a path as a code span: quoted by names.Quote (so it is one
+// line and shows as it is), fenced with more backticks than it holds.
+func code(p string) string {
+	q := strings.ReplaceAll(names.Quote(p), "|", "\\|")
+	if !strings.Contains(q, "`") {
+		return "`" + q + "`"
+	}
+	return "`` " + q + " ``"
 }
 
 func trim(s string, n int) string {
@@ -120,10 +138,10 @@ func notReviewed(b *strings.Builder, by string, ig *api.Ignored) {
 		if i == 0 {
 			sep = " under "
 		}
-		fmt.Fprintf(b, "%s`%s` (%d)", sep, escape(d.Path), d.Paths)
+		fmt.Fprintf(b, "%s%s (%d)", sep, code(d.Path), d.Paths)
 	}
 	b.WriteString(": not in the patch, never applied.\n\n")
 	for _, f := range ig.Findings {
-		fmt.Fprintf(b, "- %s in ignored `%s`: %s\n", f.Scanner, escape(f.Path), escape(f.Message))
+		fmt.Fprintf(b, "- %s in ignored %s: %s\n", f.Scanner, code(f.Path), escape(f.Message))
 	}
 }

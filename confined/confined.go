@@ -12,6 +12,7 @@ import (
 	"syscall"
 	"time"
 
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -44,7 +45,7 @@ func (e *Error) Error() string {
 	if p == "" {
 		p = "."
 	}
-	return fmt.Sprintf("%s %s: %v", e.Op, p, e.Err)
+	return fmt.Sprintf("%s %s: %v", e.Op, names.Quote(p), e.Err) // p is the adversary's name
 }
 
 func (e *Error) Unwrap() error { return e.Err }

@@ -8,6 +8,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -118,7 +119,7 @@ func (s *server) checkpointDiff(ctx context.Context, _ *sdk.CallToolRequest, in 
 	var b strings.Builder
 	for _, st := range d.Stats {
 		res.Files = append(res.Files, FileChange{Path: st.Path, Kind: st.Kind, Added: st.Added, Removed: st.Removed})
-		fmt.Fprintf(&b, "%-9s %s +%d -%d\n", st.Kind, st.Path, st.Added, st.Removed)
+		fmt.Fprintf(&b, "%-9s %s +%d -%d\n", st.Kind, names.Quote(st.Path), st.Added, st.Removed)
 	}
 	if len(res.Files) == 0 {
 		return text("session %s: %s changed nothing", id, what), res, nil
@@ -158,9 +159,9 @@ func checkpointFrom(ctx context.Context, eng Engine, id string, cid int64) (int6
 // writePatch writes one file's change in git's patch form: its hunks, or
 // a line saying what changed when it has none (binary, a mode, a type).
 func writePatch(w *capped, f api.FileDiff) error {
-	oldName, newName := "a/"+f.Path, "b/"+f.Path
+	oldName, newName := names.Quote("a/"+f.Path), names.Quote("b/"+f.Path)
 	if f.From != "" {
-		oldName = "a/" + f.From
+		oldName = names.Quote("a/" + f.From)
 	}
 	switch f.Kind {
 	case api.KindAdded:
@@ -169,7 +170,7 @@ func writePatch(w *capped, f api.FileDiff) error {
 		newName = "/dev/null"
 	}
 	var b strings.Builder
-	fmt.Fprintf(&b, "diff --git a/%s b/%s\n", f.Path, f.Path)
+	fmt.Fprintf(&b, "diff --git %s %s\n", names.Quote("a/"+f.Path), names.Quote("b/"+f.Path))
 	if len(f.Hunks) == 0 {
 		why := f.Kind
 		if f.Binary {

@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -34,7 +35,7 @@ const (
 // absolute below it) into a clean absolute path below /workspace.
 func workspacePath(p string) (string, error) {
 	if strings.ContainsRune(p, 0) {
-		return "", errdefs.Invalidf("the path %q holds a NUL byte", p)
+		return "", errdefs.Invalidf("the path %s holds a NUL byte", names.Quote(p))
 	}
 	if p == "" {
 		return workspace, nil
@@ -44,7 +45,7 @@ func workspacePath(p string) (string, error) {
 		abs = path.Join(workspace, p)
 	}
 	if abs != workspace && !strings.HasPrefix(abs, workspace+"/") {
-		return "", errdefs.Invalidf("%s is outside the session's workspace: give a path relative to /workspace (or below it)", p)
+		return "", errdefs.Invalidf("%s is outside the session's workspace: give a path relative to /workspace (or below it)", names.Quote(p))
 	}
 	return abs, nil
 }
@@ -56,7 +57,7 @@ func projectPath(p string) (string, error) {
 		return "", err
 	}
 	if abs == workspace {
-		return "", errdefs.Invalidf("%q names the whole workspace: leave paths out to mean everything", p)
+		return "", errdefs.Invalidf("%s names the whole workspace: leave paths out to mean everything", names.Quote(p))
 	}
 	return strings.TrimPrefix(abs, workspace+"/"), nil
 }
@@ -173,7 +174,7 @@ func (s *server) readFile(ctx context.Context, _ *sdk.CallToolRequest, in pathIn
 		data, res.Truncated = data[:maxRead], true
 	}
 	if !utf8.Valid(data) && !(res.Truncated && utf8.Valid(trimPartialRune(data))) {
-		return nil, FileContent{}, errdefs.Invalidf("%s is not a text file: look at it with run_command (e.g. [\"od\", \"-c\", %q])", p, p)
+		return nil, FileContent{}, errdefs.Invalidf("%s is not a text file: look at it with run_command (e.g. [\"od\", \"-c\", %q])", names.Quote(p), p)
 	}
 	res.Content = string(data)
 	if res.Truncated {

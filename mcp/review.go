@@ -8,6 +8,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/names"
 	sdk "github.com/modelcontextprotocol/go-sdk/mcp"
 )
 
@@ -113,7 +114,7 @@ func (s *server) diff(ctx context.Context, _ *sdk.CallToolRequest, in diffInput)
 	for _, st := range d.Stats {
 		f := FileChange{Path: st.Path, Kind: string(st.Kind), Added: st.Added, Removed: st.Removed, Held: st.Held, Flagged: st.Findings, Conflict: st.Conflict}
 		res.Files = append(res.Files, f)
-		fmt.Fprintf(&b, "%-9s %s +%d -%d", f.Kind, f.Path, f.Added, f.Removed)
+		fmt.Fprintf(&b, "%-9s %s +%d -%d", f.Kind, names.Quote(f.Path), f.Added, f.Removed)
 		if f.Held {
 			b.WriteString("  [held by the project's policy]")
 		}
@@ -209,12 +210,12 @@ func (s *server) accept(ctx context.Context, _ *sdk.CallToolRequest, _ struct{})
 	}
 	fmt.Fprintf(&b, "accepted %d change(s) into %s", len(out.Accepted), "the project")
 	for _, p := range out.Accepted {
-		b.WriteString("\n  " + p)
+		b.WriteString("\n  " + names.Quote(p))
 	}
 	if len(out.Left) > 0 {
 		fmt.Fprintf(&b, "\nleft %d change(s) in session %s for a human (`airlock diff %s`, then `airlock accept %s PATH`):", len(out.Left), id, id, id)
 		for _, l := range out.Left {
-			fmt.Fprintf(&b, "\n  %s (%s): %s", l.Path, l.Why, l.Reason)
+			fmt.Fprintf(&b, "\n  %s (%s): %s", names.Quote(l.Path), l.Why, names.Safe(l.Reason))
 		}
 	}
 	return text("%s", b.String()), out, nil

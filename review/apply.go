@@ -22,6 +22,7 @@ import (
 	"syscall"
 
 	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -299,7 +300,7 @@ func (a *accepter) add(it item, stage bool) error {
 	case it.skip:
 		r.Applied = true
 	case !safePath(c.Path):
-		r.Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
+		r.Error = fmt.Sprintf("refusing unsafe path %s", names.Quote(c.Path))
 	case c.Type == Special && it.content == nil:
 		r.Error = "skipped: " + c.Note
 	default:
@@ -397,7 +398,7 @@ func (a *accepter) stageAt(it item, dirfd int, rel, name string) (sum string, er
 		// An empty directory the session added.
 		fd, err := a.t.mkdirFd(dirfd, name, it.d.Mode)
 		if err != nil {
-			return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", it.d.Path, diskFull(err))
+			return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", names.Quote(it.d.Path), diskFull(err))
 		}
 		unix.Close(fd)
 		return "", nil
@@ -414,7 +415,7 @@ func (a *accepter) stageAt(it item, dirfd int, rel, name string) (sum string, er
 		if errors.As(err, &ce) {
 			return "", &ChangedError{Paths: []string{it.d.Path}}
 		}
-		return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", it.d.Path, err)
+		return "", fmt.Errorf("%s: %w; the accept was rolled back and the project is unchanged", names.Quote(it.d.Path), err)
 	}
 	return sum, nil
 }

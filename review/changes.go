@@ -29,6 +29,7 @@ import (
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/gitrules"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -979,7 +980,7 @@ func selected(n int, pathAt func(int) string, paths []string) ([]bool, error) {
 type NoMatchError struct{ Paths []string }
 
 func (e *NoMatchError) Error() string {
-	return fmt.Sprintf("no change at %s: `airlock diff --stat` lists the changed paths", strings.Join(e.Paths, ", "))
+	return fmt.Sprintf("no change at %s: `airlock diff --stat` lists the changed paths", strings.Join(names.Quotes(e.Paths), ", "))
 }
 
 // CleanPath validates a user- or session-supplied relative path and returns
@@ -1005,4 +1006,4 @@ func CleanPath(p string) (string, error) {
 // PathError is a path refused before anything was done with it.
 type PathError struct{ Path, Reason string }
 
-func (e *PathError) Error() string { return fmt.Sprintf("%q: %s", e.Path, e.Reason) }
+func (e *PathError) Error() string { return fmt.Sprintf("%s: %s", names.Quote(e.Path), e.Reason) }

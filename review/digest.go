@@ -11,6 +11,7 @@ import (
 	"sync"
 
 	"github.com/airlock/airlock/confined"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -207,7 +208,7 @@ func (d *FileDiff) digest(root *confined.Root) error {
 			if errors.As(err, &ce) {
 				return nil
 			}
-			return fmt.Errorf("digest %s: %w", c.Path, err)
+			return fmt.Errorf("digest %s: %w", names.Quote(c.Path), err)
 		}
 		d.Digest = digestOf(c, c.Mode, h.sum())
 	case Symlink:

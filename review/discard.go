@@ -13,6 +13,8 @@ import (
 	"syscall"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock/airlock/names"
 )
 
 // Discard drops the selected changes from the session by restoring the
@@ -62,7 +64,7 @@ func DiscardContext(ctx context.Context, l Layers, merged string, diffs []FileDi
 			continue
 		}
 		if _, err := CleanPath(c.Path); err != nil || c.Path == "." {
-			out[i].Error = fmt.Sprintf("refusing unsafe path %q", c.Path)
+			out[i].Error = fmt.Sprintf("refusing unsafe path %s", names.Quote(c.Path))
 			continue
 		}
 		var err error
@@ -103,7 +105,7 @@ func rewriteInSession(t *tree, p, content string) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT != unix.S_IFREG {
-		return fmt.Errorf("%s is not a regular file in the session", p)
+		return fmt.Errorf("%s is not a regular file in the session", names.Quote(p))
 	}
 	tmp := tmpName(name)
 	fd, err := unix.Openat(pfd, tmp, unix.O_WRONLY|unix.O_CREAT|unix.O_EXCL|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0o600)

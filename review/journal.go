@@ -11,6 +11,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/atomicfile"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -241,7 +242,7 @@ func Recover(path string) error {
 			err := eachOp(path, first, func(op jop) error {
 				t.trim(head.Staging)
 				if err := t.do(op, head.Staging, nil); err != nil {
-					return fmt.Errorf("finish the interrupted accept (%s %s): %w", op.Op, op.Path, err)
+					return fmt.Errorf("finish the interrupted accept (%s %s): %w", op.Op, names.Quote(op.Path), err)
 				}
 				return nil
 			})
@@ -330,7 +331,7 @@ func (t *tree) do(op jop, staging string, mkMode func(string) fs.FileMode) error
 		case errors.Is(err, unix.ENOENT):
 			return nil // already in place (a recovery redoing it)
 		case errors.Is(err, unix.EXDEV):
-			return fmt.Errorf("%s is on another filesystem than the project root: accept it separately", op.Path)
+			return fmt.Errorf("%s is on another filesystem than the project root: accept it separately", names.Quote(op.Path))
 		}
 		return err
 	case "place":

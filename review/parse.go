@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	"github.com/bluekeyes/go-gitdiff/gitdiff"
 	"golang.org/x/sys/unix"
 )
@@ -410,7 +411,7 @@ func planPatch(l Layers, diffs []FileDiff, files []*gitdiff.File) ([]item, error
 	for _, r := range results {
 		for _, p := range []string{r.path, r.from} {
 			if p != "" && !sessionChanged(diffs, p) {
-				return nil, &NotFoundError{What: fmt.Sprintf("the patch changes %s, which the session did not change: an edited patch may only narrow or edit the session's changes", p)}
+				return nil, &NotFoundError{What: fmt.Sprintf("the patch changes %s, which the session did not change: an edited patch may only narrow or edit the session's changes", names.Quote(p))}
 			}
 		}
 		d := findDiff(diffs, r.path)

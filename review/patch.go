@@ -41,6 +41,8 @@ type FileDiff struct {
 	whole  bool    // the conflict covers the whole file
 
 	digested bool // Digest comes from the bytes the review read (or none could be given)
+
+	lookalike *lookalike // a name in the same directory this one looks like (see lookalikes)
 }
 
 // sides returns the old and new text of a file or symlink change (a side

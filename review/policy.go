@@ -10,6 +10,7 @@ import (
 	"path/filepath"
 	"strings"
 
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/secretscan"
 	"github.com/bmatcuk/doublestar/v4"
 	"gopkg.in/yaml.v3"
@@ -40,6 +41,9 @@ type Scanners struct {
 	ExecBit       *bool `yaml:"exec_bit" json:"exec_bit,omitempty"`
 	Setuid        *bool `yaml:"setuid" json:"setuid,omitempty"`
 	SymlinkEscape *bool `yaml:"symlink_escape" json:"symlink_escape,omitempty"`
+	// Names flags names that display as something else, or look like
+	// another name in their directory (policy_names.go).
+	Names *bool `yaml:"names" json:"names,omitempty"`
 }
 
 // DefaultHold are paths that always need a human: lockfiles, CI
@@ -160,7 +164,7 @@ func (p Policy) holds() []string {
 
 // Finding is something a scanner flagged in a change.
 type Finding struct {
-	Scanner string `json:"scanner"` // secrets, large_binary, exec_bit, setuid, symlink_escape
+	Scanner string `json:"scanner"` // secrets, large_binary, exec_bit, setuid, symlink_escape, names
 	Message string `json:"message"`
 	Line    int    `json:"line,omitempty"`
 	Rule    string `json:"rule,omitempty"`
@@ -288,7 +292,10 @@ func (p Policy) scan(d *FileDiff) {
 		d.Findings = append(d.Findings, Finding{Scanner: "setuid", Message: "setuid/setgid bit set in the session (accept strips it)"})
 	}
 	if on(s.SymlinkEscape) && d.Type == Symlink && escapes(d.Path, d.Link) {
-		d.Findings = append(d.Findings, Finding{Scanner: "symlink_escape", Message: fmt.Sprintf("symlink points outside the project: %s", d.Link)})
+		d.Findings = append(d.Findings, Finding{Scanner: "symlink_escape", Message: "symlink points outside the project: " + names.Quote(d.Link)})
+	}
+	if on(s.Names) {
+		d.Findings = append(d.Findings, nameFindings(d)...)
 	}
 }
 

@@ -106,6 +106,10 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 	if items, err = detectRenames(ctx, l, r, items); err != nil {
 		return err
 	}
+	looks, err := lookalikes(ctx, r, items)
+	if err != nil {
+		return err
+	}
 	if len(opts.Paths) > 0 {
 		if items, err = selectListed(items, opts.Paths); err != nil {
 			return err
@@ -126,6 +130,7 @@ func ReviewEach(ctx context.Context, l Layers, opts Options, each func([]FileDif
 		out := results[:0]
 		for i := range batch {
 			if keepers[i] {
+				results[i].lookalike = lookalikeOf(looks, results[i].Path)
 				out = append(out, results[i])
 			}
 		}

@@ -8,6 +8,8 @@ import (
 	"strconv"
 
 	"golang.org/x/sys/unix"
+
+	"github.com/airlock/airlock/names"
 )
 
 // tree opens directories beneath a root by walking one component at a time
@@ -75,17 +77,17 @@ func (t *tree) dir(rel string, mkMode func(rel string) fs.FileMode) (int, error)
 	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if errors.Is(err, unix.ENOENT) && mkMode != nil {
 		if err := t.mkdir(pfd, name, mkMode(rel)); err != nil && !errors.Is(err, unix.EEXIST) {
-			return -1, fmt.Errorf("create directory %s: %w", rel, err)
+			return -1, fmt.Errorf("create directory %s: %w", names.Quote(rel), err)
 		}
 		fd, err = unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	}
 	switch {
 	case errors.Is(err, unix.ELOOP):
-		return -1, &refusal{fmt.Sprintf("%s is a symlink in %s: refusing to write through it", rel, t.root)}
+		return -1, &refusal{fmt.Sprintf("%s is a symlink in %s: refusing to write through it", names.Quote(rel), t.root)}
 	case errors.Is(err, unix.ENOTDIR):
-		return -1, &refusal{fmt.Sprintf("%s is not a directory in %s (it became a file): move it aside, then accept again", rel, t.root)}
+		return -1, &refusal{fmt.Sprintf("%s is not a directory in %s (it became a file): move it aside, then accept again", names.Quote(rel), t.root)}
 	case err != nil:
-		return -1, fmt.Errorf("open directory %s: %w", rel, err)
+		return -1, fmt.Errorf("open directory %s: %w", names.Quote(rel), err)
 	}
 	t.fds[rel] = fd
 	return fd, nil
@@ -110,7 +112,7 @@ func (t *tree) mkdirFd(pfd int, name string, mode fs.FileMode) (int, error) {
 	fd, err := unix.Openat(pfd, name, unix.O_RDONLY|unix.O_DIRECTORY|unix.O_NOFOLLOW|unix.O_CLOEXEC, 0)
 	if err != nil {
 		if errors.Is(err, unix.ELOOP) || errors.Is(err, unix.ENOTDIR) {
-			return -1, &refusal{fmt.Sprintf("%s was replaced while it was created: refusing to go through it", name)}
+			return -1, &refusal{fmt.Sprintf("%s was replaced while it was created: refusing to go through it", names.Quote(name))}
 		}
 		return -1, err
 	}
@@ -239,7 +241,7 @@ func chmodAt(dirfd int, name string, mode uint32) error {
 		return err
 	}
 	if st.Mode&unix.S_IFMT == unix.S_IFLNK {
-		return &refusal{fmt.Sprintf("%s is a symlink now: refusing to change its target's mode", name)}
+		return &refusal{fmt.Sprintf("%s is a symlink now: refusing to change its target's mode", names.Quote(name))}
 	}
 	// fchmod refuses O_PATH descriptors; fchmodat2 (Linux 6.6) takes one
 	// with AT_EMPTY_PATH, and before it the descriptor's /proc link names

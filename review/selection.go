@@ -6,6 +6,8 @@ import (
 	"slices"
 	"sort"
 	"strings"
+
+	"github.com/airlock/airlock/names"
 )
 
 // Selection says which changes an accept or discard takes: whole files at
@@ -90,7 +92,7 @@ func (e *ChangedError) Error() string {
 	if len(e.Paths) > 1 {
 		it = "them"
 	}
-	return fmt.Sprintf("%s changed since you reviewed %s — review again; nothing was accepted", strings.Join(e.Paths, ", "), it)
+	return fmt.Sprintf("%s changed since you reviewed %s — review again; nothing was accepted", strings.Join(names.Quotes(e.Paths), ", "), it)
 }
 
 // plan turns a selection into per-file items. forAccept: conflicts need a
@@ -427,7 +429,7 @@ func (s *selector) checkPin(it *item, pin filePin) (what string, ok bool) {
 		hd, ok := s.sel.Digests[h.ID]
 		switch {
 		case ok && hd != h.Digest:
-			return fmt.Sprintf("hunk %s of %s", h.ID, d.Path), true
+			return fmt.Sprintf("hunk %s of %s", h.ID, names.Quote(d.Path)), true
 		case !ok && pin.ok && !fileOK:
 			return d.Path, true
 		case !ok && !pin.ok:
@@ -474,7 +476,7 @@ func wholeItem(d *FileDiff, take Resolution, forAccept bool) item {
 	case TakeAgent, TakeMarkers:
 		if d.whole && (take == TakeAgent || d.Conflicts[0].Host == nil && d.Conflicts[0].Agent == nil) {
 			if take == TakeMarkers {
-				it.err = fmt.Errorf("%s cannot take conflict markers (binary, symlink or deletion): choose --take agent or --take host", d.Path)
+				it.err = fmt.Errorf("%s cannot take conflict markers (binary, symlink or deletion): choose --take agent or --take host", names.Quote(d.Path))
 			}
 			return it // the session's version as it is (or its deletion)
 		}
@@ -487,15 +489,15 @@ func wholeItem(d *FileDiff, take Resolution, forAccept bool) item {
 func hunkItem(l Layers, d *FileDiff, hunks []*Hunk, conflicts []*Conflict, sel Selection, forAccept bool) item {
 	it := item{d: d, keepMode: true, hunks: hunks, conflicts: conflicts}
 	if !textual(d.Change) && !d.Conflict {
-		it.err = fmt.Errorf("%s has no hunks to pick (binary, directory or special file): select the whole path", d.Path)
+		it.err = fmt.Errorf("%s has no hunks to pick (binary, directory or special file): select the whole path", names.Quote(d.Path))
 		return it
 	}
 	if !forAccept && d.Conflict {
-		it.err = fmt.Errorf("%s is in conflict: discard the whole file, or settle the conflict with accept --take first", d.Path)
+		it.err = fmt.Errorf("%s is in conflict: discard the whole file, or settle the conflict with accept --take first", names.Quote(d.Path))
 		return it
 	}
 	if len(conflicts) > 0 && sel.Take == "" {
-		it.err = fmt.Errorf("conflict %s in %s needs a side: add --take agent or --take host", conflicts[0].ID, d.Path)
+		it.err = fmt.Errorf("conflict %s in %s needs a side: add --take agent or --take host", conflicts[0].ID, names.Quote(d.Path))
 		return it
 	}
 	picked := map[*Hunk]bool{}
@@ -547,18 +549,18 @@ func hunkItem(l Layers, d *FileDiff, hunks []*Hunk, conflicts []*Conflict, sel S
 	if d.OldType == File || d.OldType == Symlink {
 		var ok bool
 		if host, ok = readSide(filepath.Join(l.Project, filepath.FromSlash(d.Path)), d.OldType); !ok {
-			it.err = fmt.Errorf("cannot read the project's %s", d.Path)
+			it.err = fmt.Errorf("cannot read the project's %s", names.Quote(d.Path))
 			return it
 		}
 	}
 	hostLines := splitLines(host)
 	if forAccept && !fits(hostLines, hunks, conflicts) {
-		it.err = fmt.Errorf("the project's %s changed since the diff was made: look at the diff again", d.Path)
+		it.err = fmt.Errorf("the project's %s changed since the diff was made: look at the diff again", names.Quote(d.Path))
 		return it
 	}
 	s, err := applyEdits(hostLines, es)
 	if err != nil {
-		it.err = fmt.Errorf("%s changed while picking hunks (%v): look at the diff again", d.Path, err)
+		it.err = fmt.Errorf("%s changed while picking hunks (%v): look at the diff again", names.Quote(d.Path), err)
 		return it
 	}
 	it.content = &s

@@ -10,6 +10,7 @@ import (
 	"unicode/utf8"
 
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/review"
 	"github.com/spf13/cobra"
 )
@@ -199,16 +200,16 @@ func printOutcomes(res api.Outcomes, verb, done string, asJSON, commits bool) er
 				if o.Digest != "" {
 					part += "  " + shortDigest(o.Digest)
 				}
-				fmt.Printf("%s %-8s %s%s\n", done, o.Kind, o.Path, part)
+				fmt.Printf("%s %-8s %s%s\n", done, o.Kind, names.Quote(o.Path), part)
 			}
 			continue
 		}
 		failed++
 		if o.Left != "" {
-			fmt.Fprintf(os.Stderr, "airlock: left in the session: %s: %s\n", o.Path, o.Reason)
+			fmt.Fprintf(os.Stderr, "airlock: left in the session: %s: %s\n", names.Quote(o.Path), names.Safe(o.Reason))
 			continue
 		}
-		fmt.Fprintf(os.Stderr, "airlock: not %s: %s: %s\n", done, o.Path, o.Error)
+		fmt.Fprintf(os.Stderr, "airlock: not %s: %s: %s\n", done, names.Quote(o.Path), names.Safe(o.Error))
 	}
 	if len(res.Outcomes) == 0 && !asJSON && !commits {
 		fmt.Fprintf(os.Stderr, "nothing to %s: the session has no changes\n", verb)

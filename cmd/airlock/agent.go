@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/harness"
+	"github.com/airlock/airlock/names"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -358,7 +359,7 @@ func (v *turnView) event(ev api.Event) {
 		fmt.Fprintln(v.errw, v.paint("2", "  ▸ "+ev.Tool+" "+ev.Input))
 	case api.EventFileEdit:
 		v.files[ev.Path] = true
-		fmt.Fprintln(v.errw, v.paint("36", "  ✎ "+ev.Path))
+		fmt.Fprintln(v.errw, v.paint("36", "  ✎ "+names.Quote(ev.Path)))
 	case api.EventCommand:
 		code := "?"
 		if ev.ExitCode != nil {

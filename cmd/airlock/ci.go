@@ -9,6 +9,7 @@ import (
 	"github.com/airlock/airlock/ci"
 	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/harness"
+	"github.com/airlock/airlock/names"
 	"github.com/spf13/cobra"
 )
 
@@ -57,7 +58,7 @@ format.`,
 			if af.json {
 				json.NewEncoder(os.Stdout).Encode(v)
 			}
-			fmt.Fprintf(os.Stderr, "airlock ci: %s: %s\n", v.Outcome, v.Message)
+			fmt.Fprintf(os.Stderr, "airlock ci: %s: %s\n", v.Outcome, names.Safe(v.Message))
 			if v.ExitCode != 0 {
 				return &exitError{code: v.ExitCode}
 			}

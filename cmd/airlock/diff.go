@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
+	"github.com/airlock/airlock/names"
 	"github.com/spf13/cobra"
 )
 
@@ -146,7 +147,7 @@ func printCommits(w io.Writer, commits []api.Commit) {
 	}
 	fmt.Fprintf(w, "%d commit(s) made in the session (accept --commits imports them as a branch):\n", len(commits))
 	for _, c := range commits {
-		fmt.Fprintf(w, "  %s %s <%s> %s\n", c.Hash[:10], c.Author, c.Email, c.Subject)
+		fmt.Fprintf(w, "  %s %s <%s> %s\n", c.Hash[:10], printable(c.Author), printable(c.Email), printable(c.Subject))
 	}
 }
 
@@ -284,7 +285,7 @@ func (p *statPrinter) finish() {
 	if !p.known {
 		width := 0
 		for _, s := range p.held {
-			width = max(width, len(s.Path))
+			width = max(width, len(names.Quote(s.Path)))
 		}
 		p.setWidth(width)
 		for _, s := range p.held {
@@ -308,8 +309,9 @@ func (p *statPrinter) print(s api.Stat) {
 	p.line = append(p.line, s.Kind...)
 	p.pad(8 - len(s.Kind))
 	p.line = append(p.line, ' ')
-	p.line = append(p.line, s.Path...)
-	p.pad(p.width - utf8.RuneCountInString(s.Path)) // as fmt pads: by runes
+	path := names.Quote(s.Path)
+	p.line = append(p.line, path...)
+	p.pad(p.width - utf8.RuneCountInString(path)) // as fmt pads: by runes
 	p.line = append(p.line, " | "...)
 	switch {
 	case s.TooLarge:
@@ -332,7 +334,7 @@ func (p *statPrinter) print(s api.Stat) {
 	}
 	var marks []string
 	if s.From != "" {
-		marks = append(marks, "from "+s.From)
+		marks = append(marks, "from "+names.Quote(s.From))
 	}
 	if s.Conflict {
 		marks = append(marks, "CONFLICT")

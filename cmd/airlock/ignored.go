@@ -5,7 +5,7 @@ import (
 	"io"
 
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/names"
 )
 
 // printIgnored says what a diff of session id did not list because ignore
@@ -57,7 +57,7 @@ func where(ig *api.Ignored) string {
 		if i > 0 {
 			s += ", "
 		}
-		s += fmt.Sprintf("%s (%d)", review.QuotePath(d.Path), d.Paths)
+		s += fmt.Sprintf("%s (%d)", names.Quote(d.Path), d.Paths)
 	}
 	if len(ig.Dirs) > shown {
 		s += fmt.Sprintf(" and %d more", len(ig.Dirs)-shown)
@@ -70,7 +70,7 @@ func byRules(ig *api.Ignored) string {
 		return ""
 	}
 	r := ig.Rules[0]
-	return fmt.Sprintf(" (%s:%d: %s)", review.QuotePath(r.Source), r.Line, review.QuotePath(r.Pattern))
+	return fmt.Sprintf(" (%s:%d: %s)", names.Quote(r.Source), r.Line, names.Quote(r.Pattern))
 }
 
 func printIgnoredFindings(w io.Writer, ig *api.Ignored) {
@@ -78,7 +78,7 @@ func printIgnoredFindings(w io.Writer, ig *api.Ignored) {
 		fmt.Fprintf(w, "  %d of them not read for secrets (a --stat reads none; airlock diff without --stat reads them within a budget)\n", ig.Unscanned)
 	}
 	for _, f := range ig.Findings {
-		fmt.Fprintf(w, "  FINDING in ignored %s: %s: %s\n", review.QuotePath(f.Path), f.Scanner, printable(f.Message))
+		fmt.Fprintf(w, "  FINDING in ignored %s: %s: %s\n", names.Quote(f.Path), f.Scanner, printable(f.Message))
 	}
 	if more := ig.FindingCount - int64(len(ig.Findings)); more > 0 {
 		fmt.Fprintf(w, "  and %d more finding(s) in ignored paths\n", more)

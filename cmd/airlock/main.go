@@ -15,6 +15,7 @@ import (
 
 	"github.com/airlock/airlock/daemon"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/snapshot"
 	"github.com/spf13/cobra"
 )
@@ -83,15 +84,22 @@ func report(root *cobra.Command, err error) int {
 	}
 	msg := err.Error()
 	if strings.HasPrefix(msg, "unknown command") && !strings.Contains(msg, "it has:") {
-		var names []string
+		var cmds []string
 		for _, c := range root.Commands() {
 			if c.IsAvailableCommand() {
-				names = append(names, c.Name())
+				cmds = append(cmds, c.Name())
 			}
 		}
-		msg = strings.TrimSpace(strings.SplitN(msg, "\n", 2)[0]) + "; the commands are: " + strings.Join(names, ", ")
+		msg = strings.TrimSpace(strings.SplitN(msg, "\n", 2)[0]) + "; the commands are: " + strings.Join(cmds, ", ")
 	}
-	fmt.Fprintln(os.Stderr, "airlock:", msg)
+	// A message may embed what a session named (the engine quotes the
+	// paths it puts in; this is the last guard): no escape sequence or
+	// bidirectional control reaches the terminal. Its lines stay lines.
+	lines := strings.Split(msg, "\n")
+	for i := range lines {
+		lines[i] = names.Safe(lines[i])
+	}
+	fmt.Fprintln(os.Stderr, "airlock:", strings.Join(lines, "\n"))
 	if errdefs.ClassOf(err) == errdefs.Internal && isUsage(err) {
 		return errdefs.ExitCode(errdefs.Invalid)
 	}

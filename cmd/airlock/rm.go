@@ -7,6 +7,7 @@ import (
 	"os"
 	"strings"
 
+	"github.com/airlock/airlock/names"
 	"github.com/spf13/cobra"
 	"golang.org/x/term"
 )
@@ -39,8 +40,8 @@ func rmCmd(g *globals) *cobra.Command {
 						continue
 					}
 					dropped = s.Changed
-					if dropped > 0 && ask && !confirm(in, os.Stderr, fmt.Sprintf("session %s has %d unaccepted change(s) to %s; remove it and drop them?", s.ID, dropped, s.Project)) {
-						fmt.Fprintf(os.Stderr, "airlock: kept %s (see `airlock diff %s`)\n", s.ID, s.ID)
+					if dropped > 0 && ask && !confirm(in, os.Stderr, fmt.Sprintf("session %s has %d unaccepted change(s) to %s; remove it and drop them?", s.ID, dropped, names.Quote(s.Project))) {
+						fmt.Fprintf(os.Stderr, "airlock: kept %s (see `airlock diff %s`)\n", names.Quote(s.ID), names.Quote(s.ID))
 						continue
 					}
 				}
@@ -49,9 +50,9 @@ func rmCmd(g *globals) *cobra.Command {
 					last = err
 					continue
 				}
-				fmt.Println("removed", id)
+				fmt.Println("removed", names.Quote(id))
 				if dropped > 0 && !ask {
-					fmt.Fprintf(os.Stderr, "airlock: dropped %d unaccepted change(s) of %s\n", dropped, id)
+					fmt.Fprintf(os.Stderr, "airlock: dropped %d unaccepted change(s) of %s\n", dropped, names.Quote(id))
 				}
 			}
 			return last

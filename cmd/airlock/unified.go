@@ -8,7 +8,7 @@ import (
 	"strings"
 
 	"github.com/airlock/airlock/engine/api"
-	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/names"
 )
 
 // printUnified writes a diff for a person: like a patch, but binary,
@@ -54,7 +54,7 @@ func printUnified(w io.Writer, diffs []api.FileDiff, color bool) error {
 // unifiedHead writes a file's title line, its hold and findings, and
 // what stands for its content when it has no hunks.
 func unifiedHead(buf *bytes.Buffer, d api.FileDiff, paint func(code, s string) string) {
-	quote := review.QuotePath
+	quote := names.Quote
 	title := fmt.Sprintf("%s %s", d.Kind, quote(d.Path))
 	if d.Type == api.TypeDir || (d.Type == "" && d.OldType == api.TypeDir) {
 		title += "/"
@@ -97,7 +97,7 @@ func unifiedHead(buf *bytes.Buffer, d api.FileDiff, paint func(code, s string) s
 		fmt.Fprintf(buf, "mode %v -> %v\n", d.OldMode, d.Mode)
 	}
 	if (d.Type == api.TypeSymlink || d.OldType == api.TypeSymlink) && (d.OldLink != "" || d.Link != "") {
-		fmt.Fprintf(buf, "symlink %q -> %q\n", d.OldLink, d.Link)
+		fmt.Fprintf(buf, "symlink %s -> %s\n", quote(d.OldLink), quote(d.Link))
 	}
 }
 

@@ -7,6 +7,7 @@ import (
 	"github.com/airlock/airlock/checkpoint"
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/review"
 )
 
@@ -65,7 +66,7 @@ func (t *Timeline) Blame(ctx context.Context, id string, d api.Diff) (api.Blame,
 		}
 		added, removed, err := lineHistory(states, f.Path)
 		if err != nil {
-			return out, fmt.Errorf("%s: %w", f.Path, err)
+			return out, fmt.Errorf("%s: %w", names.Quote(f.Path), err)
 		}
 		for _, h := range f.Hunks {
 			hb := api.HunkBlame{Path: f.Path, Hunk: h.ID, NewStart: h.NewStart}

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -199,7 +200,7 @@ func (w *writer) apply(ctx context.Context) (int, error) {
 			continue
 		}
 		if err := w.put(c.Path, c.Old, c.New); err != nil {
-			return n, fmt.Errorf("%s: %w", c.Path, err)
+			return n, fmt.Errorf("%s: %w", names.Quote(c.Path), err)
 		}
 		n++
 	}

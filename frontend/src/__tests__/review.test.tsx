@@ -158,6 +158,17 @@ describe("Review", () => {
     expect(String(onError.mock.calls[0][0])).toContain("changed since you reviewed it");
     await waitFor(() => expect(calls.filter((c) => c.path.endsWith("/diff")).length).toBe(diffs + 1));
   });
+
+  it("shows a misleading name quoted and marked, never as it displays", async () => {
+    const named = (path: string, id: string) => ({ id, path, kind: "added" as const, type: "file" as const, size: 3, old_size: 0 });
+    const lying: Diff = { ...diff, files: [named("uni\u202egnp.exe", "n1"), named("README.md\u200b", "n2")] };
+    const { client } = fake(lying);
+    render(<Review client={client} session="s1" theme="light" onError={vi.fn()} />);
+    await screen.findByText('"README.md\\u200b"', { selector: "h3 *" });
+    expect(screen.getAllByText('"uni\\u202egnp.exe"').length).toBeGreaterThan(0);
+    expect(document.body.textContent).not.toMatch(/[\u202e\u200b]/);
+    expect(document.querySelectorAll(".name-quoted .badge").length).toBeGreaterThan(1);
+  });
 });
 
 // A transport that streams the diff as the engine does (one object, its

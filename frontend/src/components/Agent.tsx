@@ -3,6 +3,7 @@ import type { Client } from "../api/client";
 import type { AgentEvent, Turn, Usage } from "../api/types";
 import { seconds, usd } from "../lib/format";
 import { Timeline } from "./Timeline";
+import { PathName } from "./PathName";
 
 export const AGENTS = ["claude", "codex", "opencode", "aider", "custom"];
 
@@ -19,7 +20,10 @@ function EventRow({ e }: { e: AgentEvent }) {
     case "file_edit":
       return (
         <div className="ev edit">
-          <span className="tag">edit</span> <code>{e.path}</code>
+          <span className="tag">edit</span>{" "}
+          <code>
+            <PathName path={e.path ?? ""} />
+          </code>
         </div>
       );
     case "command":

@@ -11,6 +11,8 @@ import { acceptConflict, acceptFile, acceptHunk, acceptShown } from "../lib/sele
 import { bytes } from "../lib/format";
 import { useShortcuts } from "../lib/keys";
 import { NetSummary } from "./Network";
+import { PathName } from "./PathName";
+import { quote } from "../lib/names";
 
 interface Props {
   client: Client;
@@ -276,7 +278,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
           ...(out.ignored?.paths ? [{ ig: out.ignored, session: false }] : []),
           ...(out.session_ignored?.paths ? [{ ig: out.session_ignored, session: true }] : []),
         ]);
-        if (failed.length) onError(new Error(failed.map((o) => `${o.path}: ${o.error}`).join("\n")));
+        if (failed.length) onError(new Error(failed.map((o) => `${quote(o.path)}: ${o.error}`).join("\n")));
         else setNotice(`${verb === "accept" ? "Accepted" : "Discarded"} ${what}`);
         await load();
         onChanged?.();
@@ -395,7 +397,7 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
               {left.map((o) => (
                 <li key={o.path} data-left={o.path}>
                   <a href="#" onClick={(e) => (e.preventDefault(), setSel(o.path))}>
-                    {shown(o.path)}
+                    <PathName path={o.path} />
                   </a>
                   : {o.reason}
                 </li>
@@ -470,13 +472,13 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
         {file && (
           <>
             <header className="file-header">
-              <h3 title={shown(file.path)}>
+              <h3 title={quote(file.path)}>
                 {file.from ? (
                   <>
-                    {shown(file.from)} → {shown(file.path)}
+                    <PathName path={file.from} /> → <PathName path={file.path} raw={file.raw_path} />
                   </>
                 ) : (
-                  shown(file.path)
+                  <PathName path={file.path} raw={file.raw_path} />
                 )}
               </h3>
               {badges(file).map((b, i) => (

@@ -3,12 +3,14 @@ import type { Ignored } from "../api/types";
 import { bytes } from "../lib/format";
 import { badges } from "../lib/patch";
 import { rowKey, type FileTree, type Row } from "../lib/filetree";
+import { quote } from "../lib/names";
+import { PathName } from "./PathName";
 
-// shown is how a path or a name a session made reaches the page: the one
-// place the review renders one, so quoting what a name hides (controls,
-// bidirectional overrides, invisible characters) is added here.
+// shown is how a path or a name a session made reaches the page as text:
+// quoted where it holds what would mislead (controls, bidirectional
+// overrides, invisible characters; lib/names.ts).
 export function shown(path: string): string {
-  return path;
+  return quote(path);
 }
 
 export const count = (n: number) => n.toLocaleString("en-US");
@@ -121,7 +123,9 @@ export function TreeList({ rows, selected, onSelect, onToggle, label, className 
           onClick={() => (setCursor(k), onToggle(r.path))}
         >
           <span className="fold">{r.folded ? "▸" : "▾"}</span>
-          <span className="name">{shown(r.name)}/</span>
+          <span className="name">
+            <PathName path={r.name} />/
+          </span>
           {r.flagged > 0 && (
             <span className="badge bad" title={`${count(r.flagged)} flagged (findings, conflicts or holds)`}>
               {count(r.flagged)}
@@ -141,7 +145,9 @@ export function TreeList({ rows, selected, onSelect, onToggle, label, className 
           data-path={r.path}
           title={shown(r.path)}
         >
-          <span className="name">{shown(r.name)}</span>
+          <span className="name">
+            <PathName path={r.name} />
+          </span>
           {badges(r.file).map((b) => (
             <span key={b.label} className={"badge " + b.tone} title={b.title}>
               {b.label}

@@ -4,6 +4,7 @@ import type { Checkpoint, Diff, Restored, Undone } from "../api/types";
 import { badges, hunkPatch } from "../lib/patch";
 import { age, bytes, seconds, usd } from "../lib/format";
 import { DiffBlock } from "./Review";
+import { PathName } from "./PathName";
 
 // label names a checkpoint the way `airlock turns` does.
 export function label(c: Checkpoint): string {
@@ -51,7 +52,15 @@ function TurnDiff({ diff, theme }: { diff: Diff; theme: "dark" | "light" }) {
       {files.map((f) => (
         <div key={f.path} className="turn-file" data-path={f.path}>
           <div className="hunk-bar">
-            <span className="hunk-title">{f.from ? `${f.from} → ${f.path}` : f.path}</span>
+            <span className="hunk-title">
+              {f.from ? (
+                <>
+                  <PathName path={f.from} /> → <PathName path={f.path} />
+                </>
+              ) : (
+                <PathName path={f.path} raw={f.raw_path} />
+              )}
+            </span>
             {badges(f).map((b) => (
               <span key={b.label} className={"badge " + b.tone} title={b.title}>
                 {b.label}

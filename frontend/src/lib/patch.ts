@@ -1,10 +1,13 @@
 import type { FileDiff, Hunk } from "../api/types";
+import { quote } from "./names";
 
 // Unified diff text of one hunk (or all of a file's), as diff2html reads it.
 export function hunkPatch(f: FileDiff, hunks: Hunk[]): string {
-  const from = f.kind === "added" ? "/dev/null" : `a/${f.from || f.path}`;
-  const to = f.kind === "deleted" ? "/dev/null" : `b/${f.path}`;
-  let out = `diff --git a/${f.from || f.path} b/${f.path}\n--- ${from}\n+++ ${to}\n`;
+  // Names quoted (lib/names.ts): a newline in a name would forge lines of
+  // the patch diff2html reads, a bidi control would reorder its title.
+  const from = f.kind === "added" ? "/dev/null" : quote(`a/${f.from || f.path}`);
+  const to = f.kind === "deleted" ? "/dev/null" : quote(`b/${f.path}`);
+  let out = `diff --git ${quote(`a/${f.from || f.path}`)} ${quote(`b/${f.path}`)}\n--- ${from}\n+++ ${to}\n`;
   for (const h of hunks) {
     out += `@@ -${h.old_start},${h.old_lines} +${h.new_start},${h.new_lines} @@\n`;
     for (const l of h.lines) {
