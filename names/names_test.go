@@ -142,6 +142,9 @@ func TestSafe(t *testing.T) {
 			t.Errorf("Safe(%q) = %q, want %q", c.text, got, c.want)
 		}
 	}
+	if got, want := SafeLines("one \x1b[2J\ntwo \u202e"), "one \\x1b[2J\ntwo \\u202e"; got != want {
+		t.Errorf("SafeLines = %q, want %q", got, want)
+	}
 }
 
 func TestDisplay(t *testing.T) {
