@@ -74,6 +74,13 @@ var quoteCases = []string{
 	"раураl.txt",
 	"Ω.txt",
 	"\ufffd.txt",
+	"\U0001f468\u200d.txt",
+	"\u200dstart",
+	"zwnj\u200c",
+	"Screen Shot at 10.00.00\u202fAM.png",
+	"e\u0301\u0301\u0301",
+	"\u00e9t\u00e9 d\u2019hiver",
+	"\U0001d41a\U0001d41b.txt",
 }
 
 var invalidCases = []string{"bad\xff", "trunc\xe2\x80", "\xef\xbf"}
