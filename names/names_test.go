@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -217,4 +220,45 @@ func asciiJSON(data []byte) []byte {
 		}
 	}
 	return out
+}
+
+// TestQuoteRoundTrip: a quoted name reads back, with Go's unquoting, as
+// exactly the name (Quote's escapes are Go's), so no two names show the
+// same; an unquoted one is the name itself and cannot be taken for a
+// quoted one.
+func TestQuoteRoundTrip(t *testing.T) {
+	pieces := []string{"a", "Z", " ", "\"", "\\", "\n", "\t", "\x1b", "\x7f", "\u0085", "\u202e", "\u200b", "\u200d",
+		"\ufe0f", "\U0001f468", "é", "e\u0301", "日", "\xff", "\xe2\x80", "\ufffd", "\U000e0041", "\u00a0", "/", "."}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		checkRoundTrip(t, b.String())
+	}
+}
+
+func checkRoundTrip(t *testing.T, n string) {
+	q := Quote(n)
+	if q == n {
+		if strings.HasPrefix(n, `"`) || len(Check(n)) > 0 {
+			t.Fatalf("Quote(%q) left it alone", n)
+		}
+		return
+	}
+	back, err := strconv.Unquote(q)
+	if err != nil || back != n {
+		t.Fatalf("Quote(%q) = %s, which reads back as %q (%v)", n, q, back, err)
+	}
+	if len(Check(q)) > 0 || !utf8.ValidString(q) {
+		t.Fatalf("Quote(%q) = %q is not safe to show", n, q)
+	}
+}
+
+func FuzzQuote(f *testing.F) {
+	for _, n := range quoteCases {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, n string) { checkRoundTrip(t, n) })
 }
