@@ -22,9 +22,9 @@ func TestSummary(t *testing.T) {
 		Project: Project{Dirty: true},
 		Changes: []Change{{Path: "a|b.go", Kind: "modified", Added: 2, Removed: 1, Applied: true}, {Path: "go.sum", Kind: "modified", Held: true}, {Path: "logo.png", Kind: "added", Binary: true},
 			{Path: "x\n| forged | row |", Kind: "added"}, {Path: "uni\u202egnp.exe", Kind: "added"}, {Path: "a`b", Kind: "added"}},
-		Held:    []HeldFile{{Path: "go.sum", Reason: "held by policy (go.sum)"}},
-		Agent:   &AgentResult{Agent: "claude", State: "done", Final: "Done.\nAll <good>."},
-		Egress:  Egress{Blocked: []Blockage{{Host: "evil.example.com", Port: 443}}},
+		Held:   []HeldFile{{Path: "go.sum", Reason: "held by policy (go.sum)"}},
+		Agent:  &AgentResult{Agent: "claude", State: "done", Final: "Done.\nAll <good>."},
+		Egress: Egress{Blocked: []Blockage{{Host: "evil.example.com", Port: 443}}},
 	}
 	md := Summary(v)
 	for _, want := range []string{"✋ Airlock: changes need a human", "| `a\\|b.go` | modified | +2 −1 | applied |", "| `go.sum` | modified | +0 −0 | held |",

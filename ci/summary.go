@@ -101,13 +101,9 @@ func Summary(v *Verdict) string {
 
 // escape makes text the session may have written safe in markdown: no
 // table cell ends early, no HTML, and no control, escape, bidirectional
-// or invisible character (names.Safe, line by line: lines stay lines).
+// or invisible character (names.SafeLines: lines stay lines).
 func escape(s string) string {
-	lines := strings.Split(s, "\n")
-	for i := range lines {
-		lines[i] = names.Safe(lines[i])
-	}
-	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(strings.Join(lines, "\n"))
+	return strings.NewReplacer("|", "\\|", "<", "&lt;", ">", "&gt;").Replace(names.SafeLines(s))
 }
 
 // code is a path as a code span: quoted by names.Quote (so it is one

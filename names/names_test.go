@@ -5,7 +5,10 @@ import (
 	"encoding/json"
 	"flag"
 	"fmt"
+	"math/rand/v2"
 	"os"
+	"strconv"
+	"strings"
 	"testing"
 	"unicode/utf16"
 	"unicode/utf8"
@@ -74,6 +77,13 @@ var quoteCases = []string{
 	"раураl.txt",
 	"Ω.txt",
 	"\ufffd.txt",
+	"\U0001f468\u200d.txt",
+	"\u200dstart",
+	"zwnj\u200c",
+	"Screen Shot at 10.00.00\u202fAM.png",
+	"e\u0301\u0301\u0301",
+	"\u00e9t\u00e9 d\u2019hiver",
+	"\U0001d41a\U0001d41b.txt",
 }
 
 var invalidCases = []string{"bad\xff", "trunc\xe2\x80", "\xef\xbf"}
@@ -142,6 +152,9 @@ func TestSafe(t *testing.T) {
 			t.Errorf("Safe(%q) = %q, want %q", c.text, got, c.want)
 		}
 	}
+	if got, want := SafeLines("one \x1b[2J\ntwo \u202e"), "one \\x1b[2J\ntwo \\u202e"; got != want {
+		t.Errorf("SafeLines = %q, want %q", got, want)
+	}
 }
 
 func TestDisplay(t *testing.T) {
@@ -207,4 +220,45 @@ func asciiJSON(data []byte) []byte {
 		}
 	}
 	return out
+}
+
+// TestQuoteRoundTrip: a quoted name reads back, with Go's unquoting, as
+// exactly the name (Quote's escapes are Go's), so no two names show the
+// same; an unquoted one is the name itself and cannot be taken for a
+// quoted one.
+func TestQuoteRoundTrip(t *testing.T) {
+	pieces := []string{"a", "Z", " ", "\"", "\\", "\n", "\t", "\x1b", "\x7f", "\u0085", "\u202e", "\u200b", "\u200d",
+		"\ufe0f", "\U0001f468", "é", "e\u0301", "日", "\xff", "\xe2\x80", "\ufffd", "\U000e0041", "\u00a0", "/", "."}
+	rng := rand.New(rand.NewPCG(1, 2))
+	for range 20000 {
+		var b strings.Builder
+		for range rng.IntN(8) {
+			b.WriteString(pieces[rng.IntN(len(pieces))])
+		}
+		checkRoundTrip(t, b.String())
+	}
+}
+
+func checkRoundTrip(t *testing.T, n string) {
+	q := Quote(n)
+	if q == n {
+		if strings.HasPrefix(n, `"`) || len(Check(n)) > 0 {
+			t.Fatalf("Quote(%q) left it alone", n)
+		}
+		return
+	}
+	back, err := strconv.Unquote(q)
+	if err != nil || back != n {
+		t.Fatalf("Quote(%q) = %s, which reads back as %q (%v)", n, q, back, err)
+	}
+	if len(Check(q)) > 0 || !utf8.ValidString(q) {
+		t.Fatalf("Quote(%q) = %q is not safe to show", n, q)
+	}
+}
+
+func FuzzQuote(f *testing.F) {
+	for _, n := range quoteCases {
+		f.Add(n)
+	}
+	f.Fuzz(func(t *testing.T, n string) { checkRoundTrip(t, n) })
 }

@@ -148,6 +148,17 @@ func Safe(text string) string {
 	return b.String()
 }
 
+// SafeLines is Safe of each line of text: its newlines are kept (a
+// message of several lines stays one), any other deceptive character is
+// escaped.
+func SafeLines(text string) string {
+	lines := strings.Split(text, "\n")
+	for i := range lines {
+		lines[i] = Safe(lines[i])
+	}
+	return strings.Join(lines, "\n")
+}
+
 // writeEscaped writes s with its deceptive characters escaped, and, in a
 // quoted name, its double quotes and backslashes.
 func writeEscaped(b *strings.Builder, s string, quoted bool) {

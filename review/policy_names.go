@@ -36,6 +36,9 @@ func lookalikes(ctx context.Context, r *roots, items []listed) (map[string]looka
 		it := &items[i]
 		switch it.kind() {
 		case Added, Renamed:
+			if it.full != nil && it.full.From != "" {
+				deleted[it.full.From] = true // a rename's old name is gone: Readme.md -> README.md is no look-alike
+			}
 			dir, base := path.Split(it.path)
 			added[dir] = append(added[dir], base)
 			for d := strings.TrimSuffix(dir, "/"); d != "" && !folders[d]; d = path.Dir(d) {

@@ -2,6 +2,7 @@ package review_test
 
 import (
 	"context"
+	"os"
 	"path/filepath"
 	"strings"
 	"testing"
@@ -18,6 +19,7 @@ func TestNamesScanner(t *testing.T) {
 	write(t, filepath.Join(p, "README.md"), "# r\n", 0o644)
 	write(t, filepath.Join(p, "src/main.go"), "package main\n", 0o644)
 	write(t, filepath.Join(p, "old.txt"), "x\n", 0o644)
+	write(t, filepath.Join(p, "Notes.md"), strings.Repeat("a line of notes\n", 20), 0o644)
 	ws := mountWS(t, p)
 	m := ws.Merged()
 	for _, n := range []string{
@@ -26,7 +28,8 @@ func TestNamesScanner(t *testing.T) {
 	} {
 		write(t, filepath.Join(m, n), "x\n", 0o644)
 	}
-	write(t, filepath.Join(m, "README.md"), "# r\nmore\n", 0o644) // modified: its name is the project's
+	write(t, filepath.Join(m, "README.md"), "# r\nmore\n", 0o644)                  // modified: its name is the project's
+	must(t, os.Rename(filepath.Join(m, "Notes.md"), filepath.Join(m, "NOTES.md"))) // renamed: its old name is gone
 
 	l := review.Layers{Upper: ws.Upper(), Project: p}
 	diffs, err := review.Review(l)
@@ -34,6 +37,9 @@ func TestNamesScanner(t *testing.T) {
 	must(t, review.Policy{}.Check(context.Background(), l, diffs, nil))
 	got := map[string][]string{}
 	for _, d := range diffs {
+		if d.Path == "NOTES.md" && d.Kind != review.Renamed {
+			t.Errorf("NOTES.md is %s, want renamed (the case the scanner must not flag)", d.Kind)
+		}
 		for _, f := range d.Findings {
 			if f.Scanner == "names" {
 				got[d.Path] = append(got[d.Path], f.Rule+": "+f.Message)
@@ -53,6 +59,7 @@ func TestNamesScanner(t *testing.T) {
 		"bad\xff":          {`invalid_utf8: the name "bad\xff" is not valid UTF-8 (\xff)`},
 		"SRC/deep/x.go":    {`lookalike: the folder SRC of SRC/deep/x.go looks like src, a name the project has in the same folder (the same but for case)`},
 		"new/y.go":         nil,
+		"NOTES.md":         nil,
 		"README.md":        nil,
 		"日本語.md":           nil,
 	} {

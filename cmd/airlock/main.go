@@ -95,11 +95,7 @@ func report(root *cobra.Command, err error) int {
 	// A message may embed what a session named (the engine quotes the
 	// paths it puts in; this is the last guard): no escape sequence or
 	// bidirectional control reaches the terminal. Its lines stay lines.
-	lines := strings.Split(msg, "\n")
-	for i := range lines {
-		lines[i] = names.Safe(lines[i])
-	}
-	fmt.Fprintln(os.Stderr, "airlock:", strings.Join(lines, "\n"))
+	fmt.Fprintln(os.Stderr, "airlock:", names.SafeLines(msg))
 	if errdefs.ClassOf(err) == errdefs.Internal && isUsage(err) {
 		return errdefs.ExitCode(errdefs.Invalid)
 	}
