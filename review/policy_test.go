@@ -123,7 +123,9 @@ func PolicyPath() string { return review.PolicyFile }
 // failingFinder is a secret scanner that cannot look.
 type failingFinder struct{ err error }
 
-func (f failingFinder) Find(context.Context, string) ([]secretscan.Match, error) { return nil, f.err }
+func (f failingFinder) Find(context.Context, []string) ([][]secretscan.Match, error) {
+	return nil, f.err
+}
 
 // TestSecretScanFails: a scan that fails (the scanner crashed, or the
 // engine has none) flags every text file it was to look at, so that none
@@ -160,7 +162,7 @@ func TestSecretScanFails(t *testing.T) {
 // countingFinder counts the scans it was asked for, and cannot look.
 type countingFinder struct{ n *int }
 
-func (f countingFinder) Find(context.Context, string) ([]secretscan.Match, error) {
+func (f countingFinder) Find(context.Context, []string) ([][]secretscan.Match, error) {
 	*f.n++
 	return nil, errors.New("the secret scanner failed")
 }

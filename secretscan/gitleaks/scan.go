@@ -1,0 +1,410 @@
+package gitleaks
+
+import (
+	"math"
+	"regexp"
+	"regexp/syntax"
+	"slices"
+	"sort"
+	"strings"
+	"unicode/utf8"
+
+	ahocorasick "github.com/BobuSumisu/aho-corasick"
+	"github.com/zricethezav/gitleaks/v8/config"
+	"github.com/zricethezav/gitleaks/v8/detect"
+
+	"github.com/airlock/airlock/secretscan"
+)
+
+// scanner runs gitleaks' rules only where they can match. One pass of
+// a multi-pattern automaton over the lowered text finds every rule's
+// keywords (does the rule run on this text at all: gitleaks' own gate)
+// and its anchors: strings, taken from the rule's regular expression,
+// one of which every match of it holds. The rule is then run on the
+// windows around its anchors' hits that a match holding them can reach
+// (reach: a bound of bytes, and the bytes its unbounded repetitions
+// consume, one more byte of context each side), merged where they
+// touch, rather than over every byte of the text: on a megabyte of
+// minified JavaScript that is the difference. What it reports is what gitleaks'
+// detector reports on the same text (FuzzWindows holds it to that): the
+// same matches in the same order, filtered the same way (gitleaks:allow,
+// secret groups, entropy, allowlists, generic findings that a specific
+// one covers).
+type scanner struct {
+	det      *detect.Detector // gitleaks' own, for what windows do not serve
+	rules    []*plan          // by rule id
+	trie     *ahocorasick.Trie
+	patterns []pattern // the trie's, by index
+	global   []*config.Allowlist
+	whole    bool // the rules use what windows do not serve: gitleaks' detector runs
+}
+
+// plan is one rule, prepared.
+type plan struct {
+	rule     *config.Rule
+	gated    bool // runs only on a text holding one of its keywords
+	windowed bool // runs on windows around its anchors; else on the whole text
+	reach    reach
+	// follows, when not nil, is what must follow an anchor's hit (from
+	// its last byte on) for a match to hold it: anchors.then.
+	follows *regexp.Regexp
+}
+
+// pattern is a string the trie finds, and what it means to which rules.
+type pattern struct {
+	s       string
+	gates   []int // rules it is a keyword of
+	anchors []int // rules it is an anchor of
+}
+
+func newScanner(det *detect.Detector) *scanner {
+	s := &scanner{det: det, global: det.Config.Allowlists}
+	index := map[string]int{}
+	add := func(str string) *pattern {
+		i, ok := index[str]
+		if !ok {
+			i = len(s.patterns)
+			index[str] = i
+			s.patterns = append(s.patterns, pattern{s: str})
+		}
+		return &s.patterns[i]
+	}
+	ids := make([]string, 0, len(det.Config.Rules))
+	for id := range det.Config.Rules {
+		ids = append(ids, id)
+	}
+	sort.Strings(ids)
+	for _, id := range ids {
+		r := det.Config.Rules[id]
+		if len(r.RequiredRules) > 0 || r.SkipReport {
+			s.whole = true // composite rules: gitleaks' detector does them
+		}
+		if r.Regex == nil || (r.Path != nil && !r.Path.MatchString("")) {
+			continue // a path rule: never on a text without a path
+		}
+		p := &plan{rule: &r, gated: len(r.Keywords) > 0}
+		n := len(s.rules)
+		s.rules = append(s.rules, p)
+		for _, k := range r.Keywords {
+			k = strings.ToLower(k)
+			pat := add(k)
+			pat.gates = append(pat.gates, n)
+		}
+		re, err := syntax.Parse(r.Regex.String(), syntax.Perl)
+		if err != nil {
+			continue // whole text
+		}
+		p.reach = reachOf(re)
+		anchors, ok := anchorsOf(re)
+		if !ok || p.reach.bound > maxWindow {
+			continue
+		}
+		if anchors.then != nil {
+			if p.follows, err = regexp.Compile(`\A(?s:.)(?:` + anchors.then.String() + `)`); err != nil {
+				continue
+			}
+		}
+		p.windowed = true
+		for _, a := range anchors.strs {
+			pat := add(a)
+			if !slices.Contains(pat.anchors, n) {
+				pat.anchors = append(pat.anchors, n)
+			}
+		}
+	}
+	strs := make([]string, len(s.patterns))
+	for i, p := range s.patterns {
+		strs[i] = p.s
+	}
+	s.trie = ahocorasick.NewTrieBuilder().AddStrings(strs).Build()
+	return s
+}
+
+// span is a window of the text: [start, end).
+type span struct{ start, end int }
+
+// find returns what gitleaks' rules find in text.
+func (s *scanner) find(text string) []secretscan.Match {
+	if s.whole || strings.ContainsAny(text, foldsIntoASCII) {
+		return s.detector(text)
+	}
+	low := make([]byte, len(text))
+	ascii := true
+	for i := 0; i < len(text); i++ {
+		c := text[i]
+		ascii = ascii && c < utf8.RuneSelf
+		low[i] = lowerASCII(c)
+	}
+	gated := make([]bool, len(s.rules))
+	windows := make([][]span, len(s.rules))
+	s.trie.Walk(low, func(end, n, pat int64) bool {
+		p := &s.patterns[pat]
+		if ascii {
+			for _, r := range p.gates {
+				gated[r] = true
+			}
+		}
+		for _, r := range p.anchors {
+			windows[r] = s.rules[r].widen(windows[r], text, int(end)+1-int(n), int(end)+1)
+		}
+		return true
+	})
+	if !ascii {
+		// gitleaks' gate lowers the text with strings.ToLower, which
+		// lowers more than ASCII: its keywords are looked for there.
+		s.trie.Walk([]byte(strings.ToLower(text)), func(_, _, pat int64) bool {
+			for _, r := range s.patterns[pat].gates {
+				gated[r] = true
+			}
+			return true
+		})
+	}
+	t := &text1{text: text, allowed: map[lineAllow]bool{}}
+	var found []finding
+	for i, p := range s.rules {
+		if p.gated && !gated[i] {
+			continue
+		}
+		if !p.windowed {
+			for _, m := range p.rule.Regex.FindAllStringIndex(text, -1) {
+				found = s.check(t, p.rule, m[0], m[1], found)
+			}
+			continue
+		}
+		var spans []span
+		for _, w := range windows[i] {
+			for _, m := range p.rule.Regex.FindAllStringIndex(text[w.start:w.end], -1) {
+				if (m[0] == 0 && w.start > 0) || (m[1] == w.end-w.start && w.end < len(text)) {
+					// At a window's edge: what is beyond it was not seen, so
+					// this may be no match of the text's (no match of the
+					// text's reaches an edge). Rare: the whole text.
+					spans = nil
+					for _, m := range p.rule.Regex.FindAllStringIndex(text, -1) {
+						spans = append(spans, span{m[0], m[1]})
+					}
+					break
+				}
+				spans = append(spans, span{w.start + m[0], w.start + m[1]})
+			}
+		}
+		for _, m := range spans {
+			found = s.check(t, p.rule, m.start, m.end, found)
+		}
+	}
+	return dropCovered(found)
+}
+
+// detector is gitleaks' own detector on text.
+func (s *scanner) detector(text string) []secretscan.Match {
+	var found []secretscan.Match
+	for _, f := range s.det.DetectString(text) {
+		found = append(found, secretscan.Match{Rule: f.RuleID, Description: f.Description, Line: f.StartLine + 1})
+	}
+	return found
+}
+
+// widen adds to ws (merged windows, in order) the window that matches
+// holding the hit text[start:end] can reach: each side, up to and with
+// the bound+1'th byte not in the tail, or the text's end; none when what
+// follows the hit cannot be a match's. Hits come in order of their end,
+// so a window starts no earlier than the last but one: it is merged
+// with the last or follows it.
+func (p *plan) widen(ws []span, text string, start, end int) []span {
+	r := &p.reach
+	right := len(text)
+	for i, n := end, 0; i < len(text); i++ {
+		if !r.tail[text[i]] {
+			if n++; n > r.bound {
+				right = i + 1
+				break
+			}
+		}
+	}
+	// A match holding the hit ends before right: what follows the hit
+	// up to right (the byte at right-1 is context) says whether one can.
+	if p.follows != nil && !p.follows.MatchString(text[end-1:right]) {
+		return ws
+	}
+	last := -1
+	if k := len(ws) - 1; k >= 0 {
+		last = ws[k].end
+	}
+	left := 0
+	for i, n := start-1, 0; i >= 0; i-- {
+		if i < last {
+			left = i // into the last window: merged with it
+			break
+		}
+		if !r.tail[text[i]] {
+			if n++; n > r.bound {
+				left = i
+				break
+			}
+		}
+	}
+	if last >= 0 && left <= last {
+		ws[len(ws)-1].end = max(last, right)
+		return ws
+	}
+	return append(ws, span{left, right})
+}
+
+// text1 is a text being scanned, with what its findings need of it.
+type text1 struct {
+	text     string
+	newlines []int // where its '\n' are; nil until a match needs them
+	allowed  map[lineAllow]bool
+}
+
+// lineAllow is an allowlist's answer about one line, kept: a minified
+// line of a megabyte may hold many matches.
+type lineAllow struct {
+	a          *config.Allowlist
+	start, end int
+}
+
+// finding is a match that passed its rule's checks.
+type finding struct {
+	rule   *config.Rule
+	line   int // 0-based
+	match  string
+	secret string
+}
+
+// check applies gitleaks' checks to the match text[start:end] of r and
+// appends it to found if it passes them.
+func (s *scanner) check(t *text1, r *config.Rule, start, end int, found []finding) []finding {
+	match := strings.Trim(t.text[start:end], "\n")
+	end = start + len(match) // as gitleaks does, even when the trim was at the start
+	line, ls, le := t.locate(start, end)
+	lineText := t.text[ls:le]
+	if strings.Contains(lineText, "gitleaks:allow") {
+		return found
+	}
+	secret := match
+	if groups := r.Regex.FindStringSubmatch(match); len(groups) >= 2 {
+		if r.SecretGroup > 0 {
+			if len(groups) <= r.SecretGroup {
+				return found
+			}
+			secret = groups[r.SecretGroup]
+		} else if i := slices.IndexFunc(groups[1:], func(g string) bool { return g != "" }); i >= 0 {
+			secret = groups[1+i]
+		}
+	}
+	if r.Entropy != 0 && entropy(secret) <= r.Entropy {
+		return found
+	}
+	for _, lists := range [][]*config.Allowlist{s.global, r.Allowlists} {
+		for _, a := range lists {
+			if t.allows(a, secret, match, ls, le) {
+				return found
+			}
+		}
+	}
+	return append(found, finding{rule: r, line: line, match: match, secret: secret})
+}
+
+// allows reports whether allowlist a lets a finding go (a text has no
+// path and no commit: their conditions never hold).
+func (t *text1) allows(a *config.Allowlist, secret, match string, ls, le int) bool {
+	regex := func() bool {
+		switch a.RegexTarget {
+		case "match":
+			return a.RegexAllowed(match)
+		case "line":
+			k := lineAllow{a, ls, le}
+			ok, seen := t.allowed[k]
+			if !seen {
+				ok = a.RegexAllowed(t.text[ls:le])
+				t.allowed[k] = ok
+			}
+			return ok
+		}
+		return a.RegexAllowed(secret)
+	}
+	stop := func() bool { ok, _ := a.ContainsStopWord(secret); return ok }
+	if a.MatchCondition != config.AllowlistMatchAnd {
+		return stop() || regex()
+	}
+	if len(a.Commits) > 0 || len(a.Paths) > 0 {
+		return false
+	}
+	return (len(a.Regexes) == 0 || regex()) && (len(a.StopWords) == 0 || stop())
+}
+
+// locate returns the 0-based line of a match at [start, end) and the
+// span of text gitleaks reports as its line: from the newline before it
+// (or the text's start) to the newline after its end; for a match that
+// starts after the text's last newline, from the text's start to the end
+// of the line it ends on.
+func (t *text1) locate(start, end int) (line, ls, le int) {
+	if t.newlines == nil {
+		t.newlines = []int{}
+		for i := 0; ; {
+			j := strings.IndexByte(t.text[i:], '\n')
+			if j < 0 {
+				break
+			}
+			t.newlines = append(t.newlines, i+j)
+			i += j + 1
+		}
+	}
+	nl := t.newlines
+	if len(nl) == 0 {
+		nl = []int{len(t.text)}
+	}
+	line = sort.SearchInts(nl, start+1) // newlines at or before start
+	if line < len(nl) {
+		if line > 0 {
+			ls = nl[line-1]
+		}
+		le = nl[line]
+		if j := sort.SearchInts(nl, end); j < len(nl) && end > 0 && (j == 0 || nl[j-1] < end) {
+			le = nl[j]
+		}
+	} else {
+		le = end
+		for le < len(t.text) && t.text[le] != '\n' && t.text[le] != '\r' {
+			le++
+		}
+	}
+	if end > le {
+		le = end
+	}
+	return line, ls, le
+}
+
+// dropCovered drops a generic rule's finding where another rule found,
+// on the same line, a secret holding it; and returns the rest as matches.
+func dropCovered(found []finding) []secretscan.Match {
+	generic := func(f finding) bool { return strings.Contains(strings.ToLower(f.rule.RuleID), "generic") }
+	var out []secretscan.Match
+	for _, f := range found {
+		covered := generic(f) && slices.ContainsFunc(found, func(g finding) bool {
+			return g.line == f.line && g.rule.RuleID != f.rule.RuleID && strings.Contains(g.secret, f.secret) && !generic(g)
+		})
+		if !covered {
+			out = append(out, secretscan.Match{Rule: f.rule.RuleID, Description: f.rule.Description, Line: f.line + 1})
+		}
+	}
+	return out
+}
+
+// entropy is the Shannon entropy of s's runes, over its length in bytes
+// (as gitleaks counts it).
+func entropy(s string) float64 {
+	if s == "" {
+		return 0
+	}
+	counts := map[rune]int{}
+	for _, r := range s {
+		counts[r]++
+	}
+	e, inv := 0.0, 1/float64(len(s))
+	for _, c := range counts {
+		f := float64(c) * inv
+		e -= f * math.Log2(f)
+	}
+	return e
+}
