@@ -9,7 +9,9 @@ package gitleaks
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/airlock/airlock/secretscan"
 	"github.com/zricethezav/gitleaks/v8/detect"
@@ -38,10 +40,11 @@ func New() *Detector {
 // Find then does not wait the ~30 ms they take.
 func (d *Detector) Warm() { go d.load() }
 
-// Find returns the secrets in each text, each scanned on its own. A
-// panic inside gitleaks (texts are what a session wrote) is the error of
-// this Find, not the process's end.
-func (d *Detector) Find(ctx context.Context, texts []string) (found [][]secretscan.Match, err error) {
+// Find returns the secrets in each text, each scanned on its own, on as
+// many cores as the process may use (texts are taken in turn). A panic
+// inside gitleaks (texts are what a session wrote) is the error of this
+// Find, not the process's end.
+func (d *Detector) Find(ctx context.Context, texts []string) ([][]secretscan.Match, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
@@ -49,17 +52,31 @@ func (d *Detector) Find(ctx context.Context, texts []string) (found [][]secretsc
 	if err != nil {
 		return nil, fmt.Errorf("gitleaks' default rules: %w", err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			found, err = nil, fmt.Errorf("gitleaks failed on this text: %v", r)
-		}
-	}()
-	found = make([][]secretscan.Match, len(texts))
-	for i, t := range texts {
-		if err := ctx.Err(); err != nil {
-			return nil, err
-		}
-		found[i] = s.find(t)
+	found := make([][]secretscan.Match, len(texts))
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(texts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					err := fmt.Errorf("gitleaks failed on a text: %v", r)
+					failed.CompareAndSwap(nil, &err)
+				}
+			}()
+			for i := int(next.Add(1) - 1); i < len(texts) && ctx.Err() == nil && failed.Load() == nil; i = int(next.Add(1) - 1) {
+				found[i] = s.find(texts[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return nil, *err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return found, nil
 }

@@ -48,6 +48,7 @@ type plan struct {
 	// follows, when not nil, is what must follow an anchor's hit (from
 	// its last byte on) for a match to hold it: anchors.then.
 	follows *regexp.Regexp
+	longest int // the longest anchor's length
 }
 
 // pattern is a string the trie finds, and what it means to which rules.
@@ -106,6 +107,7 @@ func newScanner(det *detect.Detector) *scanner {
 		}
 		p.windowed = true
 		for _, a := range anchors.strs {
+			p.longest = max(p.longest, len(a))
 			pat := add(a)
 			if !slices.Contains(pat.anchors, n) {
 				pat.anchors = append(pat.anchors, n)
@@ -136,7 +138,7 @@ func (s *scanner) find(text string) []secretscan.Match {
 		low[i] = lowerASCII(c)
 	}
 	gated := make([]bool, len(s.rules))
-	windows := make([][]span, len(s.rules))
+	windows := make([]cursor, len(s.rules))
 	s.trie.Walk(low, func(end, n, pat int64) bool {
 		p := &s.patterns[pat]
 		if ascii {
@@ -145,7 +147,7 @@ func (s *scanner) find(text string) []secretscan.Match {
 			}
 		}
 		for _, r := range p.anchors {
-			windows[r] = s.rules[r].widen(windows[r], text, int(end)+1-int(n), int(end)+1)
+			s.rules[r].widen(&windows[r], text, int(end)+1-int(n), int(end)+1)
 		}
 		return true
 	})
@@ -172,17 +174,18 @@ func (s *scanner) find(text string) []secretscan.Match {
 			continue
 		}
 		var spans []span
-		for _, w := range windows[i] {
+	windows:
+		for _, w := range windows[i].ws {
 			for _, m := range p.rule.Regex.FindAllStringIndex(text[w.start:w.end], -1) {
 				if (m[0] == 0 && w.start > 0) || (m[1] == w.end-w.start && w.end < len(text)) {
 					// At a window's edge: what is beyond it was not seen, so
 					// this may be no match of the text's (no match of the
 					// text's reaches an edge). Rare: the whole text.
-					spans = nil
+					spans = spans[:0]
 					for _, m := range p.rule.Regex.FindAllStringIndex(text, -1) {
 						spans = append(spans, span{m[0], m[1]})
 					}
-					break
+					break windows
 				}
 				spans = append(spans, span{w.start + m[0], w.start + m[1]})
 			}
@@ -203,50 +206,70 @@ func (s *scanner) detector(text string) []secretscan.Match {
 	return found
 }
 
-// widen adds to ws (merged windows, in order) the window that matches
-// holding the hit text[start:end] can reach: each side, up to and with
-// the bound+1'th byte not in the tail, or the text's end; none when what
+// maxFollow bounds the text a hit's follows check reads: past it the
+// hit is kept unchecked (its window is scanned all the same), so that
+// no text makes the checks cost its length once per hit.
+const maxFollow = 64 << 10
+
+// cursor is a rule's state while the hits of its anchors come: two
+// pointers that only move forward, so that finding every hit's window
+// costs the text's length once, not once per hit.
+type cursor struct {
+	ws          []span // merged windows, in order
+	end         int    // the last hit's end
+	left, right int    // the window bounds for the hit ending at end
+	nl, nr      int    // bytes not in the tail in [left, end) and [end, right)
+}
+
+// widen adds to c.ws the window that matches holding the hit
+// text[start:end] can reach: each side, up to and with the bound+1'th
+// byte not in the tail (on the left counted from the hit's end, so
+// bound plus the longest anchor), or the text's end; none when what
 // follows the hit cannot be a match's. Hits come in order of their end,
-// so a window starts no earlier than the last but one: it is merged
-// with the last or follows it.
-func (p *plan) widen(ws []span, text string, start, end int) []span {
+// so both bounds only move forward, and a window is merged with the
+// last or follows it.
+func (p *plan) widen(c *cursor, text string, start, end int) {
 	r := &p.reach
-	right := len(text)
-	for i, n := end, 0; i < len(text); i++ {
-		if !r.tail[text[i]] {
-			if n++; n > r.bound {
-				right = i + 1
-				break
+	// Right: the last position whose [end, right) holds at most bound
+	// bytes not in the tail; right is then the bound+1'th such byte.
+	if c.right < end {
+		c.right, c.nr = end, 0
+	} else {
+		for i := c.end; i < end; i++ {
+			if !r.tail[text[i]] {
+				c.nr--
 			}
 		}
 	}
-	// A match holding the hit ends before right: what follows the hit
-	// up to right (the byte at right-1 is context) says whether one can.
-	if p.follows != nil && !p.follows.MatchString(text[end-1:right]) {
-		return ws
-	}
-	last := -1
-	if k := len(ws) - 1; k >= 0 {
-		last = ws[k].end
-	}
-	left := 0
-	for i, n := start-1, 0; i >= 0; i-- {
-		if i < last {
-			left = i // into the last window: merged with it
-			break
+	for c.right < len(text) && (c.nr < r.bound || r.tail[text[c.right]]) {
+		if !r.tail[text[c.right]] {
+			c.nr++
 		}
+		c.right++
+	}
+	// Left: the first position whose [left, end) holds at most
+	// bound+longest bytes not in the tail.
+	for i := c.end; i < end; i++ {
 		if !r.tail[text[i]] {
-			if n++; n > r.bound {
-				left = i
-				break
-			}
+			c.nl++
 		}
 	}
-	if last >= 0 && left <= last {
-		ws[len(ws)-1].end = max(last, right)
-		return ws
+	for c.nl > r.bound+p.longest {
+		if !r.tail[text[c.left]] {
+			c.nl--
+		}
+		c.left++
 	}
-	return append(ws, span{left, right})
+	c.end = end
+	w := span{max(0, c.left-1), min(len(text), c.right+1)}
+	if p.follows != nil && w.end-end <= maxFollow && !p.follows.MatchString(text[end-1:w.end]) {
+		return
+	}
+	if k := len(c.ws) - 1; k >= 0 && w.start <= c.ws[k].end {
+		c.ws[k].end = max(c.ws[k].end, w.end)
+		return
+	}
+	c.ws = append(c.ws, w)
 }
 
 // text1 is a text being scanned, with what its findings need of it.
