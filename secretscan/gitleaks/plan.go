@@ -32,6 +32,8 @@ type anchors struct {
 	// with then right after it. A hit then cannot match after is no
 	// match's (rule.follows).
 	then *syntax.Regexp
+	// before is what precedes them in every match, when then is set.
+	before *syntax.Regexp
 }
 
 // anchorsOf returns re's anchors, if it has any.
@@ -43,13 +45,14 @@ func anchorsOf(re *syntax.Regexp) (anchors, bool) {
 		s, ok := holds(re)
 		return anchors{strs: s}, ok
 	}
-	best, after := bestOf(re.Sub)
+	best, from, after := bestOf(re.Sub)
 	if best == nil {
 		return anchors{}, false
 	}
 	a := anchors{strs: best}
 	if after > 0 && after < len(re.Sub) {
 		a.then = &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags, Sub: re.Sub[after:]}
+		a.before = &syntax.Regexp{Op: syntax.OpConcat, Flags: re.Flags, Sub: re.Sub[:from]}
 	}
 	return a, true
 }
@@ -58,30 +61,32 @@ func anchorsOf(re *syntax.Regexp) (anchors, bool) {
 // anchor on: a run of parts each matching a string of a known set (the
 // run matches one of their cross product), or what another part holds;
 // the best is the one whose shortest string is longest (the fewest
-// hits). after is where the run ends, when the best is a run; else 0.
-func bestOf(subs []*syntax.Regexp) (best []string, after int) {
-	consider := func(c []string, end int) {
+// hits). from and after are where the run starts and ends, when the
+// best is a run; else 0.
+func bestOf(subs []*syntax.Regexp) (best []string, from, after int) {
+	runFrom := 0
+	consider := func(c []string, start, end int) {
 		if len(c) > 0 && shortest(c) > 0 && (best == nil || shortest(c) > shortest(best)) {
-			best, after = c, end
+			best, from, after = c, start, end
 		}
 	}
 	var run []string // nil: no run open
 	for i, sub := range subs {
 		if set, ok := exactSet(sub); ok {
 			if run == nil {
-				run = []string{""}
+				run, runFrom = []string{""}, i
 			}
 			if run = cross(run, set); run != nil {
-				consider(run, i+1)
+				consider(run, runFrom, i+1)
 				continue
 			}
 		}
 		run = nil
 		if s, ok := holds(sub); ok {
-			consider(s, 0)
+			consider(s, 0, 0)
 		}
 	}
-	return best, after
+	return best, from, after
 }
 
 // holds returns strings one of which every match of re holds.
@@ -107,7 +112,7 @@ func holds(re *syntax.Regexp) ([]string, bool) {
 		}
 		return all, true
 	case syntax.OpConcat:
-		best, _ := bestOf(re.Sub)
+		best, _, _ := bestOf(re.Sub)
 		return best, best != nil
 	}
 	return nil, false
@@ -280,20 +285,18 @@ func (r *reach) add(re *syntax.Regexp) int {
 	return 0 // empty-width
 }
 
-// bytesOf marks in set every byte a match of re may hold: of a rune
-// beyond ASCII, every byte from 0x80 (a rune's bytes, or an invalid byte
-// read as U+FFFD).
+// bytesOf marks in set every byte a match of re may hold, in a text
+// without foldsIntoASCII: of any other rune beyond ASCII, every byte
+// from 0x80 (a rune's bytes, or an invalid byte read as U+FFFD).
 func bytesOf(re *syntax.Regexp, set *[256]bool) {
-	high := func() {
-		for b := utf8.RuneSelf; b < 256; b++ {
-			set[b] = true
-		}
-	}
 	mark := func(c rune) {
-		if c < utf8.RuneSelf {
+		switch {
+		case c < utf8.RuneSelf:
 			set[c] = true
-		} else {
-			high()
+		case !strings.ContainsRune(foldsIntoASCII, c):
+			for b := utf8.RuneSelf; b < 256; b++ {
+				set[b] = true
+			}
 		}
 	}
 	switch re.Op {
@@ -308,11 +311,11 @@ func bytesOf(re *syntax.Regexp, set *[256]bool) {
 		}
 	case syntax.OpCharClass:
 		for i := 0; i < len(re.Rune); i += 2 {
-			for c := re.Rune[i]; c <= re.Rune[i+1] && c < utf8.RuneSelf; c++ {
-				set[c] = true
-			}
-			if re.Rune[i+1] >= utf8.RuneSelf {
-				high()
+			for c := re.Rune[i]; c <= re.Rune[i+1]; c++ {
+				mark(c)
+				if c >= utf8.RuneSelf && !strings.ContainsRune(foldsIntoASCII, c) {
+					break // every high byte is marked
+				}
 			}
 		}
 	case syntax.OpAnyChar, syntax.OpAnyCharNotNL:

@@ -49,6 +49,15 @@ type plan struct {
 	// its last byte on) for a match to hold it: anchors.then.
 	follows *regexp.Regexp
 	longest int // the longest anchor's length
+	// attempts: the rule is tried at each place a match may start rather
+	// than searched for over its windows. It holds when follows does: a
+	// match holding a hit starts where only bytes of prefix (what the
+	// parts before the anchors can match) lie between it and the hit.
+	// at0 and at1 are the rule anchored at the text's start, and after
+	// one byte of context.
+	attempts bool
+	prefix   [256]bool
+	at0, at1 *regexp.Regexp
 }
 
 // pattern is a string the trie finds, and what it means to which rules.
@@ -104,6 +113,15 @@ func newScanner(det *detect.Detector) *scanner {
 			if p.follows, err = regexp.Compile(`\A(?s:.)(?:` + anchors.then.String() + `)`); err != nil {
 				continue
 			}
+			bytesOf(anchors.before, &p.prefix)
+			// A prefix of ASCII only: a place after prefix bytes is where
+			// a rune starts, as the search over the text sees it.
+			ascii := !slices.Contains(p.prefix[utf8.RuneSelf:], true)
+			p.at0, err = regexp.Compile(`\A(?:` + r.Regex.String() + `)`)
+			if err == nil {
+				p.at1, err = regexp.Compile(`\A(?s:.)(?:` + r.Regex.String() + `)`)
+			}
+			p.attempts = err == nil && ascii
 		}
 		p.windowed = true
 		for _, a := range anchors.strs {
@@ -173,6 +191,14 @@ func (s *scanner) find(text string) []secretscan.Match {
 			}
 			continue
 		}
+		if c := &windows[i]; p.attempts && !c.tooLong {
+			if spans, ok := p.attempt(text, c.starts); ok {
+				for _, m := range spans {
+					found = s.check(t, p.rule, m.start, m.end, found)
+				}
+				continue
+			}
+		}
 		var spans []span
 	windows:
 		for _, w := range windows[i].ws {
@@ -216,9 +242,11 @@ const maxFollow = 64 << 10
 // costs the text's length once, not once per hit.
 type cursor struct {
 	ws          []span // merged windows, in order
-	end         int    // the last hit's end
-	left, right int    // the window bounds for the hit ending at end
-	nl, nr      int    // bytes not in the tail in [left, end) and [end, right)
+	starts      []starts
+	tooLong     bool // a hit's prefix ran past maxPrefix: windows, not attempts
+	end         int  // the last hit's end
+	left, right int  // the window bounds for the hit ending at end
+	nl, nr      int  // bytes not in the tail in [left, end) and [end, right)
 }
 
 // widen adds to c.ws the window that matches holding the hit
@@ -265,11 +293,68 @@ func (p *plan) widen(c *cursor, text string, start, end int) {
 	if p.follows != nil && w.end-end <= maxFollow && !p.follows.MatchString(text[end-1:w.end]) {
 		return
 	}
+	if p.attempts && !c.tooLong {
+		lo := start
+		for lo > c.left && p.prefix[text[lo-1]] {
+			if start-lo >= maxPrefix {
+				c.tooLong = true
+				break
+			}
+			lo--
+		}
+		c.starts = append(c.starts, starts{lo, start, w.end})
+	}
 	if k := len(c.ws) - 1; k >= 0 && w.start <= c.ws[k].end {
 		c.ws[k].end = max(c.ws[k].end, w.end)
 		return
 	}
 	c.ws = append(c.ws, w)
+}
+
+// maxPrefix bounds how far back from a hit a match's start is looked
+// for: past it the rule is searched for over its windows instead.
+const maxPrefix = 4 << 10
+
+// starts are the places [lo, hi] a match may start at, and the end of
+// the text it may reach (the byte before limit is context).
+type starts struct{ lo, hi, limit int }
+
+// attempt finds the rule's matches by trying it at each place one may
+// start, in order, as a search over the whole text would find them:
+// the leftmost start, the match its rule prefers there, the next search
+// from its end. ok is false when a match reached the end of what it
+// was given (what lies beyond was not seen): the caller searches then.
+func (p *plan) attempt(text string, all []starts) (found []span, ok bool) {
+	slices.SortFunc(all, func(a, b starts) int { return a.lo - b.lo })
+	var merged []starts
+	for _, s := range all {
+		if k := len(merged) - 1; k >= 0 && s.lo <= merged[k].hi+1 {
+			merged[k].hi, merged[k].limit = max(merged[k].hi, s.hi), max(merged[k].limit, s.limit)
+			continue
+		}
+		merged = append(merged, s)
+	}
+	pos := 0
+	for _, s := range merged {
+		for at := max(s.lo, pos); at <= s.hi; at++ {
+			var m []int
+			if at == 0 {
+				m = p.at0.FindStringIndex(text[:s.limit])
+			} else if m = p.at1.FindStringIndex(text[at-1 : s.limit]); m != nil {
+				m[1]--
+			}
+			if m == nil {
+				continue
+			}
+			end := at + m[1]
+			if end >= s.limit && s.limit < len(text) {
+				return nil, false
+			}
+			found = append(found, span{at, end})
+			pos, at = end, end-1
+		}
+	}
+	return found, true
 }
 
 // text1 is a text being scanned, with what its findings need of it.
