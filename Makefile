@@ -82,6 +82,7 @@ fuzz:
 	$(GO) test -run '^$$' -fuzz '^FuzzGitObjects$$' -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./review
 	for f in FuzzClientHello FuzzParseHost; do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./engine/egress || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyLayer$$' -fuzztime $(FUZZTIME) ./snapshot
+	$(GO) test -run '^$$' -fuzz '^FuzzWindows$$' -fuzztime $(FUZZTIME) ./secretscan/gitleaks
 
 test-short:
 	$(GO) test -short ./...
