@@ -57,6 +57,7 @@ func (b *bench) secretScan(size int64, runs int) {
 
 	var out string
 	first := timeIt(func() { out = b.must("diff", id, "--json") })
+	fmt.Printf("first diff --json: %s (%d bytes)\n", ms(first), len(out))
 	var d api.Diff
 	check(json.Unmarshal([]byte(out), &d))
 	found := map[string][]api.Finding{}
@@ -83,6 +84,7 @@ func (b *bench) secretScan(size int64, runs int) {
 	for range runs {
 		cached = append(cached, timeIt(func() { b.must("diff", id, "--json") }))
 		direct = append(direct, timeIt(func() { _, err := cl.Diff(ctx, id, nil); check(err) }))
+		fmt.Printf("cached diff --json: %s, through the API: %s\n", ms(cached[len(cached)-1]), ms(direct[len(direct)-1]))
 	}
 
 	det, err := detect.NewDetectorDefaultConfig()
@@ -92,10 +94,12 @@ func (b *bench) secretScan(size int64, runs int) {
 			det.DetectString(t)
 		}
 	})
+	fmt.Printf("gitleaks' detector: %s\n", ms(theirs))
 	ours := timeIt(func() {
 		_, err := gitleaks.New().Find(ctx, texts)
 		check(err)
 	})
+	fmt.Printf("airlock's detector: %s\n", ms(ours))
 
 	b.log("### 20. Secret scan of %d MB of added text shaped like node_modules (%d files; minified bundles with 100 KB-1 MB lines)", total>>20, len(texts))
 	b.log("")
@@ -108,6 +112,9 @@ func (b *bench) secretScan(size int64, runs int) {
 	b.log("| the same diff through the API, no CLI re-encoding (median of %d) | %s |", runs, ms(pct(direct, .5)))
 	b.log("| gitleaks' own detector over the same files, in process, one file at a time | %s |", ms(theirs))
 	b.log("| airlock's detector (`secretscan/gitleaks`) over the same files, in process | %s |", ms(ours))
+	b.log("")
+	load, _ := os.ReadFile("/proc/loadavg")
+	b.log("Load average at the end: %s (this machine's 2 cores are shared).", strings.Join(strings.Fields(string(load))[:3], " "))
 	b.log("")
 	b.log("The review listed %d files under node_modules/ with %d secret findings; planted secrets missed: **%d** of %d. First call: **%.1f s** (target ≤ 5 s); ratio to gitleaks' detector alone: %.2f.", files, secrets, missed, len(planted), first.Seconds(), float64(first)/float64(theirs))
 	b.log("")
