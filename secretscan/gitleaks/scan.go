@@ -382,13 +382,10 @@ type finding struct {
 // check applies gitleaks' checks to the match text[start:end] of r and
 // appends it to found if it passes them.
 func (s *scanner) check(t *text1, r *config.Rule, start, end int, found []finding) []finding {
+	// gitleaks' checks each drop the finding: they are taken cheapest
+	// first, the line's (a minified line is a megabyte) last.
 	match := strings.Trim(t.text[start:end], "\n")
 	end = start + len(match) // as gitleaks does, even when the trim was at the start
-	line, ls, le := t.locate(start, end)
-	lineText := t.text[ls:le]
-	if strings.Contains(lineText, "gitleaks:allow") {
-		return found
-	}
 	secret := match
 	if groups := r.Regex.FindStringSubmatch(match); len(groups) >= 2 {
 		if r.SecretGroup > 0 {
@@ -403,6 +400,10 @@ func (s *scanner) check(t *text1, r *config.Rule, start, end int, found []findin
 	if r.Entropy != 0 && entropy(secret) <= r.Entropy {
 		return found
 	}
+	line, ls, le := t.locate(start, end)
+	if t.allows(allowComment, secret, match, ls, le) {
+		return found
+	}
 	for _, lists := range [][]*config.Allowlist{s.global, r.Allowlists} {
 		for _, a := range lists {
 			if t.allows(a, secret, match, ls, le) {
@@ -412,6 +413,11 @@ func (s *scanner) check(t *text1, r *config.Rule, start, end int, found []findin
 	}
 	return append(found, finding{rule: r, line: line, match: match, secret: secret})
 }
+
+// allowComment stands for the comment gitleaks:allow on a finding's
+// line, which drops it (an allowlist of its own, so that a line's
+// answer is kept with the others').
+var allowComment = &config.Allowlist{RegexTarget: "line", Regexes: []*regexp.Regexp{regexp.MustCompile(regexp.QuoteMeta("gitleaks:allow"))}}
 
 // allows reports whether allowlist a lets a finding go (a text has no
 // path and no commit: their conditions never hold).
