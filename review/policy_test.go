@@ -194,3 +194,40 @@ func TestSecretScanOnlyWhatWasAdded(t *testing.T) {
 		t.Errorf("only lines removed: %d scans, findings %+v %+v; want none", n, diffs[0].Findings, diffs[1].Findings)
 	}
 }
+
+// lineFinder finds a secret on each line holding SECRET, text by text.
+type lineFinder struct{ asked *[][]string }
+
+func (f lineFinder) Find(_ context.Context, texts []string) ([][]secretscan.Match, error) {
+	*f.asked = append(*f.asked, texts)
+	found := make([][]secretscan.Match, len(texts))
+	for i, t := range texts {
+		for n, l := range strings.Split(t, "\n") {
+			if strings.Contains(l, "SECRET") {
+				found[i] = append(found[i], secretscan.Match{Rule: "fake", Description: "a fake", Line: n + 1})
+			}
+		}
+	}
+	return found, nil
+}
+
+// TestSecretScanPerFile: a batch's files go to the scanner in one Find,
+// one text per file of what it added, and each finding lands on its own
+// file at the file's line (lines the session kept are counted, not
+// scanned).
+func TestSecretScanPerFile(t *testing.T) {
+	diffs := []review.FileDiff{
+		{Change: review.Change{Path: "a.go", Type: review.File}, Hunks: []review.Hunk{{NewStart: 1, NewLines: 2, Lines: []string{"+one\n", "+SECRET a\n"}}}},
+		{Change: review.Change{Path: "b.go", Type: review.File, Kind: review.Modified}, Hunks: []review.Hunk{{OldStart: 10, OldLines: 1, NewStart: 10, NewLines: 3, Lines: []string{" kept SECRET\n", "+new\n", "+SECRET b"}}}},
+	}
+	var asked [][]string
+	must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, lineFinder{&asked}))
+	if len(asked) != 1 || len(asked[0]) != 2 || asked[0][1] != "new\nSECRET b\n" {
+		t.Fatalf("asked %q; want one Find of one text per file, what each added", asked)
+	}
+	for i, want := range []int{2, 12} {
+		if f := diffs[i].Findings; len(f) != 1 || f[0].Line != want || f[0].Rule != "fake" {
+			t.Errorf("%s: %+v; want one finding on line %d", diffs[i].Path, f, want)
+		}
+	}
+}
