@@ -83,6 +83,7 @@ fuzz:
 	for f in FuzzClientHello FuzzParseHost; do $(GO) test -run '^$$' -fuzz "^$$f\$$" -fuzztime $(FUZZTIME) -fuzzminimizetime 2s ./engine/egress || exit 1; done
 	$(GO) test -run '^$$' -fuzz '^FuzzApplyLayer$$' -fuzztime $(FUZZTIME) ./snapshot
 	$(GO) test -run '^$$' -fuzz '^FuzzIgnore$$' -fuzztime $(FUZZTIME) ./gitrules
+	$(GO) test -run '^$$' -fuzz '^FuzzWindows$$' -fuzztime $(FUZZTIME) ./secretscan/gitleaks
 
 test-short:
 	$(GO) test -short ./...

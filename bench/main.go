@@ -21,6 +21,8 @@
 //     hibernated sessions hold
 //  19. reboot recovery: 20 sessions back after their containers and
 //     mounts are gone
+//  20. `airlock diff --json` of 40 MB of added node_modules-shaped text,
+//     first and cached, vs gitleaks' own detector on the same files
 //  23. `diff --stat` beside 6,400 ignored files vs `git status`
 //
 // It starts an engine of its own (own socket and state directory) and
@@ -135,6 +137,9 @@ func main() {
 	}
 	if want("19") {
 		b.rebootRecovery(20)
+	}
+	if want("20") {
+		b.secretScan(40<<20, 5)
 	}
 	if want("23") {
 		b.ignoredVsGitStatus(6400, 10)

@@ -159,7 +159,8 @@ type Options struct {
 	// airlock-scan beside the engine's executable, run as a child while
 	// reviews need it (secretscan.Process), so the engine links no
 	// detector; processes that link one anyway pass it here. The engine
-	// closes it when it closes, if it is an io.Closer.
+	// asks it only about texts it has not asked about before (a cache by
+	// digest), and closes it when it closes, if it is an io.Closer.
 	Secrets secretscan.Finder
 }
 
@@ -180,7 +181,9 @@ type Engine struct {
 	neverAsk bool
 	// initPath is the session init found from Options.InitPath ("": none).
 	initPath string
-	// scanner is Options.Secrets, or the child process it defaults to.
+	// scanner is Options.Secrets, or the child process it defaults to,
+	// behind a cache of answers by the texts' digests: what a review
+	// scanned is not scanned again while the engine lives.
 	scanner secretscan.Finder
 	// reviewers bounds the goroutines doing review work (diff, patch,
 	// discard) across all sessions (see review.go).
@@ -271,6 +274,7 @@ func New(ctx context.Context, docker Docker, st *store.Store, opts Options) (*En
 	if e.scanner == nil {
 		e.scanner = secretscan.NewProcess(secretscan.ProcessOptions{Path: besideExecutable(scanName)})
 	}
+	e.scanner = secretscan.NewCache(e.scanner, secretscan.CacheOptions{})
 	defs := opts.Defaults
 	if err := loadSettings(opts.StateDir, &defs); err != nil {
 		return nil, err

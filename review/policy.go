@@ -205,58 +205,57 @@ func (p Policy) Check(ctx context.Context, l Layers, diffs []FileDiff, find secr
 	return scan.run(ctx, diffs, find)
 }
 
-// secretScan batches what the session added to every file into one text,
-// so the secret detector runs once per review rather than once per file.
+// secretScan gathers what the session added to each file of a batch,
+// one text per file, so that the secret detector is asked once per
+// batch (one round trip to the scanner child) and scans each file on its
+// own, as gitleaks scans a file.
 type secretScan struct {
-	text  strings.Builder
-	where []struct{ file, line int } // per line of text
-	files []int                      // the diffs that added a line, in order
+	texts []string
+	files []int   // the diff each text is of
+	lines [][]int // per text, the file's line of each of its lines
 }
 
-// fileBoundary separates files in the batch so no rule spans two.
-const fileBoundary = "\n\n-----airlock file boundary-----\n\n"
-
 func (s *secretScan) add(file int, d *FileDiff) {
-	lines := len(s.where)
+	var text strings.Builder
+	var lines []int
 	for _, h := range d.Hunks {
 		newLine := h.NewStart
 		for _, ln := range h.Lines {
 			switch ln[0] {
 			case '+':
-				s.text.WriteString(ln[1:])
+				text.WriteString(ln[1:])
 				if !strings.HasSuffix(ln, "\n") {
-					s.text.WriteByte('\n')
+					text.WriteByte('\n')
 				}
-				s.where = append(s.where, struct{ file, line int }{file, newLine})
+				lines = append(lines, newLine)
 				newLine++
 			case ' ':
 				newLine++
 			}
 		}
 	}
-	if len(s.where) == lines {
+	if len(lines) == 0 {
 		return // nothing added: nothing to scan, nor to flag when a scan fails
 	}
-	s.files = append(s.files, file)
-	s.text.WriteString(fileBoundary)
-	for range strings.Count(fileBoundary, "\n") {
-		s.where = append(s.where, struct{ file, line int }{-1, 0})
-	}
+	s.texts, s.files, s.lines = append(s.texts, text.String()), append(s.files, file), append(s.lines, lines)
 }
 
 func (s *secretScan) run(ctx context.Context, diffs []FileDiff, find secretscan.Finder) error {
-	if len(s.where) == 0 {
+	if len(s.texts) == 0 {
 		return nil
 	}
-	var found []secretscan.Match
+	var found [][]secretscan.Match
 	var err error
 	if find == nil {
 		err = errors.New("this engine has no secret scanner")
 	} else {
-		found, err = find.Find(ctx, s.text.String())
+		found, err = find.Find(ctx, s.texts)
 	}
 	if ctx.Err() != nil {
 		return ctx.Err()
+	}
+	if err == nil && len(found) != len(s.texts) {
+		err = fmt.Errorf("the secret scanner answered for %d files, asked about %d", len(found), len(s.texts))
 	}
 	if err != nil {
 		for _, i := range s.files {
@@ -264,14 +263,15 @@ func (s *secretScan) run(ctx context.Context, diffs []FileDiff, find secretscan.
 		}
 		return nil
 	}
-	for _, m := range found {
-		i := m.Line - 1
-		if i < 0 || i >= len(s.where) || s.where[i].file < 0 {
-			continue
+	for t, matches := range found {
+		d, lines := &diffs[s.files[t]], s.lines[t]
+		for _, m := range matches {
+			if m.Line < 1 || m.Line > len(lines) {
+				continue
+			}
+			d.Findings = append(d.Findings, Finding{Scanner: "secrets", Rule: m.Rule, Line: lines[m.Line-1],
+				Message: fmt.Sprintf("looks like a secret (%s): %s", m.Rule, m.Description)})
 		}
-		d := &diffs[s.where[i].file]
-		d.Findings = append(d.Findings, Finding{Scanner: "secrets", Rule: m.Rule, Line: s.where[i].line,
-			Message: fmt.Sprintf("looks like a secret (%s): %s", m.Rule, m.Description)})
 	}
 	return nil
 }

@@ -123,7 +123,9 @@ func PolicyPath() string { return review.PolicyFile }
 // failingFinder is a secret scanner that cannot look.
 type failingFinder struct{ err error }
 
-func (f failingFinder) Find(context.Context, string) ([]secretscan.Match, error) { return nil, f.err }
+func (f failingFinder) Find(context.Context, []string) ([][]secretscan.Match, error) {
+	return nil, f.err
+}
 
 // TestSecretScanFails: a scan that fails (the scanner crashed, or the
 // engine has none) flags every text file it was to look at, so that none
@@ -160,7 +162,7 @@ func TestSecretScanFails(t *testing.T) {
 // countingFinder counts the scans it was asked for, and cannot look.
 type countingFinder struct{ n *int }
 
-func (f countingFinder) Find(context.Context, string) ([]secretscan.Match, error) {
+func (f countingFinder) Find(context.Context, []string) ([][]secretscan.Match, error) {
 	*f.n++
 	return nil, errors.New("the secret scanner failed")
 }
@@ -190,5 +192,42 @@ func TestSecretScanOnlyWhatWasAdded(t *testing.T) {
 	must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, countingFinder{&n}))
 	if n != 0 || len(diffs[0].Findings)+len(diffs[1].Findings) != 0 {
 		t.Errorf("only lines removed: %d scans, findings %+v %+v; want none", n, diffs[0].Findings, diffs[1].Findings)
+	}
+}
+
+// lineFinder finds a secret on each line holding SECRET, text by text.
+type lineFinder struct{ asked *[][]string }
+
+func (f lineFinder) Find(_ context.Context, texts []string) ([][]secretscan.Match, error) {
+	*f.asked = append(*f.asked, texts)
+	found := make([][]secretscan.Match, len(texts))
+	for i, t := range texts {
+		for n, l := range strings.Split(t, "\n") {
+			if strings.Contains(l, "SECRET") {
+				found[i] = append(found[i], secretscan.Match{Rule: "fake", Description: "a fake", Line: n + 1})
+			}
+		}
+	}
+	return found, nil
+}
+
+// TestSecretScanPerFile: a batch's files go to the scanner in one Find,
+// one text per file of what it added, and each finding lands on its own
+// file at the file's line (lines the session kept are counted, not
+// scanned).
+func TestSecretScanPerFile(t *testing.T) {
+	diffs := []review.FileDiff{
+		{Change: review.Change{Path: "a.go", Type: review.File}, Hunks: []review.Hunk{{NewStart: 1, NewLines: 2, Lines: []string{"+one\n", "+SECRET a\n"}}}},
+		{Change: review.Change{Path: "b.go", Type: review.File, Kind: review.Modified}, Hunks: []review.Hunk{{OldStart: 10, OldLines: 1, NewStart: 10, NewLines: 3, Lines: []string{" kept SECRET\n", "+new\n", "+SECRET b"}}}},
+	}
+	var asked [][]string
+	must(t, review.Policy{}.Check(context.Background(), review.Layers{}, diffs, lineFinder{&asked}))
+	if len(asked) != 1 || len(asked[0]) != 2 || asked[0][1] != "new\nSECRET b\n" {
+		t.Fatalf("asked %q; want one Find of one text per file, what each added", asked)
+	}
+	for i, want := range []int{2, 12} {
+		if f := diffs[i].Findings; len(f) != 1 || f[0].Line != want || f[0].Rule != "fake" {
+			t.Errorf("%s: %+v; want one finding on line %d", diffs[i].Path, f, want)
+		}
 	}
 }

@@ -4,7 +4,6 @@ import (
 	"bytes"
 	"context"
 	"fmt"
-	"strings"
 
 	"github.com/airlock/airlock/secretscan"
 )
@@ -20,38 +19,37 @@ const (
 )
 
 // scanIgnored reads the ignored files the walk kept (confined, each at
-// most maxScanFile) and hands their text to find a batch at a time; what
-// it finds becomes the tally's findings. A file that is binary, or can no
-// longer be read as it was, counts unscanned; a finder that fails makes
-// every file of its batch unscanned. Nothing is kept past a batch.
+// most maxScanFile) and hands their texts to find a batch at a time, one
+// text per file; what it finds becomes the tally's findings. A file that
+// is binary, or can no longer be read as it was, counts unscanned; a
+// finder that fails makes every file of its batch unscanned. Nothing is
+// kept past a batch.
 func (iw *ignoreWalk) scanIgnored(ctx context.Context, r *roots, find secretscan.Finder) error {
 	files := iw.toScan
 	iw.toScan = nil
-	var text strings.Builder
-	var where []int // per line of text: the file (index into batch), -1 for a boundary
+	var texts []string
 	var batch []ignoredFile
+	size := 0
 	flush := func() error {
 		if len(batch) == 0 {
 			return nil
 		}
-		found, err := find.Find(ctx, text.String())
+		found, err := find.Find(ctx, texts)
 		if ctx.Err() != nil {
 			return ctx.Err()
 		}
-		if err != nil {
-			for _, f := range batch {
+		for i, f := range batch {
+			if err != nil || i >= len(found) {
 				iw.unscanned(f.who)
+				continue
 			}
-		}
-		for _, m := range found {
-			if i := m.Line - 1; i >= 0 && i < len(where) && where[i] >= 0 {
-				f := batch[where[i]]
+			for _, m := range found[i] {
 				iw.finding(f.who, IgnoredFinding{Path: f.path, Finding: Finding{Scanner: "secrets", Rule: m.Rule,
-					Line: lineIn(where, i), Message: fmt.Sprintf("looks like a secret (%s): %s", m.Rule, m.Description)}})
+					Line: m.Line, Message: fmt.Sprintf("looks like a secret (%s): %s", m.Rule, m.Description)}})
 			}
 		}
-		text.Reset()
-		where, batch = where[:0], batch[:0]
+		clear(texts)
+		texts, batch, size = texts[:0], batch[:0], 0
 		return nil
 	}
 	for _, f := range files {
@@ -63,37 +61,15 @@ func (iw *ignoreWalk) scanIgnored(ctx context.Context, r *roots, find secretscan
 			iw.unscanned(f.who)
 			continue
 		}
-		k := len(batch)
+		texts = append(texts, string(b))
 		batch = append(batch, f)
-		text.Write(b)
-		n := bytes.Count(b, []byte{'\n'})
-		if len(b) > 0 && b[len(b)-1] != '\n' {
-			text.WriteByte('\n')
-			n++
-		}
-		for range n {
-			where = append(where, k)
-		}
-		text.WriteString(fileBoundary[1:]) // starts on the line after the file's last
-		for range strings.Count(fileBoundary[1:], "\n") {
-			where = append(where, -1)
-		}
-		if text.Len() >= scanBatch {
+		if size += len(b); size >= scanBatch {
 			if err := flush(); err != nil {
 				return err
 			}
 		}
 	}
 	return flush()
-}
-
-// lineIn is the 1-based line within its file of the text's line i.
-func lineIn(where []int, i int) int {
-	n := 1
-	for j := i - 1; j >= 0 && where[j] == where[i]; j-- {
-		n++
-	}
-	return n
 }
 
 func (iw *ignoreWalk) unscanned(who string) {

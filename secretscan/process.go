@@ -14,7 +14,7 @@ import (
 )
 
 // Process is a Finder that asks a child process: the scanner's binary,
-// started on the first Find, asked one text at a time, and stopped once
+// started on the first Find, asked one request at a time, and stopped once
 // no Find has come for Idle. A child that dies, or a Find whose context
 // ends mid-request, costs that Find its answer (an error) and the child:
 // the next Find starts another. Safe for concurrent use; Finds take
@@ -54,10 +54,18 @@ func NewProcess(o ProcessOptions) *Process {
 
 var errClosed = errors.New("the secret scanner is closed")
 
-// Find sends text to the child and returns what it found.
-func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
-	if len(text) > MaxText {
-		return nil, fmt.Errorf("a text of %d bytes is over the secret scanner's limit of %d", len(text), MaxText)
+// Find sends texts to the child, in one request, and returns what it
+// found.
+func (p *Process) Find(ctx context.Context, texts []string) ([][]Match, error) {
+	size := 0
+	for _, t := range texts {
+		size += len(t)
+	}
+	if size > MaxText || len(texts) > maxTexts {
+		return nil, fmt.Errorf("%d texts of %d bytes are over the secret scanner's limit of %d texts of %d bytes", len(texts), size, maxTexts, MaxText)
+	}
+	if len(texts) == 0 {
+		return nil, nil
 	}
 	if err := ctx.Err(); err != nil {
 		return nil, err
@@ -74,7 +82,7 @@ func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
 	if err != nil {
 		return nil, err
 	}
-	rep, err := c.ask(ctx, text)
+	rep, err := c.ask(ctx, texts)
 	p.mu.Lock()
 	defer p.mu.Unlock()
 	if err != nil {
@@ -95,6 +103,9 @@ func (p *Process) Find(ctx context.Context, text string) ([]Match, error) {
 	}
 	if rep.Error != "" {
 		return nil, errors.New("the secret scanner: " + rep.Error)
+	}
+	if len(rep.Matches) != len(texts) {
+		return nil, fmt.Errorf("the secret scanner answered for %d texts, asked about %d", len(rep.Matches), len(texts))
 	}
 	return rep.Matches, nil
 }
@@ -210,12 +221,12 @@ func (p *Process) start() (*child, error) {
 	return c, nil
 }
 
-// ask sends one text and reads the reply; ctx ending kills the child,
+// ask sends one request and reads the reply; ctx ending kills the child,
 // and fails ask even when the reply came as it ended: the child is being
 // killed all the same, and must not be asked again.
-func (c *child) ask(ctx context.Context, text string) (reply, error) {
+func (c *child) ask(ctx context.Context, texts []string) (reply, error) {
 	stop := context.AfterFunc(ctx, func() { c.cmd.Process.Kill() })
-	rep, err := c.exchange(text)
+	rep, err := c.exchange(texts)
 	if !stop() && err == nil {
 		err = ctx.Err()
 	}
@@ -223,9 +234,13 @@ func (c *child) ask(ctx context.Context, text string) (reply, error) {
 }
 
 // exchange writes one request and reads its reply.
-func (c *child) exchange(text string) (reply, error) {
+func (c *child) exchange(texts []string) (reply, error) {
 	var rep reply
-	if err := writeFrame(c.in, text); err != nil {
+	w := bufio.NewWriterSize(c.in, 1<<16) // a text's frame header and a small text: one write
+	if err := writeRequest(w, texts); err != nil {
+		return rep, err
+	}
+	if err := w.Flush(); err != nil {
 		return rep, err
 	}
 	b, err := readFrame(c.out, maxReply)

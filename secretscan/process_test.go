@@ -33,7 +33,18 @@ func TestMain(m *testing.M) {
 // a terabyte.
 type fakeFinder struct{}
 
-func (fakeFinder) Find(ctx context.Context, text string) ([]secretscan.Match, error) {
+func (fakeFinder) Find(ctx context.Context, texts []string) ([][]secretscan.Match, error) {
+	found := make([][]secretscan.Match, len(texts))
+	for i, t := range texts {
+		var err error
+		if found[i], err = findIn(t); err != nil {
+			return nil, err
+		}
+	}
+	return found, nil
+}
+
+func findIn(text string) ([]secretscan.Match, error) {
 	var found []secretscan.Match
 	for i, l := range strings.Split(text, "\n") {
 		switch {
@@ -70,10 +81,11 @@ func newProcess(t *testing.T, idle time.Duration) *secretscan.Process {
 // find asks p and wants the secret on line want (0: none found).
 func find(t *testing.T, p *secretscan.Process, text string, want int) {
 	t.Helper()
-	got, err := p.Find(context.Background(), text)
+	all, err := p.Find(context.Background(), []string{text})
 	if err != nil {
 		t.Fatalf("find: %v", err)
 	}
+	got := all[0]
 	if want == 0 && len(got) != 0 || want != 0 && (len(got) != 1 || got[0].Line != want || got[0].Rule != "fake") {
 		t.Fatalf("found %+v, want a secret on line %d", got, want)
 	}
@@ -107,7 +119,7 @@ func TestProcessStopsWhenIdle(t *testing.T) {
 // with what it said; the next Find gets a new child.
 func TestProcessChildDies(t *testing.T) {
 	p := newProcess(t, time.Minute)
-	_, err := p.Find(context.Background(), "CRASH")
+	_, err := p.Find(context.Background(), []string{"CRASH"})
 	if err == nil || !strings.Contains(err.Error(), "crashing on purpose") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("a crashing child: %v; want its exit status and its last words", err)
 	}
@@ -124,7 +136,7 @@ func TestProcessContextEnds(t *testing.T) {
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	done := make(chan error, 1)
-	go func() { _, err := p.Find(ctx, "SLOW"); done <- err }()
+	go func() { _, err := p.Find(ctx, []string{"SLOW"}); done <- err }()
 	select {
 	case err := <-done:
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -140,7 +152,7 @@ func TestProcessContextEnds(t *testing.T) {
 // child stays.
 func TestProcessRequestFails(t *testing.T) {
 	p := newProcess(t, time.Minute)
-	if _, err := p.Find(context.Background(), "FAIL"); err == nil || !strings.Contains(err.Error(), "this text fails") {
+	if _, err := p.Find(context.Background(), []string{"FAIL"}); err == nil || !strings.Contains(err.Error(), "this text fails") {
 		t.Fatalf("a failing request: %v", err)
 	}
 	if !p.Running() {
@@ -153,7 +165,7 @@ func TestProcessRequestFails(t *testing.T) {
 // refused before anything is allocated for it.
 func TestProcessHostileReply(t *testing.T) {
 	p := newProcess(t, time.Minute)
-	_, err := p.Find(context.Background(), "GARBAGE")
+	_, err := p.Find(context.Background(), []string{"GARBAGE"})
 	if err == nil || !strings.Contains(err.Error(), "over the limit") {
 		t.Fatalf("a terabyte reply: %v", err)
 	}
@@ -165,7 +177,7 @@ func TestProcessHostileReply(t *testing.T) {
 func TestProcessMissingBinary(t *testing.T) {
 	p := secretscan.NewProcess(secretscan.ProcessOptions{Path: "/nonexistent/airlock-scan"})
 	defer p.Close()
-	_, err := p.Find(context.Background(), "x")
+	_, err := p.Find(context.Background(), []string{"x"})
 	if err == nil || !strings.Contains(err.Error(), "/nonexistent/airlock-scan") || !strings.Contains(err.Error(), "make build") {
 		t.Fatalf("no scanner: %v", err)
 	}
@@ -181,9 +193,9 @@ func TestProcessConcurrent(t *testing.T) {
 		go func() {
 			defer wg.Done()
 			text := strings.Repeat("x\n", i) + "SECRET\n"
-			got, err := p.Find(context.Background(), text)
-			if err != nil || len(got) != 1 || got[0].Line != i+1 {
-				t.Errorf("find %d: %+v, %v; want line %d", i, got, err, i+1)
+			all, err := p.Find(context.Background(), []string{"x\n", text})
+			if err != nil || len(all) != 2 || len(all[0]) != 0 || len(all[1]) != 1 || all[1][0].Line != i+1 {
+				t.Errorf("find %d: %+v, %v; want line %d of the second text", i, all, err, i+1)
 			}
 		}()
 	}
@@ -198,7 +210,7 @@ func TestProcessClosed(t *testing.T) {
 	if p.Running() {
 		t.Fatal("a child after Close")
 	}
-	if _, err := p.Find(context.Background(), "SECRET"); err == nil {
+	if _, err := p.Find(context.Background(), []string{"SECRET"}); err == nil {
 		t.Fatal("a Find after Close worked")
 	}
 }
@@ -211,10 +223,14 @@ func TestServeHostileRequests(t *testing.T) {
 		binary.BigEndian.PutUint64(b[:], n)
 		return append(b[:], body...)
 	}
+	one := func(b []byte) []byte { return append(frame(1, ""), b...) } // a request of one text
 	for name, in := range map[string][]byte{
-		"over the limit": frame(secretscan.MaxText+1, ""),
-		"cut short":      frame(100, "only this"),
-		"half a header":  {0, 0, 0},
+		"over the limit":       one(frame(secretscan.MaxText+1, "")),
+		"too many texts":       frame(1<<40, ""),
+		"cut short":            one(frame(100, "only this")),
+		"a text short":         frame(2, string(frame(6, "SECRET"))),
+		"half a header":        {0, 0, 0},
+		"half a text's header": one([]byte{0, 0}),
 	} {
 		t.Run(name, func(t *testing.T) {
 			var out bytes.Buffer
@@ -227,7 +243,7 @@ func TestServeHostileRequests(t *testing.T) {
 		})
 	}
 	// The end of input between requests is the end of the work.
-	if err := secretscan.Serve(context.Background(), io.MultiReader(bytes.NewReader(frame(6, "SECRET"))), io.Discard, fakeFinder{}); err != nil {
+	if err := secretscan.Serve(context.Background(), io.MultiReader(bytes.NewReader(one(frame(6, "SECRET")))), io.Discard, fakeFinder{}); err != nil {
 		t.Fatalf("a request then the end: %v", err)
 	}
 }
@@ -260,13 +276,13 @@ func TestProcessContextEndsAsReplyComes(t *testing.T) {
 	text := strings.Repeat("SECRET\n", 100_000)
 	find(t, p, "", 0) // started: took is a request's time, not a start's
 	t0 := time.Now()
-	if _, err := p.Find(context.Background(), text); err != nil {
+	if _, err := p.Find(context.Background(), []string{text}); err != nil {
 		t.Fatal(err)
 	}
 	took := time.Since(t0)
 	for i := range 20 { // ending from 60% of the way to its end
 		ctx, cancel := context.WithTimeout(context.Background(), took*time.Duration(60+2*i)/100)
-		p.Find(ctx, text) // its answer or its context's error: either is right
+		p.Find(ctx, []string{text}) // its answer or its context's error: either is right
 		cancel()
 		find(t, p, "SECRET", 1)
 	}
@@ -278,13 +294,13 @@ func TestProcessContextEndsAsReplyComes(t *testing.T) {
 func TestProcessWaitingFindEnds(t *testing.T) {
 	p := newProcess(t, time.Minute)
 	slow := make(chan error, 1)
-	go func() { _, err := p.Find(context.Background(), "SLOW"); slow <- err }()
+	go func() { _, err := p.Find(context.Background(), []string{"SLOW"}); slow <- err }()
 	waitFor(t, "the slow Find to have the child", p.Running)
 
 	ctx, cancel := context.WithTimeout(context.Background(), 100*time.Millisecond)
 	defer cancel()
 	waiting := make(chan error, 1)
-	go func() { _, err := p.Find(ctx, "SECRET"); waiting <- err }()
+	go func() { _, err := p.Find(ctx, []string{"SECRET"}); waiting <- err }()
 	select {
 	case err := <-waiting:
 		if !errors.Is(err, context.DeadlineExceeded) {
@@ -320,7 +336,7 @@ func TestProcessEmptyEnvironment(t *testing.T) {
 	t.Setenv("AIRLOCK_TEST_SECRET_KEY", "sk-should-not-reach-the-child")
 	p := secretscan.NewProcess(secretscan.ProcessOptions{Path: "/bin/sh", Args: []string{"-c", `env >&2; exit 3`}})
 	defer p.Close()
-	_, err := p.Find(context.Background(), "x")
+	_, err := p.Find(context.Background(), []string{"x"})
 	if err == nil || strings.Contains(err.Error(), "sk-should-not-reach-the-child") || !strings.Contains(err.Error(), "exit status 3") {
 		t.Fatalf("the child's environment: %v", err)
 	}

@@ -21,9 +21,12 @@ func TestScannerBinary(t *testing.T) {
 	p := secretscan.NewProcess(secretscan.ProcessOptions{Path: bin})
 	defer p.Close()
 	for range 2 {
-		got, err := p.Find(context.Background(), "x\nstripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF\n")
-		if err != nil || len(got) != 1 || got[0].Line != 2 || got[0].Rule != "stripe-access-token" {
-			t.Fatalf("found %+v, %v; want the Stripe key on line 2", got, err)
+		all, err := p.Find(context.Background(), []string{"plain\n", "x\nstripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF\n"})
+		if err != nil || len(all) != 2 || len(all[0]) != 0 {
+			t.Fatalf("found %+v, %v; want an answer for each of 2 texts, nothing in the first", all, err)
+		}
+		if got := all[1]; len(got) != 1 || got[0].Line != 2 || got[0].Rule != "stripe-access-token" {
+			t.Fatalf("found %+v; want the Stripe key on line 2", got)
 		}
 	}
 	out, err := exec.Command(bin, "--help").CombinedOutput()

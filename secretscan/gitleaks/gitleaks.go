@@ -2,13 +2,16 @@
 // secretscan.Finder. It runs in cmd/airlock-scan, the engine's scanner
 // child, and in the processes that link gitleaks anyway (the CLI's own
 // engine, `airlock ci`, tests); the engine's binary never imports it
-// (layout_test.go).
+// (layout_test.go). It runs each rule only where the rule can match
+// (scanner), and finds what gitleaks' own detector finds.
 package gitleaks
 
 import (
 	"context"
 	"fmt"
+	"runtime"
 	"sync"
+	"sync/atomic"
 
 	"github.com/airlock/airlock/secretscan"
 	"github.com/zricethezav/gitleaks/v8/detect"
@@ -18,12 +21,18 @@ import (
 // 200 regular expressions, megabytes of heap) are compiled on the first
 // Find, once, however many Finds start together. Safe for concurrent use.
 type Detector struct {
-	load func() (*detect.Detector, error)
+	load func() (*scanner, error)
 }
 
 // New returns a Detector; nothing is compiled yet.
 func New() *Detector {
-	return &Detector{load: sync.OnceValues(detect.NewDetectorDefaultConfig)}
+	return &Detector{load: sync.OnceValues(func() (*scanner, error) {
+		det, err := detect.NewDetectorDefaultConfig()
+		if err != nil {
+			return nil, err
+		}
+		return newScanner(det), nil
+	})}
 }
 
 // Warm compiles the rules in the background now, for a caller that
@@ -31,23 +40,43 @@ func New() *Detector {
 // Find then does not wait the ~30 ms they take.
 func (d *Detector) Warm() { go d.load() }
 
-// Find returns the secrets in text. A panic inside gitleaks (text is
-// what a session wrote) is the error of this Find, not the process's end.
-func (d *Detector) Find(ctx context.Context, text string) (found []secretscan.Match, err error) {
+// Find returns the secrets in each text, each scanned on its own, on as
+// many cores as the process may use (texts are taken in turn). A panic
+// inside gitleaks (texts are what a session wrote) is the error of this
+// Find, not the process's end.
+func (d *Detector) Find(ctx context.Context, texts []string) ([][]secretscan.Match, error) {
 	if err := ctx.Err(); err != nil {
 		return nil, err
 	}
-	det, err := d.load()
+	s, err := d.load()
 	if err != nil {
 		return nil, fmt.Errorf("gitleaks' default rules: %w", err)
 	}
-	defer func() {
-		if r := recover(); r != nil {
-			found, err = nil, fmt.Errorf("gitleaks failed on this text: %v", r)
-		}
-	}()
-	for _, f := range det.DetectString(text) {
-		found = append(found, secretscan.Match{Rule: f.RuleID, Description: f.Description, Line: f.StartLine + 1})
+	found := make([][]secretscan.Match, len(texts))
+	var next atomic.Int64
+	var failed atomic.Pointer[error]
+	var wg sync.WaitGroup
+	for range min(runtime.GOMAXPROCS(0), len(texts)) {
+		wg.Add(1)
+		go func() {
+			defer wg.Done()
+			defer func() {
+				if r := recover(); r != nil {
+					err := fmt.Errorf("gitleaks failed on a text: %v", r)
+					failed.CompareAndSwap(nil, &err)
+				}
+			}()
+			for i := int(next.Add(1) - 1); i < len(texts) && ctx.Err() == nil && failed.Load() == nil; i = int(next.Add(1) - 1) {
+				found[i] = s.find(texts[i])
+			}
+		}()
+	}
+	wg.Wait()
+	if err := failed.Load(); err != nil {
+		return nil, *err
+	}
+	if err := ctx.Err(); err != nil {
+		return nil, err
 	}
 	return found, nil
 }

@@ -15,12 +15,15 @@ const stripe = "stripe: sk_live_51H8sdfSDFsdf8sdf8SDF8sdf8sdfSDF"
 // line of the text it is on, and nothing in plain text.
 func TestFindsOnItsLine(t *testing.T) {
 	d := gitleaks.New()
-	got, err := d.Find(context.Background(), "one\ntwo\n"+stripe+"\n")
-	if err != nil || len(got) != 1 || got[0].Line != 3 || got[0].Rule != "stripe-access-token" || got[0].Description == "" {
-		t.Fatalf("found %+v, %v; want the Stripe key on line 3", got, err)
+	all, err := d.Find(context.Background(), []string{"func main() {}\n", "one\ntwo\n" + stripe + "\n"})
+	if err != nil || len(all) != 2 {
+		t.Fatalf("found %+v, %v; want an answer for each of 2 texts", all, err)
 	}
-	if got, err := d.Find(context.Background(), "func main() {}\n"); err != nil || len(got) != 0 {
-		t.Fatalf("plain code: %+v, %v", got, err)
+	if got := all[1]; len(got) != 1 || got[0].Line != 3 || got[0].Rule != "stripe-access-token" || got[0].Description == "" {
+		t.Fatalf("found %+v; want the Stripe key on line 3", got)
+	}
+	if len(all[0]) != 0 {
+		t.Fatalf("plain code: %+v", all[0])
 	}
 }
 
@@ -35,9 +38,9 @@ func TestFirstUseConcurrent(t *testing.T) {
 		wg.Add(1)
 		go func() {
 			defer wg.Done()
-			got, err := d.Find(context.Background(), fmt.Sprintf("line %d\n%s\n", i, stripe))
-			if err != nil || len(got) != 1 || got[0].Line != 2 {
-				t.Errorf("scan %d: %+v, %v; want one secret on line 2", i, got, err)
+			all, err := d.Find(context.Background(), []string{fmt.Sprintf("line %d\n%s\n", i, stripe)})
+			if err != nil || len(all) != 1 || len(all[0]) != 1 || all[0][0].Line != 2 {
+				t.Errorf("scan %d: %+v, %v; want one secret on line 2", i, all, err)
 			}
 		}()
 	}
@@ -48,7 +51,7 @@ func TestFirstUseConcurrent(t *testing.T) {
 func TestCanceled(t *testing.T) {
 	ctx, cancel := context.WithCancel(context.Background())
 	cancel()
-	if _, err := gitleaks.New().Find(ctx, stripe); err == nil {
+	if _, err := gitleaks.New().Find(ctx, []string{stripe}); err == nil {
 		t.Fatal("scanned under a canceled context")
 	}
 }
@@ -58,7 +61,7 @@ func TestWarm(t *testing.T) {
 	d := gitleaks.New()
 	d.Warm()
 	d.Warm() // twice is once
-	if got, err := d.Find(context.Background(), stripe); err != nil || len(got) != 1 {
+	if got, err := d.Find(context.Background(), []string{stripe}); err != nil || len(got) != 1 || len(got[0]) != 1 {
 		t.Fatalf("after Warm: %+v, %v", got, err)
 	}
 }
