@@ -21,6 +21,9 @@
 //     hibernated sessions hold
 //  19. reboot recovery: 20 sessions back after their containers and
 //     mounts are gone
+//  20. a session of 200,000 files in one directory: what the engine holds
+//     for it, each operation's peak, accept vs `cp -a` + `sync`
+//  21. the same for a node_modules-shaped tree of 200,000 files
 //
 // It starts an engine of its own (own socket and state directory) and
 // drives it through the real CLI, as a user would. Run it with `make bench`.
@@ -64,6 +67,7 @@ func main() {
 	files := flag.Int("files", 100000, "project size for benchmark 2")
 	accept := flag.Int("accept", 10000, "files for benchmark 3")
 	runs := flag.Int("runs", 20, "runs for benchmark 1")
+	scaleFiles := flag.Int("scale", 200000, "files for benchmarks 20 and 21")
 	only := flag.String("only", "", "comma-separated benchmark numbers to run (default all); the report is then printed, not written")
 	flag.Parse()
 	want := func(n string) bool { return *only == "" || strings.Contains(","+*only+",", ","+n+",") }
@@ -134,6 +138,12 @@ func main() {
 	}
 	if want("19") {
 		b.rebootRecovery(20)
+	}
+	if want("20") {
+		b.scale(20, oneDirectory(*scaleFiles))
+	}
+	if want("21") {
+		b.scale(21, nodeModules(*scaleFiles))
 	}
 	if *only != "" {
 		return
