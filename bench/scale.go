@@ -119,10 +119,10 @@ func (b *bench) scale(section int, shape scaleShape) {
 		c.Stderr = &errb
 		t0 := time.Now()
 		err := c.Run()
-		took := time.Since(t0)
 		if after != nil {
 			after()
 		}
+		took := time.Since(t0)
 		op := scaleOp{name: name, took: took, above: hwm(pid) - start}
 		if err != nil {
 			op.err = strings.TrimSpace(strings.SplitN(errb.String(), "\n", 2)[0])
