@@ -23,6 +23,9 @@
 //     mounts are gone
 //  20. `airlock diff --json` of 40 MB of added node_modules-shaped text,
 //     first and cached, vs gitleaks' own detector on the same files
+//  21. a session of 200,000 files in one directory: what the engine holds
+//     for it, each operation's peak, accept vs `cp -a` + `sync`
+//  22. the same for a node_modules-shaped tree of 200,000 files
 //  23. `diff --stat` beside 6,400 ignored files vs `git status`
 //
 // It starts an engine of its own (own socket and state directory) and
@@ -67,6 +70,7 @@ func main() {
 	files := flag.Int("files", 100000, "project size for benchmark 2")
 	accept := flag.Int("accept", 10000, "files for benchmark 3")
 	runs := flag.Int("runs", 20, "runs for benchmark 1")
+	scaleFiles := flag.Int("scale", 200000, "files for benchmarks 20 and 21")
 	only := flag.String("only", "", "comma-separated benchmark numbers to run (default all); the report is then printed, not written")
 	flag.Parse()
 	want := func(n string) bool { return *only == "" || strings.Contains(","+*only+",", ","+n+",") }
@@ -140,6 +144,12 @@ func main() {
 	}
 	if want("20") {
 		b.secretScan(40<<20, 5)
+	}
+	if want("21") {
+		b.scale(21, oneDirectory(*scaleFiles))
+	}
+	if want("22") {
+		b.scale(22, nodeModules(*scaleFiles))
 	}
 	if want("23") {
 		b.ignoredVsGitStatus(6400, 10)

@@ -2,6 +2,8 @@ package checkpoint
 
 import (
 	"context"
+	"crypto/sha256"
+	"encoding/hex"
 	"errors"
 	"fmt"
 	"os"
@@ -283,5 +285,22 @@ func TestIfChangedAndResolve(t *testing.T) {
 	}
 	if e, lower, _ := s.Resolve(next.ID, "x/below"); e != nil || lower {
 		t.Fatalf("x/below: %+v %v: below a file nothing shows", e, lower)
+	}
+}
+
+// TestTreeOutOfOrder: a stored tree whose names are not in order is a
+// damaged store (lookups and diffs rely on the order), not a wrong diff.
+func TestTreeOutOfOrder(t *testing.T) {
+	s := openStore(t)
+	data, err := encodeTree(&tree{Entries: []Entry{{Name: "b", Type: File}, {Name: "a", Type: File}}})
+	must(t, err)
+	sum := sha256.Sum256(data)
+	digest := "sha256:" + hex.EncodeToString(sum[:])
+	p, err := s.objectPath(digest)
+	must(t, err)
+	must(t, os.MkdirAll(filepath.Dir(p), 0o700))
+	must(t, os.WriteFile(p, data, 0o600))
+	if _, err := s.readTree(digest); !errors.Is(err, ErrCorrupt) {
+		t.Errorf("a tree out of name order was read: %v", err)
 	}
 }

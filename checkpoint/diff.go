@@ -7,7 +7,6 @@ import (
 	"io"
 	"os"
 	"path"
-	"slices"
 	"strings"
 )
 
@@ -66,39 +65,49 @@ func (s *Store) Diff(a, b ID) ([]Change, error) {
 	return out, s.diffTrees("", ra, rb, &out)
 }
 
-func (s *Store) entries(digest string) (map[string]*Entry, []string, error) {
+func (s *Store) treeOf(digest string) (*tree, error) {
 	if digest == "" {
-		return nil, nil, nil
+		return nil, nil
 	}
-	t, err := s.readTree(digest)
-	if err != nil {
-		return nil, nil, err
-	}
-	names := make([]string, len(t.Entries))
-	for i, e := range t.Entries {
-		names[i] = e.Name
-	}
-	return t.byName(), names, nil
+	return s.readTree(digest)
 }
 
 // diffTrees appends the changes between the trees a and b ("" for none)
-// of the directory rel.
+// of the directory rel: one merge of their name-ordered lists.
 func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 	if a == b {
 		return nil
 	}
-	ea, na, err := s.entries(a)
+	ta, err := s.treeOf(a)
 	if err != nil {
 		return err
 	}
-	eb, nb, err := s.entries(b)
+	tb, err := s.treeOf(b)
 	if err != nil {
 		return err
 	}
-	names := slices.Compact(slices.Sorted(slices.Values(append(na, nb...))))
-	for _, n := range names {
-		p := path.Join(rel, n)
-		x, y := ea[n], eb[n]
+	var ea, eb []Entry
+	if ta != nil {
+		ea = ta.Entries
+	}
+	if tb != nil {
+		eb = tb.Entries
+	}
+	for i, j := 0, 0; i < len(ea) || j < len(eb); {
+		var x, y *Entry
+		switch {
+		case j == len(eb) || i < len(ea) && ea[i].Name < eb[j].Name:
+			x, i = &ea[i], i+1
+		case i == len(ea) || eb[j].Name < ea[i].Name:
+			y, j = &eb[j], j+1
+		default:
+			x, y, i, j = &ea[i], &eb[j], i+1, j+1
+		}
+		n := x
+		if n == nil {
+			n = y
+		}
+		p := path.Join(rel, n.Name)
 		switch {
 		case y == nil:
 			*out = append(*out, Change{Path: p, Kind: Deleted, Old: x})
@@ -144,7 +153,7 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 type Resolver struct {
 	s    *Store
 	root Entry
-	dirs map[string]map[string]*Entry // by tree digest
+	dirs map[string]*tree // by digest
 }
 
 // NewResolver returns a Resolver of checkpoint id.
@@ -158,12 +167,12 @@ func (s *Store) NewResolver(id ID) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{s: s, root: c.Root, dirs: map[string]map[string]*Entry{}}, nil
+	return &Resolver{s: s, root: c.Root, dirs: map[string]*tree{}}, nil
 }
 
-func (r *Resolver) dir(digest string) (map[string]*Entry, error) {
-	if m, ok := r.dirs[digest]; ok {
-		return m, nil
+func (r *Resolver) dir(digest string) (*tree, error) {
+	if t, ok := r.dirs[digest]; ok {
+		return t, nil
 	}
 	unlock, err := r.s.lock()
 	if err != nil {
@@ -174,9 +183,8 @@ func (r *Resolver) dir(digest string) (map[string]*Entry, error) {
 	if err != nil {
 		return nil, err
 	}
-	m := t.byName()
-	r.dirs[digest] = m
-	return m, nil
+	r.dirs[digest] = t
+	return t, nil
 }
 
 // Resolve is Store.Resolve of the Resolver's checkpoint.
@@ -185,11 +193,11 @@ func (r *Resolver) Resolve(p string) (e *Entry, lower bool, err error) {
 	digest := r.root.Digest
 	parts := strings.Split(p, "/")
 	for i, n := range parts {
-		entries, err := r.dir(digest)
+		t, err := r.dir(digest)
 		if err != nil {
 			return nil, false, err
 		}
-		x := entries[n]
+		x := t.find(n)
 		if x == nil {
 			return nil, !hidden, nil
 		}

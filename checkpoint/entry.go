@@ -5,6 +5,7 @@ import (
 	"encoding/json"
 	"maps"
 	"slices"
+	"strings"
 	"time"
 )
 
@@ -91,17 +92,35 @@ func (e *Entry) sameAs(o *Entry) bool {
 // content — a directory's tree —, metadata), whatever their stat keys.
 func (e *Entry) SameAs(o *Entry) bool { return e.sameAs(o) }
 
-// tree is a directory's entries in name order, as stored.
+// tree is a directory's entries in name order (strictly increasing by
+// bytes), as stored: readTree refuses a tree out of order, so a name is
+// found by binary search and two trees are compared by one merge of
+// their lists, with no map of either (a directory of 200,000 names made
+// two maps of some 20 MB each).
 type tree struct {
 	Entries []Entry `json:"e"`
 }
 
-func (t *tree) byName() map[string]*Entry {
-	m := make(map[string]*Entry, len(t.Entries))
-	for i := range t.Entries {
-		m[t.Entries[i].Name] = &t.Entries[i]
+// find is the entry named name, or nil (t may be nil: no tree).
+func (t *tree) find(name string) *Entry {
+	if t == nil {
+		return nil
 	}
-	return m
+	i, ok := slices.BinarySearchFunc(t.Entries, name, func(e Entry, n string) int { return strings.Compare(e.Name, n) })
+	if !ok {
+		return nil
+	}
+	return &t.Entries[i]
+}
+
+// inOrder says whether t's names strictly increase.
+func (t *tree) inOrder() bool {
+	for i := 1; i < len(t.Entries); i++ {
+		if t.Entries[i-1].Name >= t.Entries[i].Name {
+			return false
+		}
+	}
+	return true
 }
 
 func encodeTree(t *tree) ([]byte, error) { return json.Marshal(t) }

@@ -224,13 +224,11 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	e.Opaque = xs[opaqueXattr] == "y"
 	delete(xs, opaqueXattr)
 	e.Xattrs = bytesMap(xs)
-	var old map[string]*Entry
 	var prevTree *tree
 	if prev != nil && prev.Type == Dir {
 		if prevTree, err = r.s.readTree(prev.Digest); err != nil {
 			return e, err
 		}
-		old = prevTree.byName()
 	}
 	names, err := d.ReadDirNames("", maxNames)
 	if err != nil {
@@ -240,15 +238,16 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	t := &tree{Entries: make([]Entry, 0, len(names))}
 	same := prevTree != nil && len(names) == len(prevTree.Entries)
 	for _, n := range names {
-		ce, ok, err := r.entry(d, path.Join(rel, n), n, old[n])
+		o := prevTree.find(n)
+		ce, ok, err := r.entry(d, path.Join(rel, n), n, o)
 		if err != nil {
 			return e, err
 		}
 		if ok {
 			ce.Name = n
 			t.Entries = append(t.Entries, ce)
-			same = same && old[n] != nil && ce.sameAs(old[n]) && sameStat(ce.Stat, old[n].Stat)
-			if o := old[n]; o == nil || ce.Type == Dir && o.Type == Dir && !sameDirMeta(&ce, o) || (ce.Type != Dir || o.Type != Dir) && !ce.sameAs(o) {
+			same = same && o != nil && ce.sameAs(o) && sameStat(ce.Stat, o.Stat)
+			if o == nil || ce.Type == Dir && o.Type == Dir && !sameDirMeta(&ce, o) || (ce.Type != Dir || o.Type != Dir) && !ce.sameAs(o) {
 				r.changed = true
 			}
 		} else {

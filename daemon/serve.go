@@ -104,6 +104,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 	}
 	log.Info("engine answering", "socket", o.Socket)
 	rel := newReleaser(quietAfter, freeOSMemory)
+	defer rel.watchCollections()()
 	tcp := newTCPListener(d.Server, o.Listen, token, log, rel)
 	defer tcp.close()
 	d.Server.StartUI = tcp.start
