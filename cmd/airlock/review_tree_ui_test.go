@@ -192,7 +192,7 @@ func TestBrowserReviewTree(t *testing.T) {
 		chromedp.WaitVisible(`details[data-ignored="project"] li[data-dir]`),
 		chromedp.Click(`details[data-ignored="project"] li[data-dir="node_modules"]`),
 		chromedp.WaitVisible(`details[data-ignored="project"] li[data-dir="node_modules/dep0/lib"]`),
-		chromedp.Evaluate(`+document.querySelector('details[data-ignored="project"] ul').dataset.rows`, &listed),
+		chromedp.Evaluate(`+document.querySelector('details[data-ignored="project"] .tree-rows ul').dataset.rows`, &listed),
 		chromedp.Click(`details[data-ignored="project"] li[data-dir="node_modules/dep0/lib"]`),
 		chromedp.Click(`details[data-ignored="project"] li[data-path="node_modules/dep0/lib/m0.js"]`),
 		chromedp.WaitVisible(`.filediff .callout.info`),

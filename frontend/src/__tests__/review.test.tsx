@@ -273,7 +273,7 @@ describe("Review as a tree", () => {
     fireEvent.click(top);
     fireEvent.click(project.querySelector('li[data-path="node_modules/x/index.js"]')!);
     await screen.findByText("node_modules/x/index.js", { selector: "h3" });
-    expect(screen.getByText(/Ignored by the project's rules/, { selector: ".callout" })).toBeTruthy();
+    expect(screen.getByText(/Ignored by the project's rules/, { selector: ".filediff .callout div" })).toBeTruthy();
     await waitFor(() => expect(session.querySelector('li[data-dir="web/node_modules/y"]')).toBeTruthy());
   });
 

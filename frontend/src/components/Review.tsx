@@ -539,20 +539,21 @@ export function Review({ client, session, theme, path, onPath, onNetwork, onErro
             {file.note && <div className="callout warn">{file.note}</div>}
             {file.ignored && (
               <div className={"callout " + (file.ignored === "session" ? "warn" : "info")}>
-                Ignored by {file.ignored === "session" ? "a rule this session added" : "the project's rules"}
-                {file.ignored_by ? <code> {shown(file.ignored_by)}</code> : null}: Accept all leaves it unless you include ignored changes;
-                accepting the file takes it.
+                <div>
+                  Ignored by {file.ignored === "session" ? "a rule this session added" : "the project's rules"}
+                  {file.ignored_by ? ` (${shown(file.ignored_by)})` : null}: Accept all leaves it unless you include ignored changes;
+                  accepting the file takes it.
+                </div>
               </div>
             )}
             {file.generated && (
               <div className="callout info generated" data-generated={file.generated}>
-                Generated ({file.generated}): {lineCounts(file)}
-                {file.digest ? <span className="muted"> · {file.digest.slice(0, 19)}</span> : null}
-                {file.findings?.length ? (
-                  " · shown in full: a scanner flagged it"
-                ) : folded ? (
-                  <button onClick={() => setUnfolded((u) => new Set(u).add(file.path))}>Show the changes</button>
-                ) : null}
+                <div>
+                  Generated ({file.generated}): {lineCounts(file)}
+                  {file.digest ? ` · ${file.digest.slice(0, 19)}` : null}
+                  {file.findings?.length ? " · shown in full: a scanner flagged it" : null}
+                </div>
+                {folded && <button onClick={() => setUnfolded((u) => new Set(u).add(file.path))}>Show the changes</button>}
               </div>
             )}
             {file.conflict && (

@@ -26,7 +26,6 @@ export class ArrayStream<T> {
   private start = 0; // first byte of the current element (or of the rest)
   private depth = 0; // nesting outside strings, the object's own brace counted
   private inString = false;
-  private escaped = false;
   // head: before the array opens; items: inside it; rest: after it;
   // whole: not the shape, read at the end.
   private phase: "head" | "items" | "rest" | "whole" = "head";
@@ -68,13 +67,26 @@ export class ArrayStream<T> {
     let last = -1; // where its last one ends
     let i = this.pos;
     for (; i < stop; i++) {
-      const c = b[i];
       if (this.inString) {
-        if (this.escaped) this.escaped = false;
-        else if (c === BACKSLASH) this.escaped = true;
-        else if (c === QUOTE) this.inString = false;
+        // Skip to the string's end: the next quote not escaped (an odd
+        // run of backslashes before it), found natively.
+        let j = b.indexOf(QUOTE, i);
+        for (;;) {
+          if (j < 0 || j >= stop) break;
+          let k = j - 1;
+          while (b[k] === BACKSLASH) k--;
+          if ((j - 1 - k) % 2 === 0) break;
+          j = b.indexOf(QUOTE, j + 1);
+        }
+        if (j < 0 || j >= stop) {
+          i = stop - 1; // the loop's i++ ends the slice
+          continue;
+        }
+        this.inString = false;
+        i = j;
         continue;
       }
+      const c = b[i];
       if (this.phase === "head" && this.notShaped(c, i)) {
         this.phase = "whole";
         return [];
