@@ -195,3 +195,35 @@ func TestIgnoredFilesAreScannedForSecrets(t *testing.T) {
 		t.Errorf("without a scanner every ignored file is unscanned: %d of %d", sum.Project.Unscanned, sum.Project.Paths)
 	}
 }
+
+// An accept pinned to what a diff showed (the interface's Accept all)
+// takes the ignored changes it never showed only when it includes them.
+func TestPinnedAcceptIncludesIgnored(t *testing.T) {
+	for _, include := range []bool{false, true} {
+		p := gitProject(t)
+		ws := mountWS(t, p)
+		sessionWork(t, ws.Merged(), 5)
+		l := review.Layers{Upper: ws.Upper(), Project: p, Ignoring: review.LoadIgnoring(ws.Upper(), p, review.Globals{})}
+		_, _, shown := reviewPaths(t, l, review.Options{Hunks: true})
+		pins := map[string]string{}
+		for _, f := range shown {
+			pins[f.ID] = f.Digest
+		}
+		sel := review.Selection{Digests: pins, IncludeFlagged: true, IncludeIgnored: include}
+		opts := review.Options{Hunks: true}
+		if include {
+			opts.Ignored = review.IgnoredAll
+		}
+		files, err := review.ReviewContext(context.Background(), l, opts)
+		must(t, err)
+		out, err := review.Accept(l, files, sel, journal(t))
+		must(t, err)
+		_, statErr := os.Stat(filepath.Join(p, "dist/new.js"))
+		if include != (statErr == nil) {
+			t.Errorf("include_ignored %v: dist/new.js in the project: %v (outcomes %d)", include, statErr == nil, len(out))
+		}
+		if _, err := os.Stat(filepath.Join(p, "src/a.js")); err != nil {
+			t.Errorf("include_ignored %v: the pinned change was not taken: %v", include, err)
+		}
+	}
+}

@@ -240,6 +240,9 @@ func (s *selector) choose(d *FileDiff, pin filePin) (item, bool) {
 		if len(hunks) > 0 {
 			return hunkItem(s.l, d, hunks, nil, s.sel, true), true
 		}
+		if s.includesIgnored(d) {
+			return wholeItem(d, s.sel.Take, true), true
+		}
 		return item{d: d, whole: true, left: "unreviewed", reason: unreviewed}, true
 	}
 	if s.sel.Auto {
@@ -369,7 +372,7 @@ func (s *selector) settle(it *item, pin filePin) {
 	if it.whole {
 		it.want = d.Digest
 	}
-	if s.pinned != nil && it.left == "" {
+	if s.pinned != nil && it.left == "" && !s.includesIgnored(d) {
 		switch what, ok := s.checkPin(it, pin); {
 		case what != "":
 			s.changed = append(s.changed, what)
@@ -386,6 +389,14 @@ func (s *selector) settle(it *item, pin filePin) {
 		(d.Type == File || d.Type == Symlink) {
 		s.changed = append(s.changed, d.Path) // it changed while this accept's review read it
 	}
+}
+
+// includesIgnored reports whether the selection takes d, an ignored
+// change, though nothing pins it: a diff summarises ignored changes, never
+// shows them, so an accept pinned to what was shown takes them only as
+// they are, when it includes ignored changes.
+func (s *selector) includesIgnored(d *FileDiff) bool {
+	return d.Ignored != "" && s.sel.IncludeIgnored && s.pinnedAll
 }
 
 const unreviewed = "not in the diff you reviewed (added or changed since): review it, then accept it"
