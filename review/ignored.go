@@ -199,14 +199,19 @@ func under(p, dir string) bool {
 	return p == dir || len(p) > len(dir) && strings.HasPrefix(p, dir) && p[len(dir)] == '/'
 }
 
+// tallyOf is the tally of whose rules ignored a change (iw.mu held).
+func (iw *ignoreWalk) tallyOf(who string) *tally {
+	if who == IgnoredBySession {
+		return &iw.tallies[1]
+	}
+	return &iw.tallies[0]
+}
+
 // count adds an ignored change to its tally.
 func (iw *ignoreWalk) count(p string, size int64, isDir bool, m ignoreMark) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	t := &iw.tallies[0]
-	if m.who == IgnoredBySession {
-		t = &iw.tallies[1]
-	}
+	t := iw.tallyOf(m.who)
 	if t.places == nil {
 		t.places, t.rules = map[string]*IgnoredPlace{}, map[gitrules.Rule]int64{}
 	}
@@ -244,10 +249,7 @@ func (iw *ignoreWalk) count(p string, size int64, isDir bool, m ignoreMark) {
 func (iw *ignoreWalk) finding(who string, f IgnoredFinding) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	t := &iw.tallies[0]
-	if who == IgnoredBySession {
-		t = &iw.tallies[1]
-	}
+	t := iw.tallyOf(who)
 	t.findingCount++
 	if len(t.findings) < maxIgnoredFindings {
 		t.findings = append(t.findings, f)
@@ -368,10 +370,7 @@ func (iw *ignoreWalk) toRead(p string, size int64, who string) {
 		return
 	}
 	if !iw.scan || size > maxScanFile || len(iw.toScan) >= maxScanFiles || iw.scanBytes+size > maxScanBytes {
-		t := &iw.tallies[0]
-		if who == IgnoredBySession {
-			t = &iw.tallies[1]
-		}
+		t := iw.tallyOf(who)
 		t.unscanned++
 		return
 	}

@@ -75,9 +75,6 @@ func (iw *ignoreWalk) scanIgnored(ctx context.Context, r *roots, find secretscan
 func (iw *ignoreWalk) unscanned(who string) {
 	iw.mu.Lock()
 	defer iw.mu.Unlock()
-	t := &iw.tallies[0]
-	if who == IgnoredBySession {
-		t = &iw.tallies[1]
-	}
+	t := iw.tallyOf(who)
 	t.unscanned++
 }
