@@ -124,8 +124,10 @@ func TestMeterCPU(t *testing.T) {
 	if math.Abs(m.CPUSeconds-own)/own > 0.01 {
 		t.Fatalf("metered %.3f s, the cgroup counts %.3f s: want within 1%%", m.CPUSeconds, own)
 	}
-	// The session's cgroup holds the loop, plus the shell's start and cat.
-	if burnt < 0.3 || m.CPUSeconds < burnt-0.01 || m.CPUSeconds > burnt*1.05+0.05 {
+	// The session's cgroup holds the loop, plus the shell's start, cat and
+	// the container's own processes (its init serving the command), which
+	// take more on a loaded machine (0.77 s for a 0.63 s loop at load 10).
+	if burnt < 0.3 || m.CPUSeconds < burnt-0.01 || m.CPUSeconds > burnt*1.1+0.25 {
 		t.Fatalf("metered %.3f s for a loop that used %.2f s", m.CPUSeconds, burnt)
 	}
 	if m.MemoryPeak <= 0 || m.CostUSD <= 0 || m.Rate != 0.10 {
