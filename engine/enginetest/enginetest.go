@@ -152,7 +152,11 @@ func RemoveAll(t testing.TB, e *Engine) {
 			t.Errorf("remove session %s: %v", s.ID, err)
 		}
 	}
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	// Close discards the warm pool's entries, each a container and a
+	// mounted workspace under the test's directory: given up early (5 s
+	// was not enough on a loaded machine), it leaves a mount the test's
+	// TempDir cleanup cannot remove ("device or resource busy").
+	cctx, cancel := context.WithTimeout(ctx, time.Minute)
 	defer cancel()
 	e.Close(cctx)
 }
