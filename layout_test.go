@@ -314,3 +314,44 @@ func TestEngineLinksNoDetector(t *testing.T) {
 		}
 	}
 }
+
+// maxEngineMethods is how many methods *engine.Engine has: the count may
+// only fall (the session core's target is 50). A capability that needs
+// more lands in a package of its own behind a small interface, as
+// engine/agent and engine/schedule do.
+const maxEngineMethods = 180
+
+func TestEngineMethodsOnlyFall(t *testing.T) {
+	files, err := filepath.Glob("engine/*.go")
+	if err != nil {
+		t.Fatal(err)
+	}
+	n := 0
+	fset := token.NewFileSet()
+	for _, f := range files {
+		if strings.HasSuffix(f, "_test.go") {
+			continue
+		}
+		file, err := parser.ParseFile(fset, f, nil, parser.SkipObjectResolution)
+		if err != nil {
+			t.Fatal(err)
+		}
+		for _, d := range file.Decls {
+			fd, ok := d.(*ast.FuncDecl)
+			if !ok || fd.Recv == nil || len(fd.Recv.List) != 1 {
+				continue
+			}
+			if star, ok := fd.Recv.List[0].Type.(*ast.StarExpr); ok {
+				if id, ok := star.X.(*ast.Ident); ok && id.Name == "Engine" {
+					n++
+				}
+			}
+		}
+	}
+	switch {
+	case n > maxEngineMethods:
+		t.Errorf("*engine.Engine has %d methods, more than %d: put the new capability in a package of its own behind a small interface (engine/agent, engine/schedule)", n, maxEngineMethods)
+	case n < maxEngineMethods:
+		t.Errorf("*engine.Engine has %d methods: lower maxEngineMethods to %d so the count cannot grow back", n, n)
+	}
+}
