@@ -8,6 +8,7 @@ import (
 	"strings"
 	"sync"
 
+	"github.com/airlock/airlock/confined"
 	"github.com/airlock/airlock/gitrules"
 	"golang.org/x/sys/unix"
 )
@@ -291,7 +292,7 @@ func (t *tally) result() IgnoredTally {
 // finding all the same. A file both sides have counts when its size,
 // mode or modification time differ (content is not read for what is not
 // reviewed).
-func (w *walker) countIgnored(d dirFd, name, p string, ust *unix.Stat_t, hasHost bool, hst *unix.Stat_t, entry, sub ignoreMark, opaque bool) *dirJob {
+func (w *walker) countIgnored(d *confined.Root, name, p string, ust *unix.Stat_t, hasHost bool, hst *unix.Stat_t, entry, sub ignoreMark, opaque bool) *dirJob {
 	utype, umode := typeOf(modeOf(ust.Mode)), modeOf(ust.Mode)
 	var htype Type
 	if hasHost {
@@ -376,11 +377,6 @@ func (iw *ignoreWalk) toRead(p string, size int64, who string) {
 	}
 	iw.toScan = append(iw.toScan, ignoredFile{path: p, who: who, size: size})
 	iw.scanBytes += size
-}
-
-// dirFd is what countIgnored reads a link through.
-type dirFd interface {
-	Readlink(name string) (string, error)
 }
 
 // flagHidingRules gives each rule file of the session whose rules hide

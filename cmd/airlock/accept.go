@@ -61,7 +61,7 @@ func outcomeCmd(g *globals, verb, short, done string, do func(context.Context, c
 			if everything && !f.asJSON {
 				defer printLeftIgnored(os.Stderr, verb, args[0], res)
 			}
-			return printOutcomes(res, verb, done, f.asJSON, f.commits || everything && (res.Ignored != nil || res.SessionIgnored != nil))
+			return printOutcomes(res, verb, done, f.asJSON, f.commits)
 		},
 	}
 	fl := cmd.Flags()
@@ -211,7 +211,7 @@ func printOutcomes(res api.Outcomes, verb, done string, asJSON, commits bool) er
 		}
 		fmt.Fprintf(os.Stderr, "airlock: not %s: %s: %s\n", done, names.Quote(o.Path), names.Safe(o.Error))
 	}
-	if len(res.Outcomes) == 0 && !asJSON && !commits {
+	if len(res.Outcomes) == 0 && !asJSON && !commits && res.Ignored == nil && res.SessionIgnored == nil { // what ignore rules left is said apart
 		fmt.Fprintf(os.Stderr, "nothing to %s: the session has no changes\n", verb)
 	}
 	if failed > 0 {

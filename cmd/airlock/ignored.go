@@ -92,27 +92,15 @@ func foldGenerated(files []api.FileDiff, show bool) []api.FileDiff {
 	if show {
 		return files
 	}
-	out := files
+	out := make([]api.FileDiff, len(files))
 	for i, f := range files {
+		out[i] = f
 		if f.Generated == "" || len(f.Findings) > 0 || len(f.Hunks) == 0 || f.Conflict {
 			continue
 		}
-		if &out[0] == &files[0] {
-			out = append([]api.FileDiff(nil), files...)
-		}
-		added, removed := 0, 0
-		for _, h := range f.Hunks {
-			for _, l := range h.Lines {
-				switch l[0] {
-				case '+':
-					added++
-				case '-':
-					removed++
-				}
-			}
-		}
+		st := api.Stats([]api.FileDiff{f})[0]
 		out[i].Hunks = nil
-		out[i].Note = fmt.Sprintf("generated (%s), +%d -%d lines%s: airlock diff --generated shows the hunks", f.Generated, added, removed, sumSuffix(f.Digest))
+		out[i].Note = fmt.Sprintf("generated (%s), +%d -%d lines%s: airlock diff --generated shows the hunks", f.Generated, st.Added, st.Removed, sumSuffix(f.Digest))
 	}
 	return out
 }
