@@ -34,8 +34,12 @@ const (
 )
 
 // dockerProbe bounds the first question to Docker, so that a daemon that
-// hangs fails the start with a message instead of hanging it.
-const dockerProbe = 5 * time.Second
+// hangs fails the start with a message instead of hanging it. A Docker that
+// is not there fails at once (the socket refuses); the bound is for one that
+// is there and busy, which on two cores running twenty CI jobs at once takes
+// more than 5 s to answer its version (seen: TestCIConcurrent), so it is
+// generous.
+var dockerProbe = time.Minute
 
 // Options say how Assemble builds an engine. The daemon and `airlock ci`
 // differ only here: ci passes a state directory of its own (so its own
@@ -98,6 +102,9 @@ func Assemble(ctx context.Context, o Options) (*Daemon, error) {
 	cancel()
 	if err != nil {
 		docker.Close()
+		if pctx.Err() == context.DeadlineExceeded && ctx.Err() == nil {
+			return nil, errdefs.Unavailablef("Docker did not answer within %s (%v): it is running but stuck or overloaded; check `systemctl status docker` (or restart dockerd), then try again", dockerProbe, err)
+		}
 		return nil, errdefs.Unavailablef("Docker is not running (%v): start it with `sudo systemctl start docker` (or `sudo dockerd &`), then try again", err)
 	}
 	st, err := store.Open(ctx, filepath.Join(o.StateDir, "airlock.db"))

@@ -2,6 +2,7 @@ package daemon
 
 import (
 	"context"
+	"net"
 	"net/http"
 	"net/http/cookiejar"
 	"net/url"
@@ -65,6 +66,35 @@ func TestAssembleWithoutDocker(t *testing.T) {
 	_, err := Assemble(context.Background(), Options{StateDir: t.TempDir()})
 	if err == nil || !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "Docker is not running") || !strings.Contains(err.Error(), "dockerd") {
 		t.Errorf("without Docker: %v", err)
+	}
+}
+
+// TestAssembleWithStuckDocker: a Docker that takes the connection and never
+// answers is told apart from one that is not there: the start waits the
+// probe's bound, then says Docker is stuck, not that it is not running.
+func TestAssembleWithStuckDocker(t *testing.T) {
+	enginetest.Require(t)
+	sock := filepath.Join(t.TempDir(), "stuck.sock")
+	ln, err := net.Listen("unix", sock)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ln.Close()
+	go func() {
+		for {
+			c, err := ln.Accept()
+			if err != nil {
+				return
+			}
+			defer c.Close() // held open, never answered
+		}
+	}()
+	t.Setenv("DOCKER_HOST", "unix://"+sock)
+	defer func(was time.Duration) { dockerProbe = was }(dockerProbe)
+	dockerProbe = 300 * time.Millisecond
+	_, err = Assemble(context.Background(), Options{StateDir: t.TempDir()})
+	if err == nil || !errdefs.IsUnavailable(err) || !strings.Contains(err.Error(), "did not answer") || strings.Contains(err.Error(), "not running") {
+		t.Errorf("with a stuck Docker: %v", err)
 	}
 }
 
