@@ -186,6 +186,57 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	}
 }
 
+// A session on a bare imported image (busybox's /bin and /etc/passwd,
+// nothing else: no /workspace, /home or /tmp, which Docker makes in the
+// container's own layer when it creates it) wakes after a reboot as one on
+// the tiny image does, with its container layer's files back.
+func TestRebootWakesABareImage(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	img := busyboxImage(t, e.Docker, "airlock/test-bare", []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc"}, false)
+	p := project(t)
+	s, err := e.Create(ctx, api.CreateRequest{Project: p, Image: img})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt")
+	run(t, e, s.ID, "sh", "-c", "mkdir -p /opt/tool && echo layer > /opt/tool/state")
+	_, err = e.Checkpoints(ctx, s.ID)
+	must(t, err)
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+		must(t, unix.Unmount(m, 0))
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	got, err := e2.Get(ctx, s.ID)
+	must(t, err)
+	if got.State != api.StateHibernated {
+		t.Fatalf("after a reboot: %s", got.State)
+	}
+	for i := range 3 { // each exec, not only the first
+		if _, out := run(t, e2, s.ID, "sh", "-c", "cat kept.txt /opt/tool/state"); out != "kept\nlayer\n" {
+			t.Errorf("exec %d after the wake: %q", i, out)
+		}
+	}
+	// A fork from the command's checkpoint makes a new container with that
+	// layer: Docker made /workspace in it too.
+	list, err := e2.Checkpoints(ctx, s.ID)
+	must(t, err)
+	forked, err := e2.Fork(ctx, s.ID, api.ForkRequest{Checkpoint: int64(list[len(list)-1].ID)})
+	must(t, err)
+	if len(forked.Sessions) != 1 {
+		t.Fatalf("fork: %+v", forked)
+	}
+	if _, out := run(t, e2, forked.Sessions[0].ID, "sh", "-c", "cat kept.txt /opt/tool/state"); out != "kept\nlayer\n" {
+		t.Errorf("in the fork: %q", out)
+	}
+	must(t, e2.Remove(ctx, forked.Sessions[0].ID))
+	must(t, e2.Remove(ctx, s.ID))
+}
+
 // A disk workspace hibernates and survives a reboot as it is: no
 // checkpoint needed.
 func TestDiskWorkspaceSurvivesReboot(t *testing.T) {

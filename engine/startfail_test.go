@@ -24,7 +24,15 @@ import (
 // but no shell starts.
 func brokenShellImage(t *testing.T, d *client.Client) string {
 	t.Helper()
-	const name = "airlock/test-broken-sh"
+	return busyboxImage(t, d, "airlock/test-broken-sh", []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "tmp", "workspace", "home", "home/airlock"}, true)
+}
+
+// busyboxImage imports, as `docker import` would, a root file system of
+// the host's static busybox, /etc/passwd and the directories dirs (each
+// 1777) — nothing else: users' own imported and distroless images look
+// like this. With loopShell its /bin/sh is a symlink loop.
+func busyboxImage(t *testing.T, d *client.Client, name string, dirs []string, loopShell bool) string {
+	t.Helper()
 	bb, err := exec.LookPath("busybox")
 	must(t, err)
 	data, err := os.ReadFile(bb)
@@ -33,7 +41,7 @@ func brokenShellImage(t *testing.T, d *client.Client) string {
 	must(t, err)
 	var buf bytes.Buffer
 	tw := tar.NewWriter(&buf)
-	for _, dir := range []string{"bin", "sbin", "usr", "usr/bin", "usr/sbin", "etc", "tmp", "workspace", "home", "home/airlock"} {
+	for _, dir := range dirs {
 		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeDir, Name: dir + "/", Mode: 0o1777}))
 	}
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "bin/busybox", Mode: 0o755, Size: int64(len(data))}))
@@ -42,13 +50,15 @@ func brokenShellImage(t *testing.T, d *client.Client) string {
 	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeReg, Name: "etc/passwd", Mode: 0o644, Size: int64(len(passwd))}))
 	tw.Write(passwd)
 	for _, a := range strings.Fields(string(applets)) {
-		if a == "bin/busybox" || a == "bin/sh" {
+		if a == "bin/busybox" || (loopShell && a == "bin/sh") {
 			continue
 		}
 		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: a, Linkname: "/bin/busybox"}))
 	}
-	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "/bin/sh.loop"}))
-	must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh.loop", Linkname: "/bin/sh"}))
+	if loopShell {
+		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh", Linkname: "/bin/sh.loop"}))
+		must(t, tw.WriteHeader(&tar.Header{Typeflag: tar.TypeSymlink, Name: "bin/sh.loop", Linkname: "/bin/sh"}))
+	}
 	must(t, tw.Close())
 	resp, err := d.ImageImport(context.Background(), image.ImportSource{Source: &buf, SourceName: "-"}, name,
 		image.ImportOptions{Changes: []string{"ENV PATH=/bin:/sbin:/usr/bin:/usr/sbin", "WORKDIR /workspace"}})
@@ -62,7 +72,7 @@ func brokenShellImage(t *testing.T, d *client.Client) string {
 		if err := dec.Decode(&m); errors.Is(err, io.EOF) {
 			break
 		} else if err != nil || m.Error != "" {
-			t.Fatalf("import the broken image: %v %s", err, m.Error)
+			t.Fatalf("import %s: %v %s", name, err, m.Error)
 		}
 	}
 	return name

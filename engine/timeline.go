@@ -194,7 +194,7 @@ func (s *checkpointSource) created(ctx context.Context, c *creation) error {
 	if !overlayDriver(info.GraphDriver.Name) || upper == "" {
 		return errdefs.Unavailablef("Docker stores containers with the %q storage driver; a fork with the container layer needs overlay2 (the default)", info.GraphDriver.Name)
 	}
-	if err := cs.RestoreDir(ctx, s.layers.Container, upper); err != nil {
+	if err := restoreNewLayer(ctx, cs, s.layers.Container, upper); err != nil {
 		return fmt.Errorf("restore the container layer of checkpoint %s: %w", s.id, err)
 	}
 	return nil

@@ -4,9 +4,13 @@ import (
 	"context"
 	"errors"
 	"fmt"
+	"io/fs"
 	"os"
+	"path/filepath"
+	"slices"
 	"strings"
 	"sync"
+	"syscall"
 	"time"
 
 	"github.com/airlock/airlock/checkpoint"
@@ -16,6 +20,7 @@ import (
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
 	"github.com/docker/docker/api/types/container"
@@ -294,10 +299,91 @@ func (e *Engine) restoreContainerLayer(ctx context.Context, rec store.Session, c
 		e.log.Warn("the container layer is not restored: Docker's storage driver is not overlay2", "session", rec.ID)
 		return nil
 	}
-	if err := cs.RestoreDir(ctx, last.ID, upper); err != nil {
+	if err := restoreNewLayer(ctx, cs, last.ID, upper); err != nil {
 		return fmt.Errorf("restore the session's container layer: %w", err)
 	}
 	return nil
+}
+
+// madeDir is a directory Docker made in a new container's own layer.
+type madeDir struct {
+	path     string // beneath the layer
+	mode     os.FileMode
+	uid, gid int
+}
+
+// maxMadeDirs bounds what restoreNewLayer sets aside: Docker makes a
+// handful (the working directory, mount points); more is not Docker's.
+const maxMadeDirs = 256
+
+// restoreNewLayer fills upper, a container's own layer made by Docker and
+// not started, from checkpoint id of cs. Docker makes in it, at create,
+// the directories an image lacks for the container's working directory
+// and mounts (on an imported or distroless image: /workspace, /home...),
+// and a restore needs an empty directory: those are set aside, and made
+// again, as Docker made them, where the checkpoint has none. Anything
+// else in the layer is not Docker's doing and stops the restore.
+func restoreNewLayer(ctx context.Context, cs *checkpoint.Store, id checkpoint.ID, upper string) error {
+	made, err := setAsideMade(upper)
+	if err != nil {
+		return err
+	}
+	if err := cs.RestoreDir(ctx, id, upper); err != nil {
+		return err
+	}
+	for _, d := range made { // parents first
+		p := filepath.Join(upper, d.path)
+		if _, err := os.Lstat(p); err == nil {
+			continue
+		}
+		if err := os.Mkdir(p, d.mode.Perm()); err != nil {
+			return fmt.Errorf("make %s again in the container's layer: %w", d.path, err)
+		}
+		if err := os.Lchown(p, d.uid, d.gid); err != nil {
+			return err
+		}
+		if err := os.Chmod(p, d.mode&(os.ModePerm|os.ModeSticky|os.ModeSetuid|os.ModeSetgid)); err != nil {
+			return err
+		}
+	}
+	return nil
+}
+
+// setAsideMade removes the empty directories Docker made in a new
+// container's layer upper and returns them, parents first.
+func setAsideMade(upper string) ([]madeDir, error) {
+	var made []madeDir
+	err := filepath.WalkDir(upper, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || p == upper {
+			return err
+		}
+		rel, _ := filepath.Rel(upper, p)
+		if !d.IsDir() {
+			return errdefs.Conflictf("the new container's layer already holds %s, which is not a directory Docker makes: its checkpoint cannot be restored over it; the session's files are safe: read them with `airlock diff`, or start again from them with `airlock fork`", names.Quote(rel))
+		}
+		if len(made) == maxMadeDirs {
+			return errdefs.Conflictf("the new container's layer already holds more than %d directories: its checkpoint cannot be restored over them; the session's files are safe: read them with `airlock diff`, or start again from them with `airlock fork`", maxMadeDirs)
+		}
+		info, err := d.Info()
+		if err != nil {
+			return err
+		}
+		st, _ := info.Sys().(*syscall.Stat_t)
+		if st == nil {
+			return fmt.Errorf("stat %s: no owner", rel)
+		}
+		made = append(made, madeDir{path: rel, mode: info.Mode(), uid: int(st.Uid), gid: int(st.Gid)})
+		return nil
+	})
+	if err != nil {
+		return nil, err
+	}
+	for _, d := range slices.Backward(made) { // children first
+		if err := os.Remove(filepath.Join(upper, d.path)); err != nil {
+			return nil, fmt.Errorf("set aside %s of the new container's layer: %w", d.path, err)
+		}
+	}
+	return made, nil
 }
 
 // restoreHome fills the running container's home tmpfs from checkpoint
