@@ -12,9 +12,12 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/docker/docker/api/types/container"
+	"github.com/docker/docker/api/types/filters"
 )
 
 func TestOptionDefaults(t *testing.T) {
@@ -170,5 +173,60 @@ func TestServe(t *testing.T) {
 	}
 	if code := status("http://" + u.Host + "/v1/version"); code != 0 {
 		t.Errorf("the TCP listener answers after a stop: %d", code)
+	}
+}
+
+// TestServeStopRemovesWarmContainers: a graceful stop (the signal a
+// service manager sends) removes the warm pool's containers, which are
+// cheap to make again and would otherwise be left running and frozen, with
+// nothing to tell a user they exist once the state directory is gone.
+func TestServeStopRemovesWarmContainers(t *testing.T) {
+	docker := enginetest.Require(t)
+	enginetest.TinyImage(t, docker)
+	dir := t.TempDir()
+	sock := filepath.Join(dir, "engine.sock")
+	state := filepath.Join(dir, "state")
+	os.WriteFile(filepath.Join(dir, "token"), []byte("a-token-of-this-test-0123456789\n"), 0o600)
+	ctx, stop := context.WithCancel(context.Background())
+	defer stop()
+	served := make(chan error, 1)
+	go func() {
+		served <- Serve(ctx, ServeOptions{Socket: sock, StateDir: state, Config: filepath.Join(dir, "none.yaml"), TokenFile: filepath.Join(dir, "token")})
+	}()
+	c := client.New(sock)
+	if err := c.WaitReady(ctx, 60*time.Second); err != nil {
+		t.Fatalf("the daemon does not answer: %v", err)
+	}
+	project := t.TempDir()
+	os.WriteFile(filepath.Join(project, "a.txt"), []byte("a\n"), 0o644)
+	s, err := c.Create(ctx, api.CreateRequest{Project: project, Image: enginetest.Image})
+	if err != nil {
+		t.Fatal(err)
+	}
+	if err := c.Remove(ctx, s.ID); err != nil {
+		t.Fatal(err)
+	}
+	mine := func(status string) int {
+		args := filters.NewArgs(filters.Arg("label", "dev.airlock.engine="+state))
+		if status != "" {
+			args.Add("status", status)
+		}
+		list, err := docker.ContainerList(context.Background(), container.ListOptions{All: true, Filters: args})
+		if err != nil {
+			t.Fatal(err)
+		}
+		return len(list)
+	}
+	for deadline := time.Now().Add(2 * time.Minute); mine("paused") == 0; time.Sleep(200 * time.Millisecond) {
+		if time.Now().After(deadline) {
+			t.Fatal("the warm pool made no container in 2 minutes")
+		}
+	}
+	stop()
+	if err := <-served; err != nil {
+		t.Fatalf("serve: %v", err)
+	}
+	if n := mine(""); n != 0 {
+		t.Errorf("%d containers of the stopped engine are left", n)
 	}
 }

@@ -55,6 +55,13 @@ func NewLogger(w io.Writer, debug bool) *slog.Logger {
 	return slog.New(slog.NewTextHandler(w, &slog.HandlerOptions{Level: level}))
 }
 
+// engineClose bounds a graceful stop's close of the engine: it removes the
+// warm pool's containers and mounts (each a docker rm and an unmount; the
+// 5 s it had could run out on a loaded machine and leave them running and
+// frozen) and waits for the makes under way. A service manager waits 90 s
+// by default before it kills.
+const engineClose = time.Minute
+
 // Serve runs the engine daemon until ctx is done or the API's server
 // fails. The engine's sessions keep running after it returns.
 func Serve(ctx context.Context, o ServeOptions) error {
@@ -87,7 +94,7 @@ func Serve(ctx context.Context, o ServeOptions) error {
 		return err
 	}
 	defer func() {
-		sctx, cancel := context.WithTimeout(context.Background(), 5*time.Second)
+		sctx, cancel := context.WithTimeout(context.Background(), engineClose)
 		defer cancel()
 		d.Close(sctx)
 	}()
