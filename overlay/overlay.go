@@ -34,6 +34,7 @@ import (
 	"time"
 
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/names"
 	"golang.org/x/sys/unix"
 )
 
@@ -457,10 +458,99 @@ func unmount(p string) error {
 			return nil
 		case errors.Is(err, unix.EBUSY) && time.Now().Before(deadline):
 			time.Sleep(20 * time.Millisecond)
+		case errors.Is(err, unix.EBUSY):
+			return fmt.Errorf("unmount %s: %w%s", p, err, heldBy(p))
 		default:
 			return fmt.Errorf("unmount %s: %w", p, err)
 		}
 	}
+}
+
+// maxHolders bounds what heldBy names.
+const maxHolders = 5
+
+// heldBy says which processes hold what under mount point p (an open
+// file or directory, a working directory, a root): ": held by
+// process 12 (node): its descriptor 5 on "node_modules/x"", up to
+// maxHolders of them, or nothing when none is found (a mount beneath p,
+// or a process of another mount namespace, whose paths read otherwise).
+// The paths beneath p are the session's names: quoted.
+func heldBy(p string) string {
+	procs, err := os.ReadDir("/proc")
+	if err != nil {
+		return ""
+	}
+	self := os.Getpid()
+	var held []string
+	more := 0
+	for _, d := range procs {
+		pid, err := strconv.Atoi(d.Name())
+		if err != nil {
+			continue
+		}
+		what := heldIn(pid, p)
+		if what == "" {
+			continue
+		}
+		if len(held) == maxHolders {
+			more++
+			continue
+		}
+		who := procName(pid)
+		if pid == self {
+			who += "; the engine itself, which lets go when restarted"
+		}
+		held = append(held, fmt.Sprintf("process %d (%s): %s", pid, who, what))
+	}
+	if len(held) == 0 {
+		return ""
+	}
+	if more > 0 {
+		held = append(held, fmt.Sprintf("and %d more processes", more))
+	}
+	return ": held by " + strings.Join(held, "; ")
+}
+
+// heldIn is what process pid holds under p (the first found), or "".
+func heldIn(pid int, p string) string {
+	dir := filepath.Join("/proc", strconv.Itoa(pid))
+	under := func(link string) (string, bool) {
+		target, err := os.Readlink(filepath.Join(dir, link))
+		if err != nil {
+			return "", false
+		}
+		if target == p {
+			return names.Quote("."), true
+		}
+		rel, ok := strings.CutPrefix(target, p+"/")
+		return names.Quote(rel), ok
+	}
+	if rel, ok := under("cwd"); ok {
+		return "its working directory is " + rel
+	}
+	if rel, ok := under("root"); ok {
+		return "its root is " + rel
+	}
+	fds, err := os.ReadDir(filepath.Join(dir, "fd"))
+	if err != nil {
+		return ""
+	}
+	for _, fd := range fds {
+		if rel, ok := under(filepath.Join("fd", fd.Name())); ok {
+			return fmt.Sprintf("its descriptor %s on %s", fd.Name(), rel)
+		}
+	}
+	return ""
+}
+
+// procName is process pid's command name, quoted (a session's process
+// names itself).
+func procName(pid int) string {
+	b, err := os.ReadFile(filepath.Join("/proc", strconv.Itoa(pid), "comm"))
+	if err != nil {
+		return "?"
+	}
+	return names.Quote(strings.TrimSuffix(string(b), "\n"))
 }
 
 // Close unmounts the overlay and, for a tmpfs workspace, the tmpfs with

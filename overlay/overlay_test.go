@@ -3,6 +3,7 @@ package overlay_test
 import (
 	"os"
 	"path/filepath"
+	"strconv"
 	"strings"
 	"syscall"
 	"testing"
@@ -128,5 +129,45 @@ func TestFindMountsOverlayAgain(t *testing.T) {
 				t.Errorf("Find after Close: %v", err)
 			}
 		})
+	}
+}
+
+// TestUnmountBusySaysWho: a workspace that cannot be unmounted because a
+// process holds a directory in it says which process holds what (the
+// path quoted: the session chose its names), instead of only "device or
+// resource busy".
+func TestUnmountBusySaysWho(t *testing.T) {
+	needRoot(t)
+	lower := t.TempDir()
+	ws, err := overlay.Mount(lower, filepath.Join(t.TempDir(), "ws"), 8<<20)
+	if err != nil {
+		t.Fatal(err)
+	}
+	defer ws.Unmount()
+	held := filepath.Join(ws.Merged(), "node_modules", "a\x1b[2Jb")
+	if err := os.MkdirAll(held, 0o755); err != nil {
+		t.Fatal(err)
+	}
+	f, err := os.Open(held)
+	if err != nil {
+		t.Fatal(err)
+	}
+	err = ws.Unmount()
+	f.Close()
+	if err == nil {
+		t.Fatal("unmounted a workspace a process holds a directory in")
+	}
+	msg := err.Error()
+	t.Log(msg)
+	for _, want := range []string{"busy", "process " + strconv.Itoa(os.Getpid()), `node_modules/a\x1b[2Jb`} {
+		if !strings.Contains(msg, want) {
+			t.Errorf("the error does not say %q: %s", want, msg)
+		}
+	}
+	if strings.Contains(msg, "\x1b") {
+		t.Errorf("the error holds the name's escape unquoted: %q", msg)
+	}
+	if err := ws.Unmount(); err != nil {
+		t.Errorf("once let go: %v", err)
 	}
 }
