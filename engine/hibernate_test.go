@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io/fs"
 	"os"
 	"path/filepath"
 	"slices"
@@ -234,6 +235,56 @@ func TestRebootWakesABareImage(t *testing.T) {
 		t.Errorf("in the fork: %q", out)
 	}
 	must(t, e2.Remove(ctx, forked.Sessions[0].ID))
+	must(t, e2.Remove(ctx, s.ID))
+}
+
+// A session whose container layer's checkpoint is damaged still wakes
+// after a reboot: with its workspace whole and the image's files outside
+// it, saying why, never an exec that fails again and again.
+func TestRebootWakesWithoutADamagedLayer(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo kept > kept.txt && mkdir -p /opt/tool && echo layer > /opt/tool/state")
+	_, err = e.Checkpoints(ctx, s.ID)
+	must(t, err)
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+		must(t, unix.Unmount(m, 0))
+	}
+	objects := filepath.Join(e.StateDir, "sessions", s.ID, "checkpoints", "container", "objects")
+	damaged := 0
+	must(t, filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
+		if err == nil && d.Type().IsRegular() {
+			damaged++
+			return os.WriteFile(p, []byte("not what was stored"), 0o644)
+		}
+		return err
+	}))
+	if damaged == 0 {
+		t.Fatal("the container layer's checkpoint has no objects to damage")
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	for i := range 2 {
+		if code, out := run(t, e2, s.ID, "sh", "-c", "cat kept.txt; test -e /opt/tool/state || echo no layer"); code != 0 || out != "kept\nno layer\n" {
+			t.Errorf("exec %d after the wake: %d %q", i, code, out)
+		}
+	}
+	events, err := e2.Lifecycle(ctx, s.ID)
+	must(t, err)
+	said := false
+	for _, ev := range events {
+		said = said || strings.Contains(ev.Reason, "container layer") && strings.Contains(ev.Reason, "not restored")
+	}
+	if !said {
+		t.Errorf("the wake did not say the container layer was not restored: %+v", events)
+	}
 	must(t, e2.Remove(ctx, s.ID))
 }
 

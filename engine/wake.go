@@ -75,8 +75,10 @@ func (e *Engine) wake(ctx context.Context, id, reason string) (store.Session, er
 	e.sessions[id] = l
 	e.mu.Unlock()
 	e.touch(id)
-	if w.processes != "" {
-		reason += "; " + w.processes
+	for _, said := range []string{w.processes, w.layer} {
+		if said != "" {
+			reason += "; " + said
+		}
 	}
 	e.log.Info("session woken", "session", id, "reason", reason, "took", time.Since(t0), "steps", strings.Join(w.took, " "))
 	e.store.AddLifecycle(ctx, id, "woken", reason, time.Now())
@@ -112,6 +114,8 @@ type waking struct {
 	// processes says what became of processes kept at hibernation:
 	// restored, or why not (the session then wakes without them).
 	processes string
+	// layer says why the container layer was not restored, if it was not.
+	layer string
 }
 
 // step runs one step of the wake and keeps its time.
@@ -213,19 +217,41 @@ func (w *waking) network() error {
 
 // container makes the session's container again from its record, with
 // its layer from its checkpoint, not started: its workspace's bind source
-// is the merged directory, mounted meanwhile.
+// is the merged directory, mounted meanwhile. A layer that cannot be
+// restored (its checkpoint damaged, or the new container's layer holding
+// what a restore cannot go over) does not keep the session asleep: it
+// wakes in a container made again with the image's files outside
+// /workspace, its workspace whole, and says so (layer).
 func (w *waking) container(ctx context.Context) error {
+	e := w.e
+	id, err := w.create(ctx)
+	if err != nil {
+		return err
+	}
+	err = w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, id, w.layers.Container) })
+	if err == nil || errdefs.IsUnavailable(err) || ctx.Err() != nil {
+		return err
+	}
+	e.log.Warn("restore a session's container layer: waking it without", "session", w.rec.ID, "err", err)
+	w.layer = fmt.Sprintf("its container layer (the files its commands changed outside /workspace) not restored (%v): the image's files are there instead; its workspace is whole", err)
+	_, err = w.create(ctx) // nothing half-restored in it
+	return err
+}
+
+// create makes the session's container, not started, and returns its id.
+func (w *waking) create(ctx context.Context) (string, error) {
 	e := w.e
 	merged := (&overlay.Workspace{Dir: w.rec.Dir}).Merged()
 	if err := os.MkdirAll(merged, 0o700); err != nil {
-		return err
+		return "", err
 	}
 	cfg, hostCfg := e.containerSpec(w.rec, keepAlive, merged, w.net.GW)
 	var err error
 	if hostCfg.CgroupParent, err = e.meter.CgroupParent(ctx, w.rec.ID); err != nil {
-		return dockerError("ask Docker how it manages cgroups", err)
+		return "", dockerError("ask Docker how it manages cgroups", err)
 	}
-	// A container of an earlier, interrupted wake.
+	// A container of an earlier, interrupted wake, or of this one's layer
+	// that did not restore.
 	e.docker.ContainerRemove(ctx, "airlock-"+w.rec.ID, container.RemoveOptions{Force: true})
 	var created container.CreateResponse
 	err = w.step("create", func() (err error) {
@@ -233,14 +259,14 @@ func (w *waking) container(ctx context.Context) error {
 		return err
 	})
 	if err != nil {
-		return dockerError("create the session's container", err)
+		return "", dockerError("create the session's container", err)
 	}
 	w.rec.ContainerID = created.ID
 	w.cleanups = append(w.cleanups, func(ctx context.Context) {
 		e.docker.ContainerRemove(ctx, created.ID, container.RemoveOptions{Force: true})
 		e.meter.Remove(ctx, w.rec.ID)
 	})
-	return w.step("layer", func() error { return e.restoreContainerLayer(ctx, w.rec, created.ID, w.layers.Container) })
+	return created.ID, nil
 }
 
 // start starts the container made, with the processes kept at
