@@ -3,6 +3,7 @@ package engine_test
 import (
 	"context"
 	"fmt"
+	"io"
 	"io/fs"
 	"os"
 	"path/filepath"
@@ -285,6 +286,65 @@ func TestRebootWakesWithoutADamagedLayer(t *testing.T) {
 	if !said {
 		t.Errorf("the wake did not say the container layer was not restored: %+v", events)
 	}
+	must(t, e2.Remove(ctx, s.ID))
+}
+
+// A session whose newest workspace checkpoint is damaged cannot wake:
+// each try says so and what still works (a fork from an earlier
+// checkpoint, then rm), never only the checkpoint store's error.
+func TestRebootWithADamagedCheckpointSaysWhatWorks(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo one > one.txt")
+	run(t, e, s.ID, "sh", "-c", "echo two > two.txt")
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	if len(list) < 2 {
+		t.Fatalf("%d checkpoints after two commands", len(list))
+	}
+	newest := list[len(list)-1]
+
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+		must(t, unix.Unmount(m, 0))
+	}
+	// two.txt's content, stored once: only the newest checkpoint has it.
+	two := filepath.Join(e.StateDir, "checkpoints", s.ID, "objects", "sha256")
+	damaged := 0
+	must(t, filepath.WalkDir(two, func(p string, d fs.DirEntry, err error) error {
+		if err != nil || !d.Type().IsRegular() {
+			return err
+		}
+		if b, _ := os.ReadFile(p); string(b) == "two\n" {
+			damaged++
+			return os.WriteFile(p, []byte("owt\n"), 0o644)
+		}
+		return nil
+	}))
+	if damaged != 1 {
+		t.Fatalf("found %d objects holding two.txt", damaged)
+	}
+
+	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
+	for i := range 2 {
+		_, err := e2.Exec(ctx, s.ID, api.ExecRequest{Argv: []string{"true"}}, engine.ExecIO{Stdout: io.Discard, Stderr: io.Discard})
+		msg := fmt.Sprint(err)
+		if !errdefs.IsConflict(err) || !strings.Contains(msg, fmt.Sprintf("checkpoint %d is damaged", newest.ID)) ||
+			!strings.Contains(msg, fmt.Sprintf("airlock fork %s --checkpoint %d", s.ID, list[len(list)-2].ID)) {
+			t.Errorf("exec %d: %v", i, err)
+		}
+	}
+	forked, err := e2.Fork(ctx, s.ID, api.ForkRequest{Checkpoint: int64(list[len(list)-2].ID)})
+	must(t, err)
+	if _, out := run(t, e2, forked.Sessions[0].ID, "sh", "-c", "cat one.txt"); out != "one\n" {
+		t.Errorf("the fork from the earlier checkpoint: %q", out)
+	}
+	must(t, e2.Remove(ctx, forked.Sessions[0].ID))
 	must(t, e2.Remove(ctx, s.ID))
 }
 

@@ -187,12 +187,33 @@ func (w *waking) mount(ctx context.Context, rec store.Session, mounted func()) e
 			mounted()
 			return cs.RestoreDir(ctx, last.ID, upper)
 		})
+		if errors.Is(err, checkpoint.ErrCorrupt) {
+			return damagedCheckpoint(rec.ID, cs, last.ID, err)
+		}
 	}
 	if err != nil {
 		return fmt.Errorf("mount the session's workspace: %w", err)
 	}
 	w.cleanups = append(w.cleanups, func(context.Context) { w.ws.Close() })
 	return nil
+}
+
+// damagedCheckpoint says that session id cannot wake from its newest
+// checkpoint, newest of cs, which is damaged (err), and what still works:
+// starting again from an earlier checkpoint, if it has one.
+func damagedCheckpoint(id string, cs *checkpoint.Store, newest checkpoint.ID, err error) error {
+	var earlier checkpoint.ID
+	if list, lerr := cs.List(); lerr == nil {
+		for _, c := range list {
+			if c.ID < newest {
+				earlier = max(earlier, c.ID)
+			}
+		}
+	}
+	if earlier == 0 {
+		return errdefs.Conflictf("session %s cannot wake: its workspace's checkpoint %d is damaged (%v) and it has no earlier one; what it held is lost: remove it with `airlock rm %s`", id, newest, err, id)
+	}
+	return errdefs.Conflictf("session %s cannot wake: its workspace's newest checkpoint %d is damaged (%v); start again from an earlier one with `airlock fork %s --checkpoint %d` (`airlock turns %s` lists them), then remove this one with `airlock rm %s`", id, newest, err, id, earlier, id, id)
 }
 
 // network takes a network under the session's stored policy and writes
