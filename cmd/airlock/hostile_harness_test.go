@@ -598,6 +598,11 @@ func (h *hostile) cli(s request, args []string) *reply {
 // than answering.
 var transportRE = regexp.MustCompile(`(?i)\bEOF\b|connection reset|broken pipe|connection refused|server closed|closed network connection|no Airlock engine answers|started the engine`)
 
+// sessionHeaderRE matches the line `run` prints first, naming the session
+// it made ("session ID (project P, image I)"): not a message about what
+// happened. "session ID's container stopped…" is one.
+var sessionHeaderRE = regexp.MustCompile(`^session [0-9a-f]+ \(project `)
+
 // classify says what is wrong with an answer, given what the request wants.
 func classify(w want, r *reply) string {
 	errs := r.stderr.String()
@@ -620,7 +625,7 @@ func classify(w want, r *reply) string {
 	}
 	msg := ""
 	for _, l := range strings.Split(errs, "\n") {
-		if m, ok := strings.CutPrefix(l, "airlock: "); ok && !strings.HasPrefix(m, "session ") {
+		if m, ok := strings.CutPrefix(l, "airlock: "); ok && !sessionHeaderRE.MatchString(m) {
 			msg += m
 		}
 	}
