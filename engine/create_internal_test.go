@@ -3,6 +3,7 @@ package engine
 import (
 	"context"
 	"errors"
+	"fmt"
 	"log/slog"
 	"net/netip"
 	"os"
@@ -22,6 +23,7 @@ import (
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/image"
@@ -271,11 +273,9 @@ type core struct {
 
 func newCore(t *testing.T) *core {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("the session core's unit tests mount workspaces: run them as root")
-	}
+	testenv.Root(t, "the session core's unit tests mount workspaces")
 	if err := overlay.Check(); err != nil {
-		t.Skipf("no overlay mounts here: %v", err)
+		testenv.Missing(t, fmt.Sprintf("no overlay mounts here: %v", err))
 	}
 	ctx := context.Background()
 	dir := t.TempDir()
@@ -314,7 +314,7 @@ func newCore(t *testing.T) *core {
 	c.e = e
 	t.Cleanup(func() {
 		// Whatever a failed test left mounted.
-		for _, m := range slices.Backward(mountsUnder(t, dir)) {
+		for _, m := range slices.Backward(testenv.MountsUnder(t, dir)) {
 			unix.Unmount(m, unix.MNT_DETACH)
 		}
 	})
@@ -326,28 +326,11 @@ func (c *core) create(t *testing.T, mode createMode) (api.Session, error) {
 	return c.e.create(context.Background(), api.CreateRequest{Project: c.project, Image: "airlock/tiny"}, mode)
 }
 
-// mountsUnder lists the mount points under dir.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && (f[4] == dir || strings.HasPrefix(f[4], dir+"/")) {
-			out = append(out, f[4])
-		}
-	}
-	return out
-}
-
 // nothingLeft fails when a session's mount, network, firewall rules,
 // container or record is left behind.
 func (c *core) nothingLeft(t *testing.T) {
 	t.Helper()
-	if m := mountsUnder(t, c.e.stateDir); len(m) > 0 {
+	if m := testenv.MountsUnder(t, c.e.stateDir); len(m) > 0 {
 		t.Errorf("mounts left: %v", m)
 	}
 	if d, err := os.ReadDir(filepath.Join(c.e.stateDir, "sessions")); err != nil || len(d) > 0 {
@@ -421,14 +404,14 @@ func TestRemoveRemovesContainerBeforeUnmount(t *testing.T) {
 		t.Errorf("created session is %s, want running", s.State)
 	}
 	dir := c.e.sessionDir(s.ID)
-	if len(mountsUnder(t, dir)) == 0 {
+	if len(testenv.MountsUnder(t, dir)) == 0 {
 		t.Fatal("the created session's workspace is not mounted")
 	}
 	if len(c.links.left()) == 0 || len(c.fw.Installed()) == 0 {
 		t.Fatal("the created session has no network or firewall rules")
 	}
 	var mountedAtRemove []string
-	c.docker.onRemove = func(string) { mountedAtRemove = mountsUnder(t, dir) }
+	c.docker.onRemove = func(string) { mountedAtRemove = testenv.MountsUnder(t, dir) }
 	if err := c.e.Remove(ctx, s.ID); err != nil {
 		t.Fatal(err)
 	}
@@ -457,7 +440,7 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 			}
 		}, api.StateStopped, "its workspace is intact", true},
 		{"workspace gone before any checkpoint", func(t *testing.T, c *core, s api.Session) {
-			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
+			for _, m := range slices.Backward(testenv.MountsUnder(t, c.e.sessionDir(s.ID))) {
 				if err := unix.Unmount(m, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -470,7 +453,7 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 			if err := os.WriteFile(c.e.checkpointDir(s.ID), []byte("not a store"), 0o600); err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
+			for _, m := range slices.Backward(testenv.MountsUnder(t, c.e.sessionDir(s.ID))) {
 				if err := unix.Unmount(m, 0); err != nil {
 					t.Fatal(err)
 				}
@@ -484,7 +467,7 @@ func TestAdoptContainerOrWorkspaceGone(t *testing.T) {
 			if _, err := cs.RecordDir(context.Background(), filepath.Join(c.e.sessionDir(s.ID), "ws", "upper"), checkpoint.RecordOptions{}); err != nil {
 				t.Fatal(err)
 			}
-			for _, m := range slices.Backward(mountsUnder(t, c.e.sessionDir(s.ID))) {
+			for _, m := range slices.Backward(testenv.MountsUnder(t, c.e.sessionDir(s.ID))) {
 				if err := unix.Unmount(m, 0); err != nil {
 					t.Fatal(err)
 				}

@@ -17,24 +17,10 @@ import (
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/harness/mockmodel"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types/container"
 	"golang.org/x/sys/unix"
 )
-
-// mountsUnder lists the mount points beneath dir, outermost first.
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	must(t, err)
-	var out []string
-	for _, line := range strings.Split(string(b), "\n") {
-		f := strings.Fields(line)
-		if len(f) > 4 && strings.HasPrefix(f[4], dir+"/") {
-			out = append(out, f[4])
-		}
-	}
-	return out
-}
 
 func containerExists(t *testing.T, e *enginetest.Engine, id string) bool {
 	t.Helper()
@@ -71,7 +57,7 @@ func TestHibernateWake(t *testing.T) {
 	if containerExists(t, e, s.ID) {
 		t.Error("a hibernated session still has its container")
 	}
-	if m := mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID)); len(m) > 0 {
+	if m := testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID)); len(m) > 0 {
 		t.Errorf("a hibernated session still has mounts: %v", m)
 	}
 
@@ -158,7 +144,7 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	e.Close(cctx)
 	cancel()
 	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
 		must(t, unix.Unmount(m, 0))
 	}
 
@@ -208,7 +194,7 @@ func TestRebootWakesABareImage(t *testing.T) {
 	e.Close(cctx)
 	cancel()
 	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
 		must(t, unix.Unmount(m, 0))
 	}
 
@@ -255,7 +241,7 @@ func TestRebootWakesWithoutADamagedLayer(t *testing.T) {
 	e.Close(cctx)
 	cancel()
 	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
 		must(t, unix.Unmount(m, 0))
 	}
 	objects := filepath.Join(e.StateDir, "sessions", s.ID, "checkpoints", "container", "objects")
@@ -310,7 +296,7 @@ func TestRebootWithADamagedCheckpointSaysWhatWorks(t *testing.T) {
 	e.Close(cctx)
 	cancel()
 	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(mountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
+	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
 		must(t, unix.Unmount(m, 0))
 	}
 	// two.txt's content, stored once: only the newest checkpoint has it.
@@ -359,7 +345,7 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 		t.Fatalf("workspace kind %q", s.WorkspaceKind)
 	}
 	dir := filepath.Join(e.StateDir, "sessions", s.ID)
-	for _, m := range mountsUnder(t, dir) {
+	for _, m := range testenv.MountsUnder(t, dir) {
 		if strings.HasSuffix(m, "/ws") {
 			t.Fatalf("a disk workspace has a tmpfs at %s", m)
 		}
@@ -370,7 +356,7 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 	if h.Hibernation == nil || h.Hibernation.Checkpoint != 0 || h.Hibernation.DiskBytes <= 0 {
 		t.Errorf("a hibernated disk session: %+v", h.Hibernation)
 	}
-	if m := mountsUnder(t, dir); len(m) > 0 {
+	if m := testenv.MountsUnder(t, dir); len(m) > 0 {
 		t.Errorf("a hibernated disk session still has mounts: %v", m)
 	}
 	if d, err := e.Diff(ctx, s.ID, nil); err != nil || len(d.Files) != 1 || d.Files[0].Path != "disk.txt" {
@@ -383,7 +369,7 @@ func TestDiskWorkspaceSurvivesReboot(t *testing.T) {
 	e.Close(cctx)
 	cancel()
 	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(mountsUnder(t, dir)) {
+	for _, m := range slices.Backward(testenv.MountsUnder(t, dir)) {
 		must(t, unix.Unmount(m, 0))
 	}
 	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)

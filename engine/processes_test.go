@@ -16,6 +16,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/testenv"
 )
 
 // Where the host cannot checkpoint processes (here: Docker not started
@@ -207,7 +208,7 @@ func experimentalEngine(t *testing.T, opts ...func(*engine.Options)) *enginetest
 	t.Helper()
 	bin, err := exec.LookPath("dockerd")
 	if err != nil {
-		t.Skip("no dockerd to start an experimental daemon with")
+		testenv.Missing(t, "no dockerd to start an experimental daemon with")
 	}
 	init, err := exec.LookPath("docker-init")
 	if err == nil {

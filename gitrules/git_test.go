@@ -3,6 +3,7 @@ package gitrules
 import (
 	"bytes"
 	"fmt"
+	"github.com/airlock/airlock/testenv"
 	"maps"
 	"math/rand/v2"
 	"os"
@@ -38,7 +39,7 @@ func gitRun(t testing.TB, dir string, stdin []byte, args ...string) []byte {
 
 func needGit(t testing.TB) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git is not installed: the differential tests compare with it")
+		testenv.Missing(t, "git is not installed: the differential tests compare with it")
 	}
 }
 

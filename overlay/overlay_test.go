@@ -10,14 +10,13 @@ import (
 
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/overlay"
+	"github.com/airlock/airlock/testenv"
 )
 
 func needRoot(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: mounts tmpfs and overlayfs")
-	}
+	testenv.Root(t, "mounts tmpfs and overlayfs")
 	if err := overlay.Check(); err != nil {
-		t.Skip(err)
+		testenv.Missing(t, err.Error())
 	}
 }
 

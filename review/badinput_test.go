@@ -14,6 +14,7 @@ import (
 	"testing"
 
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/testenv"
 )
 
 func acceptAll(t *testing.T, l review.Layers, paths ...string) []review.Outcome {
@@ -193,9 +194,7 @@ func TestReadOnlyHostFile(t *testing.T) {
 }
 
 func TestFullHostDiskRollsBack(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small filesystem for the project")
-	}
+	testenv.Root(t, "mounts a small file system for the project")
 	p := filepath.Join(t.TempDir(), "proj")
 	must(t, os.MkdirAll(p, 0o755))
 	must(t, syscall.Mount("small", p, "tmpfs", 0, "size=1m"))
@@ -225,9 +224,7 @@ func TestFullHostDiskRollsBack(t *testing.T) {
 // The same with many small files, which the accept writes on several
 // goroutines: the first that finds the disk full rolls everything back.
 func TestFullHostDiskRollsBackSmallFiles(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root to mount a small filesystem for the project")
-	}
+	testenv.Root(t, "mounts a small file system for the project")
 	p := filepath.Join(t.TempDir(), "proj")
 	must(t, os.MkdirAll(p, 0o755))
 	must(t, syscall.Mount("small", p, "tmpfs", 0, "size=1m"))

@@ -10,6 +10,7 @@ import (
 	"testing"
 
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/testenv"
 )
 
 // gitProject makes a git project whose .gitignore ignores node_modules/,
@@ -32,7 +33,7 @@ func gitProject(t *testing.T) string {
 		}
 	}
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("needs git to make the project's index")
+		testenv.Missing(t, "needs git to make the project's index")
 	}
 	git("init", "-q")
 	git("add", ".gitignore", "src/a.js")

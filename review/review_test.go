@@ -2,6 +2,7 @@ package review_test
 
 import (
 	"bytes"
+	"fmt"
 	"os"
 	"os/exec"
 	"path/filepath"
@@ -11,6 +12,7 @@ import (
 
 	"github.com/airlock/airlock/overlay"
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/testenv"
 )
 
 // mountWS mounts a real tmpfs+overlay workspace over project.
@@ -25,11 +27,9 @@ func mountWS(t *testing.T, project string) *overlay.Workspace {
 
 func mountWSSize(t *testing.T, project string, size int64) (*overlay.Workspace, error) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("needs root: review tests mount real overlays (run `make test` as root)")
-	}
+	testenv.Root(t, "review tests mount real overlays")
 	if err := overlay.Check(); err != nil {
-		t.Skipf("overlay unavailable: %v", err)
+		testenv.Missing(t, fmt.Sprintf("overlay unavailable: %v", err))
 	}
 	ws, err := overlay.Mount(project, filepath.Join(t.TempDir(), "ws"), size)
 	if err != nil {
@@ -144,7 +144,7 @@ func TestChangesEveryKind(t *testing.T) {
 
 func TestPatchAppliesWithGitApply(t *testing.T) {
 	if _, err := exec.LookPath("git"); err != nil {
-		t.Skip("git not installed")
+		testenv.Missing(t, "git is not installed")
 	}
 	p := project(t)
 	copyDir := filepath.Join(t.TempDir(), "copy")
@@ -321,9 +321,7 @@ func TestDiscardRestoresProjectView(t *testing.T) {
 }
 
 func TestFullWorkspaceStillReviews(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root")
-	}
+	testenv.Root(t, "mounts a small workspace")
 	p := project(t)
 	ws, err := overlay.Mount(p, filepath.Join(t.TempDir(), "ws"), 2<<20)
 	must(t, err)

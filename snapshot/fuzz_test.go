@@ -10,6 +10,7 @@ import (
 	"strings"
 	"testing"
 
+	"github.com/airlock/airlock/testenv"
 	"go.podman.io/storage/pkg/archive"
 	"golang.org/x/sys/unix"
 )
@@ -21,9 +22,7 @@ import (
 // would cost an exec per input): the rules are what is fuzzed, the chroot
 // is a second line of defence.
 func FuzzApplyLayer(f *testing.F) {
-	if os.Geteuid() != 0 {
-		f.Skip("whiteouts need root")
-	}
+	testenv.Root(f, "whiteouts")
 	src := f.TempDir()
 	upperFixture(f, src)
 	f.Add(writeFrom(f, src))

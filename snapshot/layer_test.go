@@ -12,6 +12,7 @@ import (
 	"testing"
 	"time"
 
+	"github.com/airlock/airlock/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -24,9 +25,7 @@ func must(t testing.TB, err error) {
 
 func needRoot(t *testing.T) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("whiteouts and trusted xattrs need root")
-	}
+	testenv.Root(t, "whiteouts and trusted xattrs")
 }
 
 // describe lists a tree: each path with its type, mode, owner, size,
@@ -195,7 +194,7 @@ func TestLayerUnderOverlay(t *testing.T) {
 		os.Mkdir(work, 0o700)
 		os.Mkdir(mnt, 0o700)
 		if err := unix.Mount("overlay", mnt, "overlay", 0, "lowerdir="+lower+",upperdir="+upper+",workdir="+work); err != nil {
-			t.Skipf("overlay mount: %v", err)
+			testenv.Missing(t, "overlay mount: "+err.Error())
 		}
 		defer unix.Unmount(mnt, 0)
 		return describe(t, mnt)

@@ -17,6 +17,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"golang.org/x/sys/unix"
@@ -38,7 +39,7 @@ type privateDockerd struct {
 func newPrivateDockerd(t *testing.T) *privateDockerd {
 	t.Helper()
 	if _, err := exec.LookPath("dockerd"); err != nil {
-		t.Skip("no dockerd to start a private daemon with")
+		testenv.Missing(t, "no dockerd to start a private daemon with")
 	}
 	dir, err := os.MkdirTemp("", "airlock-reboot-dockerd-")
 	if err != nil {

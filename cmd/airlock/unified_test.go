@@ -12,6 +12,7 @@ import (
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/testenv"
 )
 
 // TestUnified renders a review of every kind of change (modified with a
@@ -20,9 +21,7 @@ import (
 // hands it over the wire, against goldens (AIRLOCK_GOLDEN=1 rewrites
 // them).
 func TestUnified(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("whiteouts and the opaque xattr need root")
-	}
+	testenv.Root(t, "whiteouts and the opaque xattr")
 	p, u := t.TempDir(), t.TempDir()
 	w := func(root, name, data string, mode os.FileMode) {
 		os.MkdirAll(filepath.Dir(filepath.Join(root, name)), 0o755)

@@ -11,6 +11,7 @@ import (
 
 	"github.com/airlock/airlock/engine/client"
 	"github.com/airlock/airlock/engine/enginetest"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/api/types/filters"
 	dockerclient "github.com/docker/docker/client"
@@ -49,21 +50,6 @@ func waitFrozen(t *testing.T, d *dockerclient.Client, stateDir string, n int) ma
 	}
 }
 
-func mountsUnder(t *testing.T, dir string) []string {
-	t.Helper()
-	b, err := os.ReadFile("/proc/self/mountinfo")
-	if err != nil {
-		t.Fatal(err)
-	}
-	var out []string
-	for _, l := range strings.Split(string(b), "\n") {
-		if f := strings.Fields(l); len(f) > 4 && strings.HasPrefix(f[4], dir) {
-			out = append(out, f[4])
-		}
-	}
-	return out
-}
-
 // An engine killed with warm containers leaves none behind: the next one
 // removes them, their mounts and directories, and makes its own.
 func TestEngineCrashWithWarmPool(t *testing.T) {
@@ -97,7 +83,7 @@ func TestEngineCrashWithWarmPool(t *testing.T) {
 		if _, err := os.Stat(filepath.Join(stateDir, "sessions", sess)); !os.IsNotExist(err) {
 			t.Errorf("the killed engine's warm directory %s: %v", sess, err)
 		}
-		for _, m := range mountsUnder(t, filepath.Join(stateDir, "sessions", sess)) {
+		for _, m := range testenv.MountsUnder(t, filepath.Join(stateDir, "sessions", sess)) {
 			t.Errorf("the killed engine's warm mount %s is still there", m)
 		}
 	}
@@ -117,7 +103,7 @@ func TestEngineCrashWithWarmPool(t *testing.T) {
 	if all, _ := engineContainers(t, d, stateDir); len(all) != 0 {
 		t.Errorf("containers left after the engine stopped: %v", all)
 	}
-	if m := mountsUnder(t, filepath.Join(stateDir, "sessions")); len(m) != 0 {
+	if m := testenv.MountsUnder(t, filepath.Join(stateDir, "sessions")); len(m) != 0 {
 		t.Errorf("mounts left after the engine stopped: %v", m)
 	}
 }

@@ -26,6 +26,7 @@ import (
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/harness/mockmodel"
 	"github.com/airlock/airlock/secretscan"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types/network"
 	"github.com/docker/docker/client"
 )
@@ -66,10 +67,7 @@ func Prerequisites(t testing.TB) *client.Client {
 // AIRLOCK_REQUIRE_INTEGRATION=1, so CI never passes by skipping.
 func Missing(t testing.TB, why string) {
 	t.Helper()
-	if os.Getenv("AIRLOCK_REQUIRE_INTEGRATION") == "1" {
-		t.Fatalf("integration prerequisites missing: %s (run `make test`, which sets them up)", why)
-	}
-	t.Skipf("integration test skipped: %s (run `make test` as root to set them up)", why)
+	testenv.Missing(t, why)
 }
 
 var tinyOnce sync.Mutex

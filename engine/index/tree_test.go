@@ -7,6 +7,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/airlock/airlock/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -17,9 +18,7 @@ import (
 // directories are added (as a checkpoint's walk adds them), and a write
 // beside it on the same file system does not.
 func TestTreeWatchSeesOverlayChanges(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("mounts need root")
-	}
+	testenv.Root(t, "mounts")
 	base, err := os.MkdirTemp("/var/tmp", "treewatch-")
 	if err != nil {
 		t.Fatal(err)

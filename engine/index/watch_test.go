@@ -5,6 +5,7 @@ import (
 	"path/filepath"
 	"testing"
 
+	"github.com/airlock/airlock/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -13,9 +14,7 @@ import (
 // workspace in small.
 func workspace(t *testing.T) (tmpfs, merged string) {
 	t.Helper()
-	if os.Geteuid() != 0 {
-		t.Skip("mounts need root")
-	}
+	testenv.Root(t, "mounts")
 	dir := t.TempDir()
 	tmpfs, merged = filepath.Join(dir, "ws"), filepath.Join(dir, "merged")
 	lower := filepath.Join(dir, "lower")

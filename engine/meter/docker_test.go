@@ -14,6 +14,7 @@ import (
 
 	"github.com/airlock/airlock/engine/enginetest"
 	"github.com/airlock/airlock/engine/meter"
+	"github.com/airlock/airlock/testenv"
 	"github.com/docker/docker/api/types/container"
 	"github.com/docker/docker/client"
 	"github.com/docker/docker/pkg/stdcopy"
@@ -134,7 +135,7 @@ func dockerd(t *testing.T, prelude string, args ...string) *client.Client {
 	enginetest.Require(t)
 	bin, err := exec.LookPath("dockerd")
 	if err != nil {
-		t.Skip("no dockerd to start a second daemon with")
+		testenv.Missing(t, "no dockerd to start a second daemon with")
 	}
 	dir, err := os.MkdirTemp("", "airlock-dockerd-")
 	if err != nil {

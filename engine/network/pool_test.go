@@ -4,7 +4,6 @@ import (
 	"errors"
 	"fmt"
 	"net/netip"
-	"os"
 	"path/filepath"
 	"slices"
 	"sort"
@@ -14,6 +13,7 @@ import (
 	"golang.org/x/sys/unix"
 
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/testenv"
 )
 
 // fakeLinks is the host's network stack in memory: bridges by name with
@@ -269,9 +269,7 @@ func TestTakeSkipsABoundGateway(t *testing.T) {
 // The real check: a listener bound with IP_FREEBIND on an address no
 // interface holds is found; a free address is not.
 func TestNetlinkGatewayBound(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("binding a foreign address needs root")
-	}
+	testenv.Root(t, "binding a foreign address")
 	gw := netip.MustParseAddr("10.213.255.253")
 	if (Netlink{}).GatewayBound(gw) {
 		t.Skipf("%s:%d is in use on this host already", gw, ProxyPort)

@@ -14,6 +14,7 @@ import (
 	"github.com/airlock/airlock/engine/schedule"
 	"github.com/airlock/airlock/engine/store"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/testenv"
 )
 
 // clock is a fake wall clock that tests move.
@@ -402,9 +403,7 @@ func TestScheduleLoopOnTheWallClock(t *testing.T) {
 // An engine running as root runs on-done as the project folder's owner,
 // not as root.
 func TestScheduleOnDoneRunsAsTheProjectOwner(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("needs root, as the engine runs")
-	}
+	testenv.Root(t, "as the engine runs")
 	r := newRig(t)
 	shared, err := os.MkdirTemp("", "airlock-on-done") // t.TempDir's parent is root's only
 	if err != nil {

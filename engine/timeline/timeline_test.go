@@ -13,6 +13,7 @@ import (
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/timeline"
 	"github.com/airlock/airlock/errdefs"
+	"github.com/airlock/airlock/testenv"
 	"golang.org/x/sys/unix"
 )
 
@@ -79,9 +80,7 @@ func summary(d api.Diff) string {
 // Record that finds nothing changed records nothing; a checkpoint another
 // recorder labelled is listed by its label; Remove deletes the store.
 func TestDiffOverTheProject(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("whiteouts and opaque directories need root")
-	}
+	testenv.Root(t, "whiteouts and opaque directories")
 	ctx := context.Background()
 	state := t.TempDir()
 	f := &fakeSessions{upper: t.TempDir(), project: t.TempDir(), turns: []api.Turn{{N: 1, Usage: api.Usage{InputTokens: 7, CostUSD: 0.5}, CPUSeconds: 2}}}
@@ -139,9 +138,7 @@ func TestDiffOverTheProject(t *testing.T) {
 // TestWritePatch: a checkpoint diff written as a patch is applied by git
 // to the project as the diff's start had it.
 func TestWritePatch(t *testing.T) {
-	if os.Geteuid() != 0 {
-		t.Skip("whiteouts need root")
-	}
+	testenv.Root(t, "whiteouts")
 	ctx := context.Background()
 	f := &fakeSessions{upper: t.TempDir(), project: t.TempDir()}
 	write(t, filepath.Join(f.project, "README.md"), "# demo\n")
