@@ -66,6 +66,8 @@ func TestDependencyDirection(t *testing.T) {
 		{"atomicfile", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs"}},
 		// names is a leaf: anything that shows a path may import it.
 		{"names", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "confined", "atomicfile", "github.com/"}},
+		// testenv is test support any package's tests import: a leaf.
+		{"testenv", []string{"engine", "app", "cmd", "overlay", "review", "snapshot", "ci", "harness", "errdefs", "confined", "atomicfile", "names", "github.com/"}},
 		{"ci", []string{"app", "cmd", "github.com/wailsapp"}},
 		{"daemon", []string{"app", "cmd", "ci", "github.com/wailsapp"}},
 		{"snapshot", []string{"engine", "app", "cmd", "overlay", "review", "github.com/docker", "github.com/wailsapp"}},
