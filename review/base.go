@@ -20,6 +20,7 @@ import (
 	"sync"
 	"syscall"
 
+	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/confined"
 	"github.com/go-git/go-git/v5/plumbing/format/index"
 	"golang.org/x/sys/unix"
@@ -664,11 +665,9 @@ func writeManifest(path string, entries []pathStat) error {
 	buf.Write(offsets)
 	buf.Write(binary.LittleEndian.AppendUint32(nil, uint32(len(entries))))
 	buf.WriteString(manifestMagic)
-	// Written whole or not at all: a crash never leaves half a manifest.
-	if err := os.WriteFile(path+".tmp", buf.Bytes(), 0o600); err != nil {
-		return err
-	}
-	return os.Rename(path+".tmp", path)
+	// Written whole or not at all, and kept: a crash never leaves half a
+	// manifest, nor an empty one renamed into place before its data.
+	return atomicfile.Write(path, buf.Bytes(), 0o600)
 }
 
 var errCorrupt = errors.New("the session's base manifest is corrupt: its conflict detection is unavailable")

@@ -10,6 +10,7 @@ import (
 	"strings"
 	"time"
 
+	"github.com/airlock/airlock/atomicfile"
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/engine/client"
 	"github.com/spf13/cobra"
@@ -240,26 +241,13 @@ complete.`,
 				_, err := io.Copy(os.Stdout, body)
 				return err
 			}
-			tmp, err := os.CreateTemp(filepath.Dir(out), "."+filepath.Base(out)+".part-*")
-			if err != nil {
-				return fmt.Errorf("write %s: %w", out, err)
-			}
-			defer os.Remove(tmp.Name())
-			n, err := io.Copy(tmp, body)
-			if err == nil {
-				err = tmp.Sync()
-			}
-			if cerr := tmp.Close(); err == nil {
-				err = cerr
-			}
+			var n int64
+			err = atomicfile.WriteFrom(out, 0o644, func(w io.Writer) (err error) {
+				n, err = io.Copy(w, body)
+				return err
+			})
 			if err != nil {
 				return fmt.Errorf("write %s: %w (nothing was written there)", out, err)
-			}
-			if err := os.Chmod(tmp.Name(), 0o644); err != nil {
-				return err
-			}
-			if err := os.Rename(tmp.Name(), out); err != nil {
-				return err
 			}
 			fmt.Fprintf(os.Stderr, "airlock: wrote %s (%s)\n", out, bytesText(n)+"B")
 			return nil
