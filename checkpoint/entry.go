@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -122,5 +121,3 @@ func (t *tree) inOrder() bool {
 	}
 	return true
 }
-
-func encodeTree(t *tree) ([]byte, error) { return json.Marshal(t) }

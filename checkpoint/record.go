@@ -128,7 +128,11 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	r.restored = s.loadRestored(&st)
-	if c.Root, err = r.directory(root, "", &st, prevRoot); err != nil {
+	var was *Entry
+	if r.restored != nil {
+		was = &r.restored.root
+	}
+	if c.Root, err = r.directory(root, "", &st, prevRoot, was); err != nil {
 		return nil, err
 	}
 	if err := r.flush(); err != nil {
@@ -187,7 +191,7 @@ type recorder struct {
 	cached int              // entries in trees
 	// restored are the files the last Restore made in this directory,
 	// with their stat keys then (nil when it was into another one).
-	restored     map[string]Entry
+	restored     *restoredFiles
 	prevUnstable map[string]bool
 	unstable     []string
 	skipped      []string
@@ -208,8 +212,9 @@ var errChanged = errors.New("changed while read")
 
 // directory records the open directory d (the entry rel, whose stat is
 // st) and everything beneath it, and returns its entry (Name left to the
-// caller).
-func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev *Entry) (Entry, error) {
+// caller). prev and was are its entries in the newest checkpoint and in
+// the one the last Restore made it from (nil: none).
+func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev, was *Entry) (Entry, error) {
 	if err := r.ctx.Err(); err != nil {
 		return Entry{}, err
 	}
@@ -230,6 +235,16 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 			return e, err
 		}
 	}
+	var wasTree *tree
+	switch {
+	case was == nil || was.Type != Dir:
+	case prev != nil && prev.Type == Dir && was.Digest == prev.Digest:
+		wasTree = prevTree // a wake: the newest checkpoint was restored
+	default:
+		if wasTree, err = r.s.readTree(was.Digest); err != nil {
+			return e, err
+		}
+	}
 	names, err := d.ReadDirNames("", maxNames)
 	if err != nil {
 		return e, err
@@ -239,7 +254,7 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	same := prevTree != nil && len(names) == len(prevTree.Entries)
 	for _, n := range names {
 		o := prevTree.find(n)
-		ce, ok, err := r.entry(d, path.Join(rel, n), n, o)
+		ce, ok, err := r.entry(d, path.Join(rel, n), n, o, wasTree.find(n))
 		if err != nil {
 			return e, err
 		}
@@ -264,11 +279,7 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 		r.stats.Entries++
 		return e, nil
 	}
-	data, err := encodeTree(t)
-	if err != nil {
-		return e, err
-	}
-	digest, err := r.put(data)
+	digest, err := r.putTree(t)
 	if err != nil {
 		return e, err
 	}
@@ -300,9 +311,9 @@ func (r *recorder) keepTree(digest string, t *tree) {
 // entry records the name n of directory d (the path rel): ok is false
 // when it is not recorded (gone meanwhile, a socket, a device, unstable
 // with no earlier version).
-func (r *recorder) entry(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) entry(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	for attempt := 1; ; attempt++ {
-		e, ok, err := r.entryOnce(d, rel, n, prev)
+		e, ok, err := r.entryOnce(d, rel, n, prev, was)
 		if !errors.Is(err, errChanged) {
 			return e, ok, err
 		}
@@ -321,7 +332,7 @@ func (r *recorder) entry(d *confined.Root, rel, n string, prev *Entry) (Entry, b
 	}
 }
 
-func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.Fd(), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -342,13 +353,13 @@ func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entr
 		if err := unix.Fstat(sub.Fd(), &st); err != nil {
 			return Entry{}, false, err
 		}
-		e, err := r.directory(sub, rel, &st, prev)
+		e, err := r.directory(sub, rel, &st, prev, was)
 		return e, err == nil, err
 	case unix.S_IFREG:
-		if e, ok := r.unopened(rel, &st, prev); ok {
+		if e, ok := r.unopened(rel, &st, prev, was); ok {
 			return e, true, nil
 		}
-		return r.file(d, rel, n, prev)
+		return r.file(d, rel, n, prev, was)
 	case unix.S_IFLNK:
 		target, err := d.Readlink(n)
 		if err != nil {
@@ -402,7 +413,7 @@ func bytesMap(xs map[string]string) map[string][]byte {
 
 // file records the regular file n: unread when its stat data equal prev's,
 // else read (and stored unless the store has it).
-func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) file(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	fd, st, err := d.OpenFd(n)
 	if errors.Is(err, confined.ErrNotRegular) || errors.Is(err, confined.ErrSymlink) || errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, false, errChanged // swapped since the stat
@@ -422,13 +433,11 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 			return link, true, nil
 		}
 	}
-	restored, wasRestored := r.restored[rel]
 	switch {
 	case unread(prev, key, &e):
 		e = *prev
 		e.HardLink = ""
-	case wasRestored && unread(&restored, key, &e):
-		e = restored
+	case r.fromRestore(rel, key, &e, was):
 		e.HardLink = ""
 	default:
 		if e, err = r.read(fd, st, rel, prev); err != nil {
@@ -451,22 +460,20 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 
 // unopened takes a file of one name whose stat data (from fstatat beneath
 // its directory, no symlink followed) equal prev's, or the restored
-// file's, from them without opening it: most files of a checkpoint are
-// unchanged, and an open and a close each cost more than the stat. A file
-// with several names is opened (file), to group its names.
-func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bool) {
+// file's (was), from them without opening it: most files of a checkpoint
+// are unchanged, and an open and a close each cost more than the stat. A
+// file with several names is opened (file), to group its names.
+func (r *recorder) unopened(rel string, st *unix.Stat_t, prev, was *Entry) (Entry, bool) {
 	if st.Nlink != 1 {
 		return Entry{}, false
 	}
 	e := entryOf(st)
 	e.Type, e.Size = File, st.Size
 	key := &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
-	restored, wasRestored := r.restored[rel]
 	switch {
 	case unread(prev, key, &e):
 		e = *prev
-	case wasRestored && unread(&restored, key, &e):
-		e = restored
+	case r.fromRestore(rel, key, &e, was):
 	default:
 		return Entry{}, false
 	}
@@ -474,6 +481,22 @@ func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bo
 	r.stats.Entries++
 	r.stats.Bytes += e.Size
 	return e, true
+}
+
+// fromRestore says whether the file at rel, whose stat key and entry
+// (from its stat) are key and e, is the one the last Restore made from
+// was, unchanged since; if so e becomes was with the key.
+func (r *recorder) fromRestore(rel string, key *StatKey, e *Entry, was *Entry) bool {
+	if was == nil || !r.restored.has(rel, key) {
+		return false
+	}
+	w := *was
+	w.Stat = key
+	if !unread(&w, key, e) {
+		return false
+	}
+	*e = w
+	return true
 }
 
 // unread says whether the file whose stat key and entry (from its stat)
@@ -697,12 +720,6 @@ func (r *recorder) has(digest string) bool {
 	}
 	p, err := r.s.objectPath(digest)
 	return err == nil && fileExists(p)
-}
-
-// put stores a small object (a tree).
-func (r *recorder) put(data []byte) (string, error) {
-	sum := sha256.Sum256(data)
-	return r.putAs("sha256:"+hex.EncodeToString(sum[:]), data)
 }
 
 // putAs stores data, whose digest is digest, unless it is stored already.
