@@ -65,68 +65,66 @@ func (s *Store) Diff(a, b ID) ([]Change, error) {
 	return out, s.diffTrees("", ra, rb, &out)
 }
 
-func (s *Store) treeOf(digest string) (*tree, error) {
-	if digest == "" {
-		return nil, nil
-	}
-	return s.readTree(digest)
-}
-
 // diffTrees appends the changes between the trees a and b ("" for none)
-// of the directory rel: one merge of their name-ordered lists.
+// of the directory rel: one merge of their name-ordered lists, read a
+// part at a time.
 func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 	if a == b {
 		return nil
 	}
-	ta, err := s.treeOf(a)
+	ta, err := s.openDir(a)
 	if err != nil {
 		return err
 	}
-	tb, err := s.treeOf(b)
+	tb, err := s.openDir(b)
 	if err != nil {
 		return err
 	}
-	var ea, eb []Entry
-	if ta != nil {
-		ea = ta.Entries
+	x, err := ta.entry()
+	if err != nil {
+		return err
 	}
-	if tb != nil {
-		eb = tb.Entries
+	y, err := tb.entry()
+	if err != nil {
+		return err
 	}
-	for i, j := 0, 0; i < len(ea) || j < len(eb); {
-		var x, y *Entry
+	for x != nil || y != nil {
+		var ox, oy *Entry // this name's, in a and in b
 		switch {
-		case j == len(eb) || i < len(ea) && ea[i].Name < eb[j].Name:
-			x, i = &ea[i], i+1
-		case i == len(ea) || eb[j].Name < ea[i].Name:
-			y, j = &eb[j], j+1
+		case y == nil || x != nil && x.Name < y.Name:
+			ox = x
+		case x == nil || y.Name < x.Name:
+			oy = y
 		default:
-			x, y, i, j = &ea[i], &eb[j], i+1, j+1
+			ox, oy = x, y
 		}
-		n := x
+		n := ox
 		if n == nil {
-			n = y
+			n = oy
 		}
 		p := path.Join(rel, n.Name)
 		switch {
-		case y == nil:
-			*out = append(*out, Change{Path: p, Kind: Deleted, Old: x})
-		case x == nil:
-			*out = append(*out, Change{Path: p, Kind: Added, New: y})
+		case oy == nil:
+			*out = append(*out, Change{Path: p, Kind: Deleted, Old: ox})
+		case ox == nil:
+			*out = append(*out, Change{Path: p, Kind: Added, New: oy})
 		default:
-			if !x.sameAs(y) && !(x.Type == Dir && y.Type == Dir && sameDirMeta(x, y)) {
-				*out = append(*out, Change{Path: p, Kind: Modified, Old: x, New: y})
+			if !ox.sameAs(oy) && !(ox.Type == Dir && oy.Type == Dir && sameDirMeta(ox, oy)) {
+				*out = append(*out, Change{Path: p, Kind: Modified, Old: ox, New: oy})
 			}
 		}
-		var da, db string
-		if x != nil && x.Type == Dir {
-			da = x.Digest
-		}
-		if y != nil && y.Type == Dir {
-			db = y.Digest
-		}
-		if err := s.diffTrees(p, da, db, out); err != nil {
+		if err := s.diffTrees(p, dirDigest(ox), dirDigest(oy), out); err != nil {
 			return err
+		}
+		if ox != nil {
+			if x, err = ta.entry(); err != nil {
+				return err
+			}
+		}
+		if oy != nil {
+			if y, err = tb.entry(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -153,7 +151,7 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 type Resolver struct {
 	s    *Store
 	root Entry
-	dirs map[string]*tree // by digest
+	dirs map[string]*dirReader // by digest
 }
 
 // NewResolver returns a Resolver of checkpoint id.
@@ -167,10 +165,10 @@ func (s *Store) NewResolver(id ID) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{s: s, root: c.Root, dirs: map[string]*tree{}}, nil
+	return &Resolver{s: s, root: c.Root, dirs: map[string]*dirReader{}}, nil
 }
 
-func (r *Resolver) dir(digest string) (*tree, error) {
+func (r *Resolver) dir(digest string) (*dirReader, error) {
 	if t, ok := r.dirs[digest]; ok {
 		return t, nil
 	}
@@ -178,13 +176,26 @@ func (r *Resolver) dir(digest string) (*tree, error) {
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.s.readTree(digest)
+	t, err := r.s.openDir(digest)
 	unlock()
 	if err != nil {
 		return nil, err
 	}
 	r.dirs[digest] = t
 	return t, nil
+}
+
+// find is t.find, under the store's lock when it may read a part.
+func (r *Resolver) find(t *dirReader, n string) (*Entry, error) {
+	if t.top == nil || t.top.Parts == nil {
+		return t.find(n)
+	}
+	unlock, err := r.s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return t.find(n)
 }
 
 // Resolve is Store.Resolve of the Resolver's checkpoint.
@@ -197,7 +208,10 @@ func (r *Resolver) Resolve(p string) (e *Entry, lower bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		x := t.find(n)
+		x, err := r.find(t, n)
+		if err != nil {
+			return nil, false, err
+		}
 		if x == nil {
 			return nil, !hidden, nil
 		}

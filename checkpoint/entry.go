@@ -98,6 +98,9 @@ func (e *Entry) SameAs(o *Entry) bool { return e.sameAs(o) }
 // two maps of some 20 MB each).
 type tree struct {
 	Entries []Entry `json:"e"`
+	// Parts, in a large directory's tree, list the trees its entries
+	// are stored in (Entries is then nil; see parts.go).
+	Parts []part `json:"p,omitempty"`
 }
 
 // find is the entry named name, or nil (t may be nil: no tree).

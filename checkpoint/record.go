@@ -229,19 +229,15 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	e.Opaque = xs[opaqueXattr] == "y"
 	delete(xs, opaqueXattr)
 	e.Xattrs = bytesMap(xs)
-	var prevTree *tree
-	if prev != nil && prev.Type == Dir {
-		if prevTree, err = r.s.readTree(prev.Digest); err != nil {
-			return e, err
-		}
+	prevDir, err := r.s.openDir(dirDigest(prev))
+	if err != nil {
+		return e, err
 	}
-	var wasTree *tree
-	switch {
-	case was == nil || was.Type != Dir:
-	case prev != nil && prev.Type == Dir && was.Digest == prev.Digest:
-		wasTree = prevTree // a wake: the newest checkpoint was restored
-	default:
-		if wasTree, err = r.s.readTree(was.Digest); err != nil {
+	wasDir := prevDir // a wake: the newest checkpoint was restored
+	if was == nil {
+		wasDir = nil
+	} else if dirDigest(was) != dirDigest(prev) {
+		if wasDir, err = r.s.openDir(dirDigest(was)); err != nil {
 			return e, err
 		}
 	}
@@ -250,43 +246,144 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 		return e, err
 	}
 	slices.Sort(names)
-	t := &tree{Entries: make([]Entry, 0, len(names))}
-	same := prevTree != nil && len(names) == len(prevTree.Entries)
+	w := &dirWriter{r: r, prev: prevDir, big: len(names) > partMax, same: true}
+	if !w.big {
+		w.cur = make([]Entry, 0, len(names))
+	}
+	prevCount := prevDir.count()
+	same := prevDir.top != nil && len(names) == prevCount
 	for _, n := range names {
-		o := prevTree.find(n)
-		ce, ok, err := r.entry(d, path.Join(rel, n), n, o, wasTree.find(n))
+		o, err := prevDir.find(n)
+		if err != nil {
+			return e, err
+		}
+		wo, err := wasDir.find(n)
+		if err != nil {
+			return e, err
+		}
+		ce, ok, err := r.entry(d, path.Join(rel, n), n, o, wo)
 		if err != nil {
 			return e, err
 		}
 		if ok {
 			ce.Name = n
-			t.Entries = append(t.Entries, ce)
-			same = same && o != nil && ce.sameAs(o) && sameStat(ce.Stat, o.Stat)
+			unchanged := o != nil && ce.sameAs(o) && sameStat(ce.Stat, o.Stat)
+			same = same && unchanged
 			if o == nil || ce.Type == Dir && o.Type == Dir && !sameDirMeta(&ce, o) || (ce.Type != Dir || o.Type != Dir) && !ce.sameAs(o) {
 				r.changed = true
+			}
+			if err := w.add(ce, unchanged); err != nil {
+				return e, err
 			}
 		} else {
 			same = false
 		}
 	}
-	if prevTree != nil && len(t.Entries) != len(prevTree.Entries) || prevTree == nil && len(t.Entries) > 0 {
+	if prevDir.top != nil && w.n != prevCount || prevDir.top == nil && w.n > 0 {
 		r.changed = true // names went away (or a directory that was not one before)
 	}
-	if same {
+	if same && !w.big {
 		// Every entry as before: the same tree, not encoded again.
-		r.keepTree(prev.Digest, prevTree)
+		r.keepTree(prev.Digest, prevDir.top)
 		e.Digest = prev.Digest
 		r.stats.Entries++
 		return e, nil
 	}
-	digest, err := r.putTree(t)
-	if err != nil {
+	if e.Digest, err = w.finish(); err != nil {
 		return e, err
 	}
-	r.keepTree(digest, t)
-	e.Digest = digest
 	r.stats.Entries++
 	return e, nil
+}
+
+// dirDigest is the tree of the directory entry e ("": none).
+func dirDigest(e *Entry) string {
+	if e == nil || e.Type != Dir {
+		return ""
+	}
+	return e.Digest
+}
+
+// dirWriter stores a directory's tree as its entries come, in name
+// order: whole when it is small, else part by part (parts.go), each part
+// written as soon as it is cut, or taken from the newest checkpoint
+// unencoded when it holds the same entries.
+type dirWriter struct {
+	r     *recorder
+	prev  *dirReader
+	big   bool
+	cur   []Entry // the entries (small), or the part being gathered
+	same  bool    // every entry of cur is prev's, unchanged
+	parts []part
+	n     int
+}
+
+func (w *dirWriter) add(e Entry, unchanged bool) error {
+	w.n++
+	w.cur = append(w.cur, e)
+	w.same = w.same && unchanged
+	if w.big && cutAfter(e.Name, len(w.cur)) {
+		return w.cut()
+	}
+	return nil
+}
+
+// cut stores the part gathered.
+func (w *dirWriter) cut() error {
+	if len(w.cur) == 0 {
+		return nil
+	}
+	p := part{First: w.cur[0].Name, Count: len(w.cur)}
+	if w.same {
+		p.Digest = w.prevPart(p.First, p.Count, w.cur[len(w.cur)-1].Name)
+	}
+	if p.Digest == "" {
+		t := &tree{Entries: w.cur}
+		d, err := w.r.putTree(t)
+		if err != nil {
+			return err
+		}
+		w.r.keepTree(d, t)
+		p.Digest = d
+	}
+	w.parts = append(w.parts, p)
+	w.cur, w.same = make([]Entry, 0, partAvg), true
+	return nil
+}
+
+// prevPart is the digest of the newest checkpoint's part of count
+// entries from first to last, or "": a run of unchanged entries that
+// fills it is that part, entry for entry.
+func (w *dirWriter) prevPart(first string, count int, last string) string {
+	if w.prev == nil || w.prev.top == nil {
+		return ""
+	}
+	ps := w.prev.top.Parts
+	i, ok := slices.BinarySearchFunc(ps, first, func(p part, n string) int { return strings.Compare(p.First, n) })
+	if !ok || ps[i].Count != count || i+1 < len(ps) && last >= ps[i+1].First {
+		return ""
+	}
+	return ps[i].Digest
+}
+
+// finish stores what is left and the directory's tree, and returns its
+// digest.
+func (w *dirWriter) finish() (string, error) {
+	if w.big {
+		if err := w.cut(); err != nil {
+			return "", err
+		}
+	}
+	t := &tree{Entries: w.cur}
+	if len(w.parts) > 0 {
+		t = &tree{Parts: w.parts}
+	}
+	d, err := w.r.putTree(t)
+	if err != nil {
+		return "", err
+	}
+	w.r.keepTree(d, t)
+	return d, nil
 }
 
 // maxCachedEntries bounds the trees a store keeps in memory between
@@ -301,7 +398,7 @@ func (r *recorder) keepTree(digest string, t *tree) {
 	if r.trees == nil {
 		return
 	}
-	if r.cached += len(t.Entries); r.cached > maxCachedEntries {
+	if r.cached += len(t.Entries) + len(t.Parts); r.cached > maxCachedEntries {
 		r.trees = nil
 		return
 	}

@@ -189,12 +189,15 @@ func (rs *restorer) dir(dfd int, rel, digest string) error {
 	if err := rs.ctx.Err(); err != nil {
 		return err // a worker's error, or the caller's
 	}
-	t, err := rs.s.readTree(digest)
+	d, err := rs.s.openDir(digest)
 	if err != nil {
 		return err
 	}
-	for i := range t.Entries {
-		e := &t.Entries[i]
+	for {
+		e, err := d.entry()
+		if e == nil || err != nil {
+			return err
+		}
 		if err := checkName(e.Name); err != nil {
 			return err
 		}
@@ -202,7 +205,6 @@ func (rs *restorer) dir(dfd int, rel, digest string) error {
 			return fmt.Errorf("%s: %w", path.Join(rel, e.Name), err)
 		}
 	}
-	return nil
 }
 
 // checkName refuses a name that is not one path element: trees are the

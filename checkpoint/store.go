@@ -456,11 +456,21 @@ func (s *Store) reachable(ids []ID) (map[string]bool, error) {
 			return nil
 		}
 		used[digest] = true
-		t, err := s.readTree(digest)
+		d, err := s.openDir(digest)
 		if err != nil {
 			return err
 		}
-		for _, e := range t.Entries {
+		for _, p := range d.top.Parts {
+			used[p.Digest] = true
+		}
+		for {
+			e, err := d.entry()
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				return nil
+			}
 			switch {
 			case e.Type == Dir:
 				if err := mark(e.Digest); err != nil {
@@ -470,7 +480,6 @@ func (s *Store) reachable(ids []ID) (map[string]bool, error) {
 				used[e.Digest] = true
 			}
 		}
-		return nil
 	}
 	for _, id := range ids {
 		c, err := s.readRecord(id)

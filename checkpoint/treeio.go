@@ -27,7 +27,15 @@ import (
 // writeTree writes t as json.Marshal(t) would.
 func writeTree(w io.Writer, t *tree) error {
 	if t.Entries == nil {
-		_, err := io.WriteString(w, `{"e":null}`)
+		if t.Parts == nil {
+			_, err := io.WriteString(w, `{"e":null}`)
+			return err
+		}
+		data, err := json.Marshal(t.Parts)
+		if err != nil {
+			return err
+		}
+		_, err = fmt.Fprintf(w, `{"e":null,"p":%s}`, data)
 		return err
 	}
 	if _, err := io.WriteString(w, `{"e":[`); err != nil {
@@ -160,7 +168,7 @@ func (s *Store) readTree(digest string) (*tree, error) {
 	if err != nil {
 		return nil, fmt.Errorf("%w: tree %s: %v", ErrCorrupt, digest, err)
 	}
-	if !t.inOrder() {
+	if !t.inOrder() || !t.partsInOrder() {
 		return nil, fmt.Errorf("%w: tree %s is not in name order", ErrCorrupt, digest)
 	}
 	return t, nil
@@ -216,6 +224,18 @@ func decodeTree(r io.Reader, n int) (*tree, error) {
 	}
 	switch tok {
 	case nil:
+		if !dec.More() {
+			break
+		}
+		if err := expect("p"); err != nil {
+			return nil, err
+		}
+		if err := dec.Decode(&t.Parts); err != nil {
+			return nil, err
+		}
+		if t.Parts == nil {
+			return nil, fmt.Errorf("no parts listed")
+		}
 	case json.Delim('['):
 		t.Entries = make([]Entry, 0, n)
 		for dec.More() {
