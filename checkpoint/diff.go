@@ -38,9 +38,22 @@ type Change struct {
 // whole, so the cost is that of the changes. A directory added or deleted
 // lists everything beneath it too.
 func (s *Store) Diff(a, b ID) ([]Change, error) {
+	var out []Change
+	return out, s.DiffEach(a, b, func(c Change) error {
+		out = append(out, c)
+		return nil
+	})
+}
+
+// DiffEach is Diff handing each change to fn as the trees are compared,
+// keeping none: a change's entries are those of the part being read, so
+// a caller that keeps less than the change holds one part of each side
+// at a time. fn runs under the store's lock: it must not call the Store.
+// An error from fn ends the walk and is returned.
+func (s *Store) DiffEach(a, b ID, fn func(Change) error) error {
 	unlock, err := s.lock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	root := func(id ID) (string, error) {
@@ -55,20 +68,19 @@ func (s *Store) Diff(a, b ID) ([]Change, error) {
 	}
 	ra, err := root(a)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rb, err := root(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Change
-	return out, s.diffTrees("", ra, rb, &out)
+	return s.diffTrees("", ra, rb, fn)
 }
 
-// diffTrees appends the changes between the trees a and b ("" for none)
+// diffTrees hands fn the changes between the trees a and b ("" for none)
 // of the directory rel: one merge of their name-ordered lists, read a
 // part at a time.
-func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
+func (s *Store) diffTrees(rel, a, b string, fn func(Change) error) error {
 	if a == b {
 		return nil
 	}
@@ -103,17 +115,19 @@ func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
 			n = oy
 		}
 		p := path.Join(rel, n.Name)
+		var err error
 		switch {
 		case oy == nil:
-			*out = append(*out, Change{Path: p, Kind: Deleted, Old: ox})
+			err = fn(Change{Path: p, Kind: Deleted, Old: ox})
 		case ox == nil:
-			*out = append(*out, Change{Path: p, Kind: Added, New: oy})
-		default:
-			if !ox.sameAs(oy) && !(ox.Type == Dir && oy.Type == Dir && sameDirMeta(ox, oy)) {
-				*out = append(*out, Change{Path: p, Kind: Modified, Old: ox, New: oy})
-			}
+			err = fn(Change{Path: p, Kind: Added, New: oy})
+		case !ox.sameAs(oy) && !(ox.Type == Dir && oy.Type == Dir && sameDirMeta(ox, oy)):
+			err = fn(Change{Path: p, Kind: Modified, Old: ox, New: oy})
 		}
-		if err := s.diffTrees(p, dirDigest(ox), dirDigest(oy), out); err != nil {
+		if err != nil {
+			return err
+		}
+		if err := s.diffTrees(p, dirDigest(ox), dirDigest(oy), fn); err != nil {
 			return err
 		}
 		if ox != nil {
@@ -146,13 +160,23 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 }
 
 // Resolver finds paths in one checkpoint (see Store.Resolve), keeping
-// the directories it read: resolving every path of a large change reads
-// each tree once.
+// the directories it read last (resolverDirs of them, a part of each):
+// resolving the paths of a large change in order reads each tree about
+// once, and holds the directories on the way, not the whole checkpoint.
 type Resolver struct {
 	s    *Store
 	root Entry
-	dirs map[string]*dirReader // by digest
+	dirs map[string]*resolverDir // by digest
+	tick uint64
 }
+
+type resolverDir struct {
+	d    *dirReader
+	used uint64
+}
+
+// resolverDirs bounds the directories a Resolver keeps.
+const resolverDirs = 64
 
 // NewResolver returns a Resolver of checkpoint id.
 func (s *Store) NewResolver(id ID) (*Resolver, error) {
@@ -165,12 +189,14 @@ func (s *Store) NewResolver(id ID) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{s: s, root: c.Root, dirs: map[string]*dirReader{}}, nil
+	return &Resolver{s: s, root: c.Root, dirs: map[string]*resolverDir{}}, nil
 }
 
 func (r *Resolver) dir(digest string) (*dirReader, error) {
+	r.tick++
 	if t, ok := r.dirs[digest]; ok {
-		return t, nil
+		t.used = r.tick
+		return t.d, nil
 	}
 	unlock, err := r.s.lock()
 	if err != nil {
@@ -181,7 +207,16 @@ func (r *Resolver) dir(digest string) (*dirReader, error) {
 	if err != nil {
 		return nil, err
 	}
-	r.dirs[digest] = t
+	if len(r.dirs) >= resolverDirs {
+		oldest := ""
+		for k, v := range r.dirs {
+			if oldest == "" || v.used < r.dirs[oldest].used {
+				oldest = k
+			}
+		}
+		delete(r.dirs, oldest)
+	}
+	r.dirs[digest] = &resolverDir{d: t, used: r.tick}
 	return t, nil
 }
 
