@@ -38,9 +38,22 @@ type Change struct {
 // whole, so the cost is that of the changes. A directory added or deleted
 // lists everything beneath it too.
 func (s *Store) Diff(a, b ID) ([]Change, error) {
+	var out []Change
+	return out, s.DiffEach(a, b, func(c Change) error {
+		out = append(out, c)
+		return nil
+	})
+}
+
+// DiffEach is Diff handing each change to fn as the trees are compared,
+// keeping none: a change's entries are those of the part being read, so
+// a caller that keeps less than the change holds one part of each side
+// at a time. fn runs under the store's lock: it must not call the Store.
+// An error from fn ends the walk and is returned.
+func (s *Store) DiffEach(a, b ID, fn func(Change) error) error {
 	unlock, err := s.lock()
 	if err != nil {
-		return nil, err
+		return err
 	}
 	defer unlock()
 	root := func(id ID) (string, error) {
@@ -55,78 +68,77 @@ func (s *Store) Diff(a, b ID) ([]Change, error) {
 	}
 	ra, err := root(a)
 	if err != nil {
-		return nil, err
+		return err
 	}
 	rb, err := root(b)
 	if err != nil {
-		return nil, err
+		return err
 	}
-	var out []Change
-	return out, s.diffTrees("", ra, rb, &out)
+	return s.diffTrees("", ra, rb, fn)
 }
 
-func (s *Store) treeOf(digest string) (*tree, error) {
-	if digest == "" {
-		return nil, nil
-	}
-	return s.readTree(digest)
-}
-
-// diffTrees appends the changes between the trees a and b ("" for none)
-// of the directory rel: one merge of their name-ordered lists.
-func (s *Store) diffTrees(rel, a, b string, out *[]Change) error {
+// diffTrees hands fn the changes between the trees a and b ("" for none)
+// of the directory rel: one merge of their name-ordered lists, read a
+// part at a time.
+func (s *Store) diffTrees(rel, a, b string, fn func(Change) error) error {
 	if a == b {
 		return nil
 	}
-	ta, err := s.treeOf(a)
+	ta, err := s.openDir(a)
 	if err != nil {
 		return err
 	}
-	tb, err := s.treeOf(b)
+	tb, err := s.openDir(b)
 	if err != nil {
 		return err
 	}
-	var ea, eb []Entry
-	if ta != nil {
-		ea = ta.Entries
+	x, err := ta.entry()
+	if err != nil {
+		return err
 	}
-	if tb != nil {
-		eb = tb.Entries
+	y, err := tb.entry()
+	if err != nil {
+		return err
 	}
-	for i, j := 0, 0; i < len(ea) || j < len(eb); {
-		var x, y *Entry
+	for x != nil || y != nil {
+		var ox, oy *Entry // this name's, in a and in b
 		switch {
-		case j == len(eb) || i < len(ea) && ea[i].Name < eb[j].Name:
-			x, i = &ea[i], i+1
-		case i == len(ea) || eb[j].Name < ea[i].Name:
-			y, j = &eb[j], j+1
+		case y == nil || x != nil && x.Name < y.Name:
+			ox = x
+		case x == nil || y.Name < x.Name:
+			oy = y
 		default:
-			x, y, i, j = &ea[i], &eb[j], i+1, j+1
+			ox, oy = x, y
 		}
-		n := x
+		n := ox
 		if n == nil {
-			n = y
+			n = oy
 		}
 		p := path.Join(rel, n.Name)
+		var err error
 		switch {
-		case y == nil:
-			*out = append(*out, Change{Path: p, Kind: Deleted, Old: x})
-		case x == nil:
-			*out = append(*out, Change{Path: p, Kind: Added, New: y})
-		default:
-			if !x.sameAs(y) && !(x.Type == Dir && y.Type == Dir && sameDirMeta(x, y)) {
-				*out = append(*out, Change{Path: p, Kind: Modified, Old: x, New: y})
+		case oy == nil:
+			err = fn(Change{Path: p, Kind: Deleted, Old: ox})
+		case ox == nil:
+			err = fn(Change{Path: p, Kind: Added, New: oy})
+		case !ox.sameAs(oy) && !(ox.Type == Dir && oy.Type == Dir && sameDirMeta(ox, oy)):
+			err = fn(Change{Path: p, Kind: Modified, Old: ox, New: oy})
+		}
+		if err != nil {
+			return err
+		}
+		if err := s.diffTrees(p, dirDigest(ox), dirDigest(oy), fn); err != nil {
+			return err
+		}
+		if ox != nil {
+			if x, err = ta.entry(); err != nil {
+				return err
 			}
 		}
-		var da, db string
-		if x != nil && x.Type == Dir {
-			da = x.Digest
-		}
-		if y != nil && y.Type == Dir {
-			db = y.Digest
-		}
-		if err := s.diffTrees(p, da, db, out); err != nil {
-			return err
+		if oy != nil {
+			if y, err = tb.entry(); err != nil {
+				return err
+			}
 		}
 	}
 	return nil
@@ -148,13 +160,23 @@ func (s *Store) Resolve(id ID, p string) (e *Entry, lower bool, err error) {
 }
 
 // Resolver finds paths in one checkpoint (see Store.Resolve), keeping
-// the directories it read: resolving every path of a large change reads
-// each tree once.
+// the directories it read last (resolverDirs of them, a part of each):
+// resolving the paths of a large change in order reads each tree about
+// once, and holds the directories on the way, not the whole checkpoint.
 type Resolver struct {
 	s    *Store
 	root Entry
-	dirs map[string]*tree // by digest
+	dirs map[string]*resolverDir // by digest
+	tick uint64
 }
+
+type resolverDir struct {
+	d    *dirReader
+	used uint64
+}
+
+// resolverDirs bounds the directories a Resolver keeps.
+const resolverDirs = 64
 
 // NewResolver returns a Resolver of checkpoint id.
 func (s *Store) NewResolver(id ID) (*Resolver, error) {
@@ -167,24 +189,48 @@ func (s *Store) NewResolver(id ID) (*Resolver, error) {
 	if err != nil {
 		return nil, err
 	}
-	return &Resolver{s: s, root: c.Root, dirs: map[string]*tree{}}, nil
+	return &Resolver{s: s, root: c.Root, dirs: map[string]*resolverDir{}}, nil
 }
 
-func (r *Resolver) dir(digest string) (*tree, error) {
+func (r *Resolver) dir(digest string) (*dirReader, error) {
+	r.tick++
 	if t, ok := r.dirs[digest]; ok {
-		return t, nil
+		t.used = r.tick
+		return t.d, nil
 	}
 	unlock, err := r.s.lock()
 	if err != nil {
 		return nil, err
 	}
-	t, err := r.s.readTree(digest)
+	t, err := r.s.openDir(digest)
 	unlock()
 	if err != nil {
 		return nil, err
 	}
-	r.dirs[digest] = t
+	if len(r.dirs) >= resolverDirs {
+		oldest := ""
+		for k, v := range r.dirs {
+			if oldest == "" || v.used < r.dirs[oldest].used {
+				oldest = k
+			}
+		}
+		delete(r.dirs, oldest)
+	}
+	r.dirs[digest] = &resolverDir{d: t, used: r.tick}
 	return t, nil
+}
+
+// find is t.find, under the store's lock when it may read a part.
+func (r *Resolver) find(t *dirReader, n string) (*Entry, error) {
+	if t.top == nil || t.top.Parts == nil {
+		return t.find(n)
+	}
+	unlock, err := r.s.lock()
+	if err != nil {
+		return nil, err
+	}
+	defer unlock()
+	return t.find(n)
 }
 
 // Resolve is Store.Resolve of the Resolver's checkpoint.
@@ -197,7 +243,10 @@ func (r *Resolver) Resolve(p string) (e *Entry, lower bool, err error) {
 		if err != nil {
 			return nil, false, err
 		}
-		x := t.find(n)
+		x, err := r.find(t, n)
+		if err != nil {
+			return nil, false, err
+		}
 		if x == nil {
 			return nil, !hidden, nil
 		}

@@ -2,7 +2,6 @@ package checkpoint
 
 import (
 	"bytes"
-	"encoding/json"
 	"maps"
 	"slices"
 	"strings"
@@ -99,6 +98,9 @@ func (e *Entry) SameAs(o *Entry) bool { return e.sameAs(o) }
 // two maps of some 20 MB each).
 type tree struct {
 	Entries []Entry `json:"e"`
+	// Parts, in a large directory's tree, list the trees its entries
+	// are stored in (Entries is then nil; see parts.go).
+	Parts []part `json:"p,omitempty"`
 }
 
 // find is the entry named name, or nil (t may be nil: no tree).
@@ -122,5 +124,3 @@ func (t *tree) inOrder() bool {
 	}
 	return true
 }
-
-func encodeTree(t *tree) ([]byte, error) { return json.Marshal(t) }

@@ -128,7 +128,11 @@ func (s *Store) Record(ctx context.Context, root *confined.Root, opts RecordOpti
 		return nil, err
 	}
 	r.restored = s.loadRestored(&st)
-	if c.Root, err = r.directory(root, "", &st, prevRoot); err != nil {
+	var was *Entry
+	if r.restored != nil {
+		was = &r.restored.root
+	}
+	if c.Root, err = r.directory(root, "", &st, prevRoot, was); err != nil {
 		return nil, err
 	}
 	if err := r.flush(); err != nil {
@@ -187,7 +191,7 @@ type recorder struct {
 	cached int              // entries in trees
 	// restored are the files the last Restore made in this directory,
 	// with their stat keys then (nil when it was into another one).
-	restored     map[string]Entry
+	restored     *restoredFiles
 	prevUnstable map[string]bool
 	unstable     []string
 	skipped      []string
@@ -208,8 +212,9 @@ var errChanged = errors.New("changed while read")
 
 // directory records the open directory d (the entry rel, whose stat is
 // st) and everything beneath it, and returns its entry (Name left to the
-// caller).
-func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev *Entry) (Entry, error) {
+// caller). prev and was are its entries in the newest checkpoint and in
+// the one the last Restore made it from (nil: none).
+func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev, was *Entry) (Entry, error) {
 	if err := r.ctx.Err(); err != nil {
 		return Entry{}, err
 	}
@@ -224,9 +229,15 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 	e.Opaque = xs[opaqueXattr] == "y"
 	delete(xs, opaqueXattr)
 	e.Xattrs = bytesMap(xs)
-	var prevTree *tree
-	if prev != nil && prev.Type == Dir {
-		if prevTree, err = r.s.readTree(prev.Digest); err != nil {
+	prevDir, err := r.s.openDir(dirDigest(prev))
+	if err != nil {
+		return e, err
+	}
+	wasDir := prevDir // a wake: the newest checkpoint was restored
+	if was == nil {
+		wasDir = nil
+	} else if dirDigest(was) != dirDigest(prev) {
+		if wasDir, err = r.s.openDir(dirDigest(was)); err != nil {
 			return e, err
 		}
 	}
@@ -235,47 +246,144 @@ func (r *recorder) directory(d *confined.Root, rel string, st *unix.Stat_t, prev
 		return e, err
 	}
 	slices.Sort(names)
-	t := &tree{Entries: make([]Entry, 0, len(names))}
-	same := prevTree != nil && len(names) == len(prevTree.Entries)
+	w := &dirWriter{r: r, prev: prevDir, big: len(names) > partMax, same: true}
+	if !w.big {
+		w.cur = make([]Entry, 0, len(names))
+	}
+	prevCount := prevDir.count()
+	same := prevDir.top != nil && len(names) == prevCount
 	for _, n := range names {
-		o := prevTree.find(n)
-		ce, ok, err := r.entry(d, path.Join(rel, n), n, o)
+		o, err := prevDir.find(n)
+		if err != nil {
+			return e, err
+		}
+		wo, err := wasDir.find(n)
+		if err != nil {
+			return e, err
+		}
+		ce, ok, err := r.entry(d, path.Join(rel, n), n, o, wo)
 		if err != nil {
 			return e, err
 		}
 		if ok {
 			ce.Name = n
-			t.Entries = append(t.Entries, ce)
-			same = same && o != nil && ce.sameAs(o) && sameStat(ce.Stat, o.Stat)
+			unchanged := o != nil && ce.sameAs(o) && sameStat(ce.Stat, o.Stat)
+			same = same && unchanged
 			if o == nil || ce.Type == Dir && o.Type == Dir && !sameDirMeta(&ce, o) || (ce.Type != Dir || o.Type != Dir) && !ce.sameAs(o) {
 				r.changed = true
+			}
+			if err := w.add(ce, unchanged); err != nil {
+				return e, err
 			}
 		} else {
 			same = false
 		}
 	}
-	if prevTree != nil && len(t.Entries) != len(prevTree.Entries) || prevTree == nil && len(t.Entries) > 0 {
+	if prevDir.top != nil && w.n != prevCount || prevDir.top == nil && w.n > 0 {
 		r.changed = true // names went away (or a directory that was not one before)
 	}
-	if same {
+	if same && !w.big {
 		// Every entry as before: the same tree, not encoded again.
-		r.keepTree(prev.Digest, prevTree)
+		r.keepTree(prev.Digest, prevDir.top)
 		e.Digest = prev.Digest
 		r.stats.Entries++
 		return e, nil
 	}
-	data, err := encodeTree(t)
-	if err != nil {
+	if e.Digest, err = w.finish(); err != nil {
 		return e, err
 	}
-	digest, err := r.put(data)
-	if err != nil {
-		return e, err
-	}
-	r.keepTree(digest, t)
-	e.Digest = digest
 	r.stats.Entries++
 	return e, nil
+}
+
+// dirDigest is the tree of the directory entry e ("": none).
+func dirDigest(e *Entry) string {
+	if e == nil || e.Type != Dir {
+		return ""
+	}
+	return e.Digest
+}
+
+// dirWriter stores a directory's tree as its entries come, in name
+// order: whole when it is small, else part by part (parts.go), each part
+// written as soon as it is cut, or taken from the newest checkpoint
+// unencoded when it holds the same entries.
+type dirWriter struct {
+	r     *recorder
+	prev  *dirReader
+	big   bool
+	cur   []Entry // the entries (small), or the part being gathered
+	same  bool    // every entry of cur is prev's, unchanged
+	parts []part
+	n     int
+}
+
+func (w *dirWriter) add(e Entry, unchanged bool) error {
+	w.n++
+	w.cur = append(w.cur, e)
+	w.same = w.same && unchanged
+	if w.big && cutAfter(e.Name, len(w.cur)) {
+		return w.cut()
+	}
+	return nil
+}
+
+// cut stores the part gathered.
+func (w *dirWriter) cut() error {
+	if len(w.cur) == 0 {
+		return nil
+	}
+	p := part{First: w.cur[0].Name, Count: len(w.cur)}
+	if w.same {
+		p.Digest = w.prevPart(p.First, p.Count, w.cur[len(w.cur)-1].Name)
+	}
+	if p.Digest == "" {
+		t := &tree{Entries: w.cur}
+		d, err := w.r.putTree(t)
+		if err != nil {
+			return err
+		}
+		w.r.keepTree(d, t)
+		p.Digest = d
+	}
+	w.parts = append(w.parts, p)
+	w.cur, w.same = make([]Entry, 0, partAvg), true
+	return nil
+}
+
+// prevPart is the digest of the newest checkpoint's part of count
+// entries from first to last, or "": a run of unchanged entries that
+// fills it is that part, entry for entry.
+func (w *dirWriter) prevPart(first string, count int, last string) string {
+	if w.prev == nil || w.prev.top == nil {
+		return ""
+	}
+	ps := w.prev.top.Parts
+	i, ok := slices.BinarySearchFunc(ps, first, func(p part, n string) int { return strings.Compare(p.First, n) })
+	if !ok || ps[i].Count != count || i+1 < len(ps) && last >= ps[i+1].First {
+		return ""
+	}
+	return ps[i].Digest
+}
+
+// finish stores what is left and the directory's tree, and returns its
+// digest.
+func (w *dirWriter) finish() (string, error) {
+	if w.big {
+		if err := w.cut(); err != nil {
+			return "", err
+		}
+	}
+	t := &tree{Entries: w.cur}
+	if len(w.parts) > 0 {
+		t = &tree{Parts: w.parts}
+	}
+	d, err := w.r.putTree(t)
+	if err != nil {
+		return "", err
+	}
+	w.r.keepTree(d, t)
+	return d, nil
 }
 
 // maxCachedEntries bounds the trees a store keeps in memory between
@@ -290,7 +398,7 @@ func (r *recorder) keepTree(digest string, t *tree) {
 	if r.trees == nil {
 		return
 	}
-	if r.cached += len(t.Entries); r.cached > maxCachedEntries {
+	if r.cached += len(t.Entries) + len(t.Parts); r.cached > maxCachedEntries {
 		r.trees = nil
 		return
 	}
@@ -300,9 +408,9 @@ func (r *recorder) keepTree(digest string, t *tree) {
 // entry records the name n of directory d (the path rel): ok is false
 // when it is not recorded (gone meanwhile, a socket, a device, unstable
 // with no earlier version).
-func (r *recorder) entry(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) entry(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	for attempt := 1; ; attempt++ {
-		e, ok, err := r.entryOnce(d, rel, n, prev)
+		e, ok, err := r.entryOnce(d, rel, n, prev, was)
 		if !errors.Is(err, errChanged) {
 			return e, ok, err
 		}
@@ -321,7 +429,7 @@ func (r *recorder) entry(d *confined.Root, rel, n string, prev *Entry) (Entry, b
 	}
 }
 
-func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	var st unix.Stat_t
 	if err := unix.Fstatat(d.Fd(), n, &st, unix.AT_SYMLINK_NOFOLLOW); err != nil {
 		if errors.Is(err, unix.ENOENT) {
@@ -342,13 +450,13 @@ func (r *recorder) entryOnce(d *confined.Root, rel, n string, prev *Entry) (Entr
 		if err := unix.Fstat(sub.Fd(), &st); err != nil {
 			return Entry{}, false, err
 		}
-		e, err := r.directory(sub, rel, &st, prev)
+		e, err := r.directory(sub, rel, &st, prev, was)
 		return e, err == nil, err
 	case unix.S_IFREG:
-		if e, ok := r.unopened(rel, &st, prev); ok {
+		if e, ok := r.unopened(rel, &st, prev, was); ok {
 			return e, true, nil
 		}
-		return r.file(d, rel, n, prev)
+		return r.file(d, rel, n, prev, was)
 	case unix.S_IFLNK:
 		target, err := d.Readlink(n)
 		if err != nil {
@@ -402,7 +510,7 @@ func bytesMap(xs map[string]string) map[string][]byte {
 
 // file records the regular file n: unread when its stat data equal prev's,
 // else read (and stored unless the store has it).
-func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bool, error) {
+func (r *recorder) file(d *confined.Root, rel, n string, prev, was *Entry) (Entry, bool, error) {
 	fd, st, err := d.OpenFd(n)
 	if errors.Is(err, confined.ErrNotRegular) || errors.Is(err, confined.ErrSymlink) || errors.Is(err, fs.ErrNotExist) {
 		return Entry{}, false, errChanged // swapped since the stat
@@ -422,13 +530,11 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 			return link, true, nil
 		}
 	}
-	restored, wasRestored := r.restored[rel]
 	switch {
 	case unread(prev, key, &e):
 		e = *prev
 		e.HardLink = ""
-	case wasRestored && unread(&restored, key, &e):
-		e = restored
+	case r.fromRestore(rel, key, &e, was):
 		e.HardLink = ""
 	default:
 		if e, err = r.read(fd, st, rel, prev); err != nil {
@@ -451,22 +557,20 @@ func (r *recorder) file(d *confined.Root, rel, n string, prev *Entry) (Entry, bo
 
 // unopened takes a file of one name whose stat data (from fstatat beneath
 // its directory, no symlink followed) equal prev's, or the restored
-// file's, from them without opening it: most files of a checkpoint are
-// unchanged, and an open and a close each cost more than the stat. A file
-// with several names is opened (file), to group its names.
-func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bool) {
+// file's (was), from them without opening it: most files of a checkpoint
+// are unchanged, and an open and a close each cost more than the stat. A
+// file with several names is opened (file), to group its names.
+func (r *recorder) unopened(rel string, st *unix.Stat_t, prev, was *Entry) (Entry, bool) {
 	if st.Nlink != 1 {
 		return Entry{}, false
 	}
 	e := entryOf(st)
 	e.Type, e.Size = File, st.Size
 	key := &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
-	restored, wasRestored := r.restored[rel]
 	switch {
 	case unread(prev, key, &e):
 		e = *prev
-	case wasRestored && unread(&restored, key, &e):
-		e = restored
+	case r.fromRestore(rel, key, &e, was):
 	default:
 		return Entry{}, false
 	}
@@ -474,6 +578,22 @@ func (r *recorder) unopened(rel string, st *unix.Stat_t, prev *Entry) (Entry, bo
 	r.stats.Entries++
 	r.stats.Bytes += e.Size
 	return e, true
+}
+
+// fromRestore says whether the file at rel, whose stat key and entry
+// (from its stat) are key and e, is the one the last Restore made from
+// was, unchanged since; if so e becomes was with the key.
+func (r *recorder) fromRestore(rel string, key *StatKey, e *Entry, was *Entry) bool {
+	if was == nil || !r.restored.has(rel, key) {
+		return false
+	}
+	w := *was
+	w.Stat = key
+	if !unread(&w, key, e) {
+		return false
+	}
+	*e = w
+	return true
 }
 
 // unread says whether the file whose stat key and entry (from its stat)
@@ -697,12 +817,6 @@ func (r *recorder) has(digest string) bool {
 	}
 	p, err := r.s.objectPath(digest)
 	return err == nil && fileExists(p)
-}
-
-// put stores a small object (a tree).
-func (r *recorder) put(data []byte) (string, error) {
-	sum := sha256.Sum256(data)
-	return r.putAs("sha256:"+hex.EncodeToString(sum[:]), data)
 }
 
 // putAs stores data, whose digest is digest, unless it is stored already.

@@ -6,6 +6,7 @@ import (
 	"fmt"
 	"os"
 	"path"
+	"slices"
 	"sync"
 
 	"github.com/airlock/airlock/confined"
@@ -67,7 +68,7 @@ func (s *Store) Restore(ctx context.Context, id ID, target *confined.Root) error
 	if err := unix.Fstat(target.Fd(), &st); err != nil {
 		return err
 	}
-	if err := s.saveRestored(id, &st, rs.files, rs.newest); err != nil {
+	if err := s.saveRestored(id, &st, rs.keys, rs.newest); err != nil {
 		// The restore itself is whole: without the keys the next
 		// Record reads every file once.
 		s.dropRestored()
@@ -110,10 +111,10 @@ type restorer struct {
 	wg   sync.WaitGroup
 
 	mu sync.Mutex
-	// files are the regular files made, by path, with their new stat
-	// keys; newest is the latest ctime among them; linked are first
-	// names given another name (their ctime moved: read them again).
-	files  map[string]Entry
+	// keys are the new stat keys of the regular files made; newest is
+	// the latest ctime among them; linked are first names given another
+	// name (their ctime moved: read them again).
+	keys   []restoredKey
 	linked map[string]bool
 	newest int64
 	err    error // a worker's first
@@ -128,7 +129,7 @@ type restoreJob struct {
 func newRestorer(ctx context.Context, s *Store, target *confined.Root) *restorer {
 	ctx, cancel := context.WithCancel(ctx)
 	rs := &restorer{s: s, ctx: ctx, cancel: cancel, target: target,
-		jobs: make(chan restoreJob, 64), files: map[string]Entry{}, linked: map[string]bool{}}
+		jobs: make(chan restoreJob, 64), linked: map[string]bool{}}
 	for range restoreWorkers {
 		rs.wg.Go(func() {
 			buf := make([]byte, restoreBuf)
@@ -161,8 +162,12 @@ func (rs *restorer) wait() error {
 	close(rs.jobs)
 	rs.wg.Wait()
 	rs.cancel()
-	for p := range rs.linked {
-		delete(rs.files, p)
+	if len(rs.linked) > 0 {
+		drop := map[uint64]bool{}
+		for p := range rs.linked {
+			drop[pathHash(p)] = true
+		}
+		rs.keys = slices.DeleteFunc(rs.keys, func(k restoredKey) bool { return drop[k.Path] })
 	}
 	return rs.err
 }
@@ -176,7 +181,7 @@ func (rs *restorer) finish(j restoreJob, buf []byte) error {
 	if err := rs.meta(j.fd, j.e); err != nil {
 		return err
 	}
-	return rs.made(j.fd, j.rel, j.e)
+	return rs.made(j.fd, j.rel)
 }
 
 // dir fills the directory dfd (the path rel) from the tree digest.
@@ -184,12 +189,15 @@ func (rs *restorer) dir(dfd int, rel, digest string) error {
 	if err := rs.ctx.Err(); err != nil {
 		return err // a worker's error, or the caller's
 	}
-	t, err := rs.s.readTree(digest)
+	d, err := rs.s.openDir(digest)
 	if err != nil {
 		return err
 	}
-	for i := range t.Entries {
-		e := &t.Entries[i]
+	for {
+		e, err := d.entry()
+		if e == nil || err != nil {
+			return err
+		}
 		if err := checkName(e.Name); err != nil {
 			return err
 		}
@@ -197,7 +205,6 @@ func (rs *restorer) dir(dfd int, rel, digest string) error {
 			return fmt.Errorf("%s: %w", path.Join(rel, e.Name), err)
 		}
 	}
-	return nil
 }
 
 // checkName refuses a name that is not one path element: trees are the
@@ -276,15 +283,14 @@ func (rs *restorer) entry(dfd int, rel string, e *Entry) error {
 }
 
 // made keeps the stat key of the file just restored at rel.
-func (rs *restorer) made(fd int, rel string, e *Entry) error {
+func (rs *restorer) made(fd int, rel string) error {
 	var st unix.Stat_t
 	if err := unix.Fstat(fd, &st); err != nil {
 		return err
 	}
-	k := *e
-	k.Stat = &StatKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano()}
+	k := restoredKey{Dev: st.Dev, Ino: st.Ino, Ctime: st.Ctim.Nano(), Path: pathHash(rel)}
 	rs.mu.Lock()
-	rs.files[rel] = k
+	rs.keys = append(rs.keys, k)
 	rs.newest = max(rs.newest, st.Ctim.Nano(), st.Mtim.Nano())
 	rs.mu.Unlock()
 	return nil

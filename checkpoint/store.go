@@ -1,9 +1,6 @@
 package checkpoint
 
 import (
-	"bytes"
-	"crypto/sha256"
-	"encoding/hex"
 	"encoding/json"
 	"errors"
 	"fmt"
@@ -165,38 +162,6 @@ func (s *Store) commit(tmp, p string) error {
 		return os.Remove(tmp)
 	}
 	return os.Rename(tmp, p)
-}
-
-// readTree loads a tree object, checking its digest.
-func (s *Store) readTree(digest string) (*tree, error) {
-	if t, ok := s.trees[digest]; ok {
-		return t, nil
-	}
-	p, err := s.objectPath(digest)
-	if err != nil {
-		return nil, err
-	}
-	data, err := os.ReadFile(p)
-	if errors.Is(err, fs.ErrNotExist) {
-		return nil, fmt.Errorf("%w: tree %s is missing", ErrCorrupt, digest)
-	}
-	if err != nil {
-		return nil, err
-	}
-	if sum := sha256.Sum256(data); "sha256:"+hex.EncodeToString(sum[:]) != digest {
-		return nil, fmt.Errorf("%w: tree %s does not match its digest", ErrCorrupt, digest)
-	}
-	// Every entry's JSON starts with its name (a name holding the same
-	// bytes is escaped): the count sizes the list once, where growing it
-	// while decoding made garbage of twice its size.
-	t := &tree{Entries: make([]Entry, 0, bytes.Count(data, []byte(`{"n":`)))}
-	if err := json.Unmarshal(data, t); err != nil {
-		return nil, fmt.Errorf("%w: tree %s: %v", ErrCorrupt, digest, err)
-	}
-	if !t.inOrder() {
-		return nil, fmt.Errorf("%w: tree %s is not in name order", ErrCorrupt, digest)
-	}
-	return t, nil
 }
 
 // List returns the store's checkpoints, oldest first, with their pins.
@@ -491,11 +456,21 @@ func (s *Store) reachable(ids []ID) (map[string]bool, error) {
 			return nil
 		}
 		used[digest] = true
-		t, err := s.readTree(digest)
+		d, err := s.openDir(digest)
 		if err != nil {
 			return err
 		}
-		for _, e := range t.Entries {
+		for _, p := range d.top.Parts {
+			used[p.Digest] = true
+		}
+		for {
+			e, err := d.entry()
+			if err != nil {
+				return err
+			}
+			if e == nil {
+				return nil
+			}
 			switch {
 			case e.Type == Dir:
 				if err := mark(e.Digest); err != nil {
@@ -505,7 +480,6 @@ func (s *Store) reachable(ids []ID) (map[string]bool, error) {
 				used[e.Digest] = true
 			}
 		}
-		return nil
 	}
 	for _, id := range ids {
 		c, err := s.readRecord(id)

@@ -390,13 +390,7 @@ func (w *walker) work() {
 		if j.dir != nil && !j.root {
 			w.held.Add(-1)
 		}
-		out, subs, err := w.dir(j)
-		var kept []listed
-		if w.counting {
-			w.counted.Add(int64(len(out)))
-		} else if len(out) > 0 {
-			kept = listAll(out)
-		}
+		kept, subs, err := w.dir(j)
 		w.mu.Lock()
 		w.busy--
 		if len(kept) > 0 {
@@ -411,13 +405,42 @@ func (w *walker) work() {
 	}
 }
 
-// listAll keeps a directory's changes as listed.
-func listAll(cs []Change) []listed {
-	out := make([]listed, len(cs))
-	for i := range cs {
-		out[i] = listedOf(&cs[i])
+// dirOut gathers a directory's changes: as listed (or only counted)
+// every dirBatch, so that a directory of 200,000 new files never holds
+// them all as Changes (some 360 bytes each, against a few dozen).
+type dirOut struct {
+	w    *walker
+	cs   []Change
+	kept []listed
+}
+
+const dirBatch = 1024
+
+func (o *dirOut) add(c Change) {
+	o.cs = append(o.cs, c)
+	if len(o.cs) >= dirBatch {
+		o.flush()
 	}
-	return out
+}
+
+// one is the directory's changes after c, when c ends them.
+func (o *dirOut) one(c Change) []listed {
+	o.add(c)
+	return o.flush()
+}
+
+// flush keeps the changes gathered and returns all kept.
+func (o *dirOut) flush() []listed {
+	if o.w.counting {
+		o.w.counted.Add(int64(len(o.cs)))
+	} else {
+		for i := range o.cs {
+			o.kept = append(o.kept, listedOf(&o.cs[i]))
+		}
+	}
+	clear(o.cs)
+	o.cs = o.cs[:0]
+	return o.kept
 }
 
 // reserve counts n bytes against the review's retention budget.
@@ -430,7 +453,8 @@ func (w *walker) reserve(n int64) bool {
 }
 
 // dir lists one directory's changes and the subdirectories to visit.
-func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
+func (w *walker) dir(j dirJob) (kept []listed, subs []dirJob, err error) {
+	out := &dirOut{w: w}
 	if err := w.ctx.Err(); err != nil {
 		if j.dir != nil && !j.root {
 			j.dir.Close()
@@ -443,7 +467,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 			if isNotExist(err) {
 				return nil, nil, nil // removed while we looked
 			}
-			return []Change{unreviewable(j.rel+"/", err)}, nil, nil
+			return out.one(unreviewable(j.rel+"/", err)), nil, nil
 		}
 	}
 	if !j.root {
@@ -455,13 +479,13 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 	hostDir := j.hostDir && w.hostRoot >= 0
 	names, err := readNames(d.Fd())
 	if err != nil {
-		return []Change{unreviewable(j.rel+"/", err)}, nil, nil
+		return out.one(unreviewable(j.rel+"/", err)), nil, nil
 	}
-	if j.added != nil || !j.hostDir {
-		out = make([]Change, 0, len(names)) // a new directory: every entry is a change
+	if (j.added != nil || !j.hostDir) && !w.counting {
+		out.kept = make([]listed, 0, len(names)) // a new directory: every entry is a change
 	}
 	if j.added != nil && len(names) == 0 && !w.ignore.counted(j.rel, 0, true, j.self) && w.ignore.keeps(j.added, j.self) {
-		out = append(out, *j.added)
+		out.add(*j.added)
 	}
 	var seen map[string]bool
 	if opaque {
@@ -486,7 +510,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 			p = j.rel + "/" + name
 		}
 		if len(p) > maxPath {
-			out = append(out, unreviewable(p, fmt.Errorf("the path is longer than %d bytes", maxPath)))
+			out.add(unreviewable(p, fmt.Errorf("the path is longer than %d bytes", maxPath)))
 			continue
 		}
 		var ust, hst unix.Stat_t
@@ -494,7 +518,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 			if !errors.Is(err, unix.ENOENT) {
 				// One unreadable entry must not hide the others: list it,
 				// unacceptable, with why.
-				out = append(out, unreviewable(p, err))
+				out.add(unreviewable(p, err))
 			}
 			continue
 		}
@@ -505,7 +529,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 			if err := unix.Fstatat(w.hostRoot, p, &hst, unix.AT_SYMLINK_NOFOLLOW); err == nil {
 				hasHost = true
 			} else if !errors.Is(err, unix.ENOENT) && !errors.Is(err, unix.ENOTDIR) {
-				out = append(out, unreviewable(p, err))
+				out.add(unreviewable(p, err))
 				continue
 			}
 		}
@@ -515,7 +539,7 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 				m, _ := w.ignore.marks(&j, name, p, isDir)
 				if !w.ignore.counted(p, 0, isDir, m) {
 					if c := w.deletion(p, &hst); w.ignore.keeps(&c, m) {
-						out = append(out, c)
+						out.add(c)
 					}
 				}
 			}
@@ -541,22 +565,22 @@ func (w *walker) dir(j dirJob) (out []Change, subs []dirJob, err error) {
 		}
 		switch {
 		case err != nil:
-			out = append(out, unreviewable(p, err))
+			out.add(unreviewable(p, err))
 		case sub != nil:
 			subs = append(subs, w.hold(d, name, *sub))
 			if c != nil && w.ignore.keeps(c, mark) {
-				out = append(out, *c)
+				out.add(*c)
 			}
 		case c != nil:
 			if w.ignore.keeps(c, mark) {
-				out = append(out, *c)
+				out.add(*c)
 			}
 		}
 	}
 	if opaque {
-		out = w.hostOnly(&j, seen, out)
+		out.cs = w.hostOnly(&j, seen, out.cs)
 	}
-	return out, subs, nil
+	return out.flush(), subs, nil
 }
 
 // childRules is d's rules for its subdirectory name (nil: none).

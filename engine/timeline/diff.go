@@ -248,15 +248,29 @@ func (t *Timeline) between(ctx context.Context, s *checkpoint.Store, project str
 // of keeping them: a checkpoint's counts never hold a large command's
 // every diff at once.
 func (t *Timeline) eachBetween(ctx context.Context, s *checkpoint.Store, project string, a, b checkpoint.ID, each func(api.FileDiff) error) error {
-	changes, err := s.Diff(a, b)
-	if err != nil {
-		return err
-	}
 	proj, err := confined.OpenRoot(project)
 	if err != nil {
 		return fmt.Errorf("open the project %s: %w", project, err)
 	}
 	defer proj.Close()
+	// Paths to compare: those whose entries changed, and beneath a
+	// directory that was deleted, replaced or made opaque on either side,
+	// the project's names it hides or shows again. Only the paths are
+	// kept, not the changes (whose entries would keep every tree read).
+	var paths []string
+	budget := maxProjectNames
+	err = s.DiffEach(a, b, func(c checkpoint.Change) error {
+		paths = append(paths, c.Path)
+		if hides(c.Old) || hides(c.New) {
+			projectNames(proj, c.Path, &paths, &budget)
+		}
+		return nil
+	})
+	if err != nil {
+		return err
+	}
+	slices.Sort(paths)
+	sorted := slices.Compact(paths)
 	sa, err := newState(s, a, proj)
 	if err != nil {
 		return err
@@ -265,24 +279,6 @@ func (t *Timeline) eachBetween(ctx context.Context, s *checkpoint.Store, project
 	if err != nil {
 		return err
 	}
-	// Paths to compare: those whose entries changed, and beneath a
-	// directory that was deleted, replaced or made opaque on either side,
-	// the project's names it hides or shows again.
-	paths := map[string]bool{}
-	budget := maxProjectNames
-	for _, c := range changes {
-		paths[c.Path] = true
-		if hides(c.Old) || hides(c.New) {
-			projectNames(proj, c.Path, paths, &budget)
-		}
-	}
-	sorted := slices.Sorted(func(yield func(string) bool) {
-		for p := range paths {
-			if !yield(p) {
-				return
-			}
-		}
-	})
 	total := 0
 	for _, p := range sorted {
 		if err := ctx.Err(); err != nil {
@@ -367,7 +363,7 @@ func hides(e *checkpoint.Entry) bool {
 
 // projectNames adds the project's paths beneath dir to paths, at most
 // budget of them.
-func projectNames(proj *confined.Root, dir string, paths map[string]bool, budget *int) {
+func projectNames(proj *confined.Root, dir string, paths *[]string, budget *int) {
 	names, err := proj.ReadDirNames(dir, *budget)
 	if err != nil {
 		return
@@ -378,7 +374,7 @@ func projectNames(proj *confined.Root, dir string, paths map[string]bool, budget
 		}
 		*budget--
 		p := path.Join(dir, n)
-		paths[p] = true
+		*paths = append(*paths, p)
 		if fi, err := proj.Lstat(p); err == nil && fi.IsDir() {
 			projectNames(proj, p, paths, budget)
 		}
