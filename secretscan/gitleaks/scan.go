@@ -145,7 +145,7 @@ type span struct{ start, end int }
 
 // find returns what gitleaks' rules find in text.
 func (s *scanner) find(text string) []secretscan.Match {
-	if s.whole || strings.ContainsAny(text, foldsIntoASCII) {
+	if s.whole {
 		return s.detector(text)
 	}
 	low := make([]byte, len(text))
@@ -155,17 +155,46 @@ func (s *scanner) find(text string) []secretscan.Match {
 		ascii = ascii && c < utf8.RuneSelf
 		low[i] = lowerASCII(c)
 	}
+	// The runes are looked for as bytes: their first bytes are never a
+	// rune's later ones, so where those bytes are, so is the rune.
+	if !ascii && (strings.Contains(text, foldsIntoASCII[:2]) || strings.Contains(text, foldsIntoASCII[2:])) {
+		return s.detector(text)
+	}
 	gated := make([]bool, len(s.rules))
 	windows := make([]cursor, len(s.rules))
+	// A gated rule's hits wait until its keyword is seen (in most texts
+	// it never is: a rule whose anchors are a few common letters has hits
+	// all over a megabyte of minified code), at most maxWaiting of them:
+	// a rule that had more runs over the whole text if its keyword comes.
+	waiting := make([][]span, len(s.rules))
+	whole := make([]bool, len(s.rules))
 	s.trie.Walk(low, func(end, n, pat int64) bool {
 		p := &s.patterns[pat]
 		if ascii {
 			for _, r := range p.gates {
+				if gated[r] {
+					continue
+				}
 				gated[r] = true
+				for _, h := range waiting[r] {
+					s.rules[r].widen(&windows[r], text, h.start, h.end)
+				}
+				waiting[r] = nil
 			}
 		}
 		for _, r := range p.anchors {
-			s.rules[r].widen(&windows[r], text, int(end)+1-int(n), int(end)+1)
+			start, end := int(end)+1-int(n), int(end)+1
+			switch {
+			case whole[r]:
+			case ascii && s.rules[r].gated && !gated[r]:
+				if len(waiting[r]) == maxWaiting {
+					whole[r], waiting[r] = true, nil
+					break
+				}
+				waiting[r] = append(waiting[r], span{start, end})
+			default:
+				s.rules[r].widen(&windows[r], text, start, end)
+			}
 		}
 		return true
 	})
@@ -185,7 +214,7 @@ func (s *scanner) find(text string) []secretscan.Match {
 		if p.gated && !gated[i] {
 			continue
 		}
-		if !p.windowed {
+		if !p.windowed || whole[i] {
 			for _, m := range p.rule.Regex.FindAllStringIndex(text, -1) {
 				found = s.check(t, p.rule, m[0], m[1], found)
 			}
@@ -231,6 +260,9 @@ func (s *scanner) detector(text string) []secretscan.Match {
 	}
 	return found
 }
+
+// maxWaiting bounds the hits of a rule kept until its keyword is seen.
+const maxWaiting = 1 << 10
 
 // maxFollow bounds the text a hit's follows check reads: past it the
 // hit is kept unchecked (its window is scanned all the same), so that
