@@ -15,7 +15,10 @@ import (
 // has: the api.Diff, indented by two spaces, with the files' stats. The
 // engine's JSON of each file is indented as it comes, not decoded and
 // encoded again (tens of megabytes for a large session: seconds), and
-// of each only what its stat needs is decoded.
+// of each only what its stat needs is decoded. The output is what
+// decoding and encoding printed, byte for byte, but for bytes that are
+// not UTF-8: the engine escapes each as \ufffd, which stays so, where
+// encoding again printed the character itself.
 func printDiffJSON(ctx context.Context, c *client.Client, id string, q api.DiffQuery, w io.Writer) error {
 	var files diffJSON
 	d, err := c.DiffEachJSON(ctx, id, q, files.add)
