@@ -90,18 +90,29 @@ func bestOf(subs []*syntax.Regexp) (best []string, from, after int) {
 	return best, from, after
 }
 
+// inner is the expression of which every match of re holds a match,
+// when re only groups or repeats it at least once; else nil.
+func inner(re *syntax.Regexp) *syntax.Regexp {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return re.Sub[0]
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return re.Sub[0]
+		}
+	}
+	return nil
+}
+
 // holds returns strings one of which every match of re holds.
 func holds(re *syntax.Regexp) ([]string, bool) {
 	if set, ok := exactSet(re); ok {
 		return set, shortest(set) > 0
 	}
+	if sub := inner(re); sub != nil {
+		return holds(sub)
+	}
 	switch re.Op {
-	case syntax.OpCapture, syntax.OpPlus:
-		return holds(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return holds(re.Sub[0])
-		}
 	case syntax.OpAlternate:
 		var all []string
 		for _, sub := range re.Sub {
@@ -372,13 +383,10 @@ func needOf(re *syntax.Regexp) *need {
 		}
 		return &need{strs: set}
 	}
+	if sub := inner(re); sub != nil {
+		return needOf(sub)
+	}
 	switch re.Op {
-	case syntax.OpCapture, syntax.OpPlus:
-		return needOf(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return needOf(re.Sub[0])
-		}
 	case syntax.OpConcat:
 		var all []*need
 		for _, sub := range re.Sub {
