@@ -7,12 +7,15 @@ import (
 	"io"
 	"path/filepath"
 	"runtime"
+	"runtime/debug"
+	"slices"
 	"sync"
 	"time"
 
 	"github.com/airlock/airlock/engine/api"
 	"github.com/airlock/airlock/errdefs"
 	"github.com/airlock/airlock/review"
+	"github.com/airlock/airlock/secretscan"
 )
 
 // reviewable returns the session's layers, for sessions whose workspace is
@@ -344,7 +347,11 @@ func (e *Engine) reviewWith(ctx context.Context, sid string, layers review.Layer
 const scanName = "airlock-scan"
 
 // reviewEach is reviewWith handing the files on a batch at a time (see
-// review.ReviewEach), each batch checked against the accept policy.
+// review.ReviewEach), each batch checked against the accept policy. A
+// batch's check (its round trip to the secret scanner, which scans in
+// its own process) runs while the next batch is reviewed: each gets a
+// batch once it is checked and the next one is reviewed, or the review
+// ended. each runs on the caller's goroutine, batches in path order.
 func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layers, opts review.Options, each func([]review.FileDiff) error) error {
 	t0 := time.Now()
 	file, optional := filepath.Join(layers.Project, review.PolicyFile), true
@@ -359,16 +366,60 @@ func (e *Engine) reviewEach(ctx context.Context, sid string, layers review.Layer
 	if !pol.ScansSecrets() {
 		opts.ScanIgnored = nil
 	}
+	ctx, cancel := context.WithCancel(ctx)
+	defer cancel()
 	n := 0
-	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
-		if err := pol.Check(ctx, layers, batch, e.scanner); err != nil {
-			return err
+	handOn := func(c *checkedBatch) error {
+		<-c.done
+		if c.err != nil {
+			return c.err
 		}
-		n += len(batch)
-		return each(batch)
+		n += len(c.files)
+		return each(c.files)
+	}
+	var checking *checkedBatch
+	err = review.ReviewEach(ctx, layers, opts, func(batch []review.FileDiff) error {
+		prev := checking
+		// A copy: ReviewEach reuses batch's array once this returns.
+		checking = checkBatch(ctx, pol, layers, slices.Clone(batch), e.scanner)
+		if prev == nil {
+			return nil
+		}
+		return handOn(prev)
 	})
+	if checking != nil {
+		if err == nil {
+			err = handOn(checking)
+		}
+		cancel()
+		<-checking.done
+	}
 	e.log.Debug("review", "session", sid, "files", n, "took", time.Since(t0))
 	return e.reviewErr(sid, err)
+}
+
+// checkedBatch is a batch being checked against the policy: done is
+// closed when it is.
+type checkedBatch struct {
+	files []review.FileDiff
+	err   error
+	done  chan struct{}
+}
+
+// checkBatch checks files against pol on a goroutine of its own. A panic
+// in the check fails the review (as a bug) rather than the engine.
+func checkBatch(ctx context.Context, pol review.Policy, layers review.Layers, files []review.FileDiff, find secretscan.Finder) *checkedBatch {
+	c := &checkedBatch{files: files, done: make(chan struct{})}
+	go func() {
+		defer close(c.done)
+		defer func() {
+			if v := recover(); v != nil {
+				c.err = &review.PanicError{What: "the policy's check of a batch of files", Value: v, Stack: debug.Stack()}
+			}
+		}()
+		c.err = pol.Check(ctx, layers, c.files, find)
+	}()
+	return c
 }
 
 // reviewLimits are the review limits of the engine's settings.

@@ -77,6 +77,13 @@ func diffCmd(g *globals) *cobra.Command {
 			if stat && !asJSON && !byTurn {
 				return diffStat(ctx, c, id, dq, colored)
 			}
+			if asJSON && !byTurn {
+				out := bufio.NewWriterSize(os.Stdout, 64<<10)
+				if err := printDiffJSON(ctx, c, id, dq, out); err != nil {
+					return err
+				}
+				return out.Flush()
+			}
 			get := func(ctx context.Context, id string, _ []string) (api.Diff, error) { return c.DiffOf(ctx, id, dq) }
 			if byTurn {
 				get = func(ctx context.Context, id string, _ []string) (api.Diff, error) {

@@ -51,6 +51,97 @@ func (c *Client) DiffOf(ctx context.Context, id string, q api.DiffQuery) (api.Di
 	return out, nil
 }
 
+// DiffEachJSON is DiffOf handing each file to each as the engine wrote
+// it (one api.FileDiff's JSON) as it comes, neither decoded nor kept: a
+// large session's diff is tens of megabytes of JSON, which decoding into
+// structs and encoding again costs seconds. The api.Diff returned has
+// everything but Files and Stats. A response cut short is an error.
+func (c *Client) DiffEachJSON(ctx context.Context, id string, q api.DiffQuery, each func(file []byte) error) (api.Diff, error) {
+	resp, err := c.send(ctx, "GET", "/sessions/"+url.PathEscape(id)+"/diff", diffValues(q), nil)
+	if err != nil {
+		return api.Diff{}, err
+	}
+	defer resp.Body.Close()
+	var out api.Diff
+	if err := readFilesJSON(resp.Body, &out, each); err != nil {
+		return out, fmt.Errorf("the engine's diff: %w", err)
+	}
+	return out, nil
+}
+
+// readFilesJSON reads a JSON object whose "files" array is handed to
+// each an element at a time; its other fields are decoded into d. The
+// object's end missing is io.ErrUnexpectedEOF.
+func readFilesJSON(r io.Reader, d *api.Diff, each func(file []byte) error) error {
+	err := readObjectJSON(json.NewDecoder(r), d, each)
+	if err == io.EOF {
+		err = io.ErrUnexpectedEOF
+	}
+	return err
+}
+
+func readObjectJSON(dec *json.Decoder, d *api.Diff, each func(file []byte) error) error {
+	if err := wantDelim(dec, '{'); err != nil {
+		return err
+	}
+	rest := map[string]json.RawMessage{}
+	for dec.More() {
+		t, err := dec.Token()
+		if err != nil {
+			return err
+		}
+		key, _ := t.(string)
+		if key != "files" {
+			var v json.RawMessage
+			if err := dec.Decode(&v); err != nil {
+				return err
+			}
+			rest[key] = v
+			continue
+		}
+		if t, err = dec.Token(); err != nil {
+			return err
+		}
+		if t == nil {
+			continue // null: no files
+		}
+		if t != json.Delim('[') {
+			return fmt.Errorf("files is %v, not an array", t)
+		}
+		for dec.More() {
+			var f json.RawMessage
+			if err := dec.Decode(&f); err != nil {
+				return err
+			}
+			if err := each(f); err != nil {
+				return err
+			}
+		}
+		if err := wantDelim(dec, ']'); err != nil {
+			return err
+		}
+	}
+	if err := wantDelim(dec, '}'); err != nil {
+		return err
+	}
+	b, err := json.Marshal(rest)
+	if err != nil {
+		return err
+	}
+	return json.Unmarshal(b, d)
+}
+
+func wantDelim(dec *json.Decoder, d json.Delim) error {
+	t, err := dec.Token()
+	if err != nil {
+		return err
+	}
+	if t != d {
+		return fmt.Errorf("%v where %v was expected", t, d)
+	}
+	return nil
+}
+
 // DiffStat is Diff without the hunks: files, line counts, conflicts,
 // holds and findings.
 func (c *Client) DiffStat(ctx context.Context, id string, paths []string) (api.Diff, error) {

@@ -3,6 +3,7 @@ package gitleaks_test
 import (
 	"context"
 	"fmt"
+	"strings"
 	"sync"
 	"testing"
 
@@ -63,5 +64,23 @@ func TestWarm(t *testing.T) {
 	d.Warm() // twice is once
 	if got, err := d.Find(context.Background(), []string{stripe}); err != nil || len(got) != 1 || len(got[0]) != 1 {
 		t.Fatalf("after Warm: %+v, %v", got, err)
+	}
+}
+
+// TestAnswersInOrder: texts are scanned longest first, and each answer
+// is its own text's.
+func TestAnswersInOrder(t *testing.T) {
+	texts := make([]string, 40)
+	for i := range texts {
+		texts[i] = strings.Repeat("x\n", (i*7)%40) + stripe + "\n"
+	}
+	all, err := gitleaks.New().Find(context.Background(), texts)
+	if err != nil || len(all) != len(texts) {
+		t.Fatalf("found %d answers, %v", len(all), err)
+	}
+	for i, got := range all {
+		if len(got) != 1 || got[0].Line != (i*7)%40+1 {
+			t.Errorf("text %d: %+v, want the key on line %d", i, got, (i*7)%40+1)
+		}
 	}
 }

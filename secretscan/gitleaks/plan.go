@@ -1,6 +1,7 @@
 package gitleaks
 
 import (
+	"regexp"
 	"regexp/syntax"
 	"slices"
 	"strings"
@@ -89,18 +90,29 @@ func bestOf(subs []*syntax.Regexp) (best []string, from, after int) {
 	return best, from, after
 }
 
+// inner is the expression of which every match of re holds a match,
+// when re only groups or repeats it at least once; else nil.
+func inner(re *syntax.Regexp) *syntax.Regexp {
+	switch re.Op {
+	case syntax.OpCapture, syntax.OpPlus:
+		return re.Sub[0]
+	case syntax.OpRepeat:
+		if re.Min >= 1 {
+			return re.Sub[0]
+		}
+	}
+	return nil
+}
+
 // holds returns strings one of which every match of re holds.
 func holds(re *syntax.Regexp) ([]string, bool) {
 	if set, ok := exactSet(re); ok {
 		return set, shortest(set) > 0
 	}
+	if sub := inner(re); sub != nil {
+		return holds(sub)
+	}
 	switch re.Op {
-	case syntax.OpCapture, syntax.OpPlus:
-		return holds(re.Sub[0])
-	case syntax.OpRepeat:
-		if re.Min >= 1 {
-			return holds(re.Sub[0])
-		}
 	case syntax.OpAlternate:
 		var all []string
 		for _, sub := range re.Sub {
@@ -349,4 +361,107 @@ func lowerASCII(c byte) byte {
 		return c + 'a' - 'A'
 	}
 	return c
+}
+
+// need is what a string holds wherever a regular expression matches in
+// it (in a text without foldsIntoASCII, ASCII-lowered): one of strs, or
+// each of all, or one of any. An allowlist's regular expressions, tried
+// on every candidate a rule finds, are run only on a string that holds
+// what they need: most hold none of their words.
+type need struct {
+	strs []string
+	all  []*need
+	any  []*need
+}
+
+// needOf returns what every string re matches in holds; nil when it
+// says nothing.
+func needOf(re *syntax.Regexp) *need {
+	if set, ok := exactSet(re); ok {
+		if shortest(set) == 0 {
+			return nil
+		}
+		return &need{strs: set}
+	}
+	if sub := inner(re); sub != nil {
+		return needOf(sub)
+	}
+	switch re.Op {
+	case syntax.OpConcat:
+		var all []*need
+		for _, sub := range re.Sub {
+			if n := needOf(sub); n != nil {
+				all = append(all, n)
+			}
+		}
+		if len(all) == 1 {
+			return all[0]
+		}
+		if len(all) > 0 {
+			return &need{all: all}
+		}
+	case syntax.OpAlternate:
+		n := &need{}
+		for _, sub := range re.Sub {
+			s := needOf(sub)
+			if s == nil {
+				return nil
+			}
+			n.any = append(n.any, s)
+		}
+		return n
+	}
+	return nil
+}
+
+// heldBy reports whether low, an ASCII-lowered string, holds what n
+// needs.
+func (n *need) heldBy(low string) bool {
+	switch {
+	case n.strs != nil:
+		return slices.ContainsFunc(n.strs, func(s string) bool { return strings.Contains(low, s) })
+	case n.all != nil:
+		return !slices.ContainsFunc(n.all, func(m *need) bool { return !m.heldBy(low) })
+	}
+	return slices.ContainsFunc(n.any, func(m *need) bool { return m.heldBy(low) })
+}
+
+// alternative is one of the alternatives an allowlist's regular
+// expressions make, and what a string holds where it matches.
+type alternative struct {
+	re   *regexp.Regexp
+	need *need // nil: nothing known
+}
+
+// alternativesOf splits the regular expression gitleaks makes of an
+// allowlist's (all of them as alternatives of one group, so that a flag
+// one sets holds in those after it) at its top level, each alternative
+// compiled alone: one matches where one of them does. Most are anchored
+// or need a word, and are skipped or fail at once where the whole would
+// be run at every position of the string. Nil: not split.
+func alternativesOf(res []*regexp.Regexp) []alternative {
+	if len(res) == 0 {
+		return nil
+	}
+	strs := make([]string, len(res))
+	for i, re := range res {
+		strs[i] = re.String()
+	}
+	joined, err := syntax.Parse("(?:"+strings.Join(strs, "|")+")", syntax.Perl)
+	if err != nil {
+		return nil
+	}
+	subs := []*syntax.Regexp{joined}
+	if joined.Op == syntax.OpAlternate {
+		subs = joined.Sub
+	}
+	alts := make([]alternative, len(subs))
+	for i, sub := range subs {
+		re, err := regexp.Compile(sub.String())
+		if err != nil {
+			return nil
+		}
+		alts[i] = alternative{re: re, need: needOf(sub)}
+	}
+	return alts
 }

@@ -37,6 +37,9 @@ type scanner struct {
 	patterns []pattern // the trie's, by index
 	global   []*config.Allowlist
 	whole    bool // the rules use what windows do not serve: gitleaks' detector runs
+	// regexes are the allowlists' regular expressions, by allowlist, as
+	// alternatives tried one by one (alternativesOf).
+	regexes map[*config.Allowlist][]alternative
 }
 
 // plan is one rule, prepared.
@@ -68,7 +71,10 @@ type pattern struct {
 }
 
 func newScanner(det *detect.Detector) *scanner {
-	s := &scanner{det: det, global: det.Config.Allowlists}
+	s := &scanner{det: det, global: det.Config.Allowlists, regexes: map[*config.Allowlist][]alternative{}}
+	for _, a := range det.Config.Allowlists {
+		s.regexes[a] = alternativesOf(a.Regexes)
+	}
 	index := map[string]int{}
 	add := func(str string) *pattern {
 		i, ok := index[str]
@@ -91,6 +97,9 @@ func newScanner(det *detect.Detector) *scanner {
 		}
 		if r.Regex == nil || (r.Path != nil && !r.Path.MatchString("")) {
 			continue // a path rule: never on a text without a path
+		}
+		for _, a := range r.Allowlists {
+			s.regexes[a] = alternativesOf(a.Regexes)
 		}
 		p := &plan{rule: &r, gated: len(r.Keywords) > 0}
 		n := len(s.rules)
@@ -145,7 +154,7 @@ type span struct{ start, end int }
 
 // find returns what gitleaks' rules find in text.
 func (s *scanner) find(text string) []secretscan.Match {
-	if s.whole || strings.ContainsAny(text, foldsIntoASCII) {
+	if s.whole {
 		return s.detector(text)
 	}
 	low := make([]byte, len(text))
@@ -155,17 +164,46 @@ func (s *scanner) find(text string) []secretscan.Match {
 		ascii = ascii && c < utf8.RuneSelf
 		low[i] = lowerASCII(c)
 	}
+	// The runes are looked for as bytes: their first bytes are never a
+	// rune's later ones, so where those bytes are, so is the rune.
+	if !ascii && (strings.Contains(text, foldsIntoASCII[:2]) || strings.Contains(text, foldsIntoASCII[2:])) {
+		return s.detector(text)
+	}
 	gated := make([]bool, len(s.rules))
 	windows := make([]cursor, len(s.rules))
+	// A gated rule's hits wait until its keyword is seen (in most texts
+	// it never is: a rule whose anchors are a few common letters has hits
+	// all over a megabyte of minified code), at most maxWaiting of them:
+	// a rule that had more runs over the whole text if its keyword comes.
+	waiting := make([][]span, len(s.rules))
+	whole := make([]bool, len(s.rules))
 	s.trie.Walk(low, func(end, n, pat int64) bool {
 		p := &s.patterns[pat]
 		if ascii {
 			for _, r := range p.gates {
+				if gated[r] {
+					continue
+				}
 				gated[r] = true
+				for _, h := range waiting[r] {
+					s.rules[r].widen(&windows[r], text, h.start, h.end)
+				}
+				waiting[r] = nil
 			}
 		}
 		for _, r := range p.anchors {
-			s.rules[r].widen(&windows[r], text, int(end)+1-int(n), int(end)+1)
+			start, end := int(end)+1-int(n), int(end)+1
+			switch {
+			case whole[r]:
+			case ascii && s.rules[r].gated && !gated[r]:
+				if len(waiting[r]) == maxWaiting {
+					whole[r], waiting[r] = true, nil
+					break
+				}
+				waiting[r] = append(waiting[r], span{start, end})
+			default:
+				s.rules[r].widen(&windows[r], text, start, end)
+			}
 		}
 		return true
 	})
@@ -179,13 +217,13 @@ func (s *scanner) find(text string) []secretscan.Match {
 			return true
 		})
 	}
-	t := &text1{text: text, allowed: map[lineAllow]bool{}}
+	t := &text1{text: text, allowed: map[lineAllow]bool{}, regexes: s.regexes}
 	var found []finding
 	for i, p := range s.rules {
 		if p.gated && !gated[i] {
 			continue
 		}
-		if !p.windowed {
+		if !p.windowed || whole[i] {
 			for _, m := range p.rule.Regex.FindAllStringIndex(text, -1) {
 				found = s.check(t, p.rule, m[0], m[1], found)
 			}
@@ -231,6 +269,9 @@ func (s *scanner) detector(text string) []secretscan.Match {
 	}
 	return found
 }
+
+// maxWaiting bounds the hits of a rule kept until its keyword is seen.
+const maxWaiting = 1 << 10
 
 // maxFollow bounds the text a hit's follows check reads: past it the
 // hit is kept unchecked (its window is scanned all the same), so that
@@ -362,6 +403,7 @@ type text1 struct {
 	text     string
 	newlines []int // where its '\n' are; nil until a match needs them
 	allowed  map[lineAllow]bool
+	regexes  map[*config.Allowlist][]alternative
 }
 
 // lineAllow is an allowlist's answer about one line, kept: a minified
@@ -425,17 +467,17 @@ func (t *text1) allows(a *config.Allowlist, secret, match string, ls, le int) bo
 	regex := func() bool {
 		switch a.RegexTarget {
 		case "match":
-			return a.RegexAllowed(match)
+			return t.regexAllowed(a, match)
 		case "line":
 			k := lineAllow{a, ls, le}
 			ok, seen := t.allowed[k]
 			if !seen {
-				ok = a.RegexAllowed(t.text[ls:le])
+				ok = t.regexAllowed(a, t.text[ls:le])
 				t.allowed[k] = ok
 			}
 			return ok
 		}
-		return a.RegexAllowed(secret)
+		return t.regexAllowed(a, secret)
 	}
 	stop := func() bool { ok, _ := a.ContainsStopWord(secret); return ok }
 	if a.MatchCondition != config.AllowlistMatchAnd {
@@ -445,6 +487,31 @@ func (t *text1) allows(a *config.Allowlist, secret, match string, ls, le int) bo
 		return false
 	}
 	return (len(a.Regexes) == 0 || regex()) && (len(a.StopWords) == 0 || stop())
+}
+
+// regexAllowed is a.RegexAllowed(target), its alternatives tried one by
+// one where target holds what they need.
+func (t *text1) regexAllowed(a *config.Allowlist, target string) bool {
+	alts, ok := t.regexes[a]
+	if !ok || alts == nil || target == "" {
+		return a.RegexAllowed(target)
+	}
+	low := lowered(target)
+	for _, alt := range alts {
+		if (alt.need == nil || alt.need.heldBy(low)) && alt.re.MatchString(target) {
+			return true
+		}
+	}
+	return false
+}
+
+// lowered is s ASCII-lowered.
+func lowered(s string) string {
+	b := []byte(s)
+	for i, c := range b {
+		b[i] = lowerASCII(c)
+	}
+	return string(b)
 }
 
 // locate returns the 0-based line of a match at [start, end) and the

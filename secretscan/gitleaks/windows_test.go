@@ -3,6 +3,7 @@ package gitleaks_test
 import (
 	"cmp"
 	"slices"
+	"strings"
 	"testing"
 
 	"github.com/airlock/airlock/secretscan"
@@ -74,5 +75,32 @@ func TestPlantedKinds(t *testing.T) {
 	}
 	if len(kinds) != 5 {
 		t.Errorf("planted kinds %v, want 5", kinds)
+	}
+}
+
+// TestKeywordAfterHits: a rule's anchor hits before its keyword wait for
+// it, at most some of them; a rule that had more runs over the whole text
+// once its keyword comes. Either way, what gitleaks finds is found:
+// here a Sourcegraph token (anchors: any hex digit) with its keyword
+// after thousands of hex digits, before them, or between.
+func TestKeywordAfterHits(t *testing.T) {
+	ref := gitleaks.NewReference()
+	token := "token = \"3f9a0c7e1b5d4f2a8c6e0b9d7f1a3c5e9b2d4f6a\"\n"
+	for _, hits := range []int{10, 5000} {
+		hex := strings.Repeat("x = 0123456789abcdef;\n", hits/16+1)
+		for _, text := range []string{
+			hex + token + "// sourcegraph\n",
+			token + hex + "// sourcegraph\n",
+			"// sourcegraph\n" + hex + token,
+			hex + "// sourcegraph\n" + hex + token,
+		} {
+			want, got := sorted(ref.Detector(text)), sorted(ref.Windows(text))
+			if !slices.Equal(got, want) {
+				t.Errorf("%d hits: windows found %+v, gitleaks' detector %+v", hits, got, want)
+			}
+			if !slices.ContainsFunc(got, func(m secretscan.Match) bool { return m.Rule == "sourcegraph-access-token" }) {
+				t.Errorf("%d hits: the token not found (%+v)", hits, got)
+			}
+		}
 	}
 }
