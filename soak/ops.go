@@ -88,6 +88,11 @@ func (s *soaker) undo(ctx context.Context, t *session) {
 		return
 	}
 	cp := 1 + s.rng.Int64N(n)
+	// Undo puts back only a running session's workspace (a hibernated
+	// one refuses, exit 75): wake it first, as a user would.
+	if _, ok := s.must(ctx, "wake", t.id); !ok {
+		return
+	}
 	if _, ok := s.must(ctx, "undo", t.id, "--checkpoint", strconv.FormatInt(cp, 10)); ok {
 		s.noteCheckpoint(ctx, t)
 	}

@@ -97,6 +97,15 @@ func Run(ctx context.Context, o Options) (*Figures, error) {
 	s := &soaker{o: o, rng: rand.New(rand.NewPCG(o.Seed, o.Seed^0x9e3779b97f4a7c15)), eng: eng,
 		fig: &Figures{Seed: o.Seed, Ops: map[string]int{}, Faults: map[string]int{}}, model: map[string]tree{}, started: time.Now()}
 	runErr := s.run(ctx)
+	// Whatever a failed run left (it is reported already) goes, so the
+	// machine is as it was: the engine, its containers, its mounts.
+	s.eng.stop()
+	if n, _ := s.eng.removeContainers(context.Background()); n > 0 {
+		s.logf("cleanup: %d containers removed", n)
+	}
+	if n, _ := unmountAll(s.eng.state); n > 0 {
+		s.logf("cleanup: %d mounts unmounted", n)
+	}
 	s.fig.Took = time.Since(s.started)
 	s.fig.Steps = max(0, s.step-1)
 	s.fig.OpLog = filepath.Join(o.Dir, fmt.Sprintf("oplog-%d.txt", o.Seed))
