@@ -181,23 +181,36 @@ func (s *soaker) accept(ctx context.Context, t *session, kind string) {
 		s.violation("accept --json: %v", err)
 		return
 	}
+	// A rename's outcome names the new path; the old one goes with it.
+	from := map[string]string{}
+	for _, f := range d.Files {
+		if f.From != "" {
+			from[f.Path] = f.From
+		}
+	}
 	want := before
+	take := func(p string) {
+		want = want.withPath(merged, p)
+		if f, ok := from[p]; ok {
+			want = want.withPath(merged, f)
+		}
+	}
 	switch kind {
 	case "accept-all":
 		for _, o := range res.Outcomes {
 			if o.Applied {
-				want = want.withPath(merged, o.Path)
+				take(o.Path)
 			}
 		}
 	case "accept-file":
 		for _, o := range res.Outcomes {
 			if o.Applied && o.Path == only {
-				want = want.withPath(merged, only)
+				take(only)
 			}
 		}
 	case "accept-hunk":
 		for _, p := range changedPaths(before, got) {
-			if p != only {
+			if p != only && p != from[only] {
 				s.violation("accept of a hunk of %s changed %s too", names.Quote(only), names.Quote(p))
 			}
 		}
@@ -227,6 +240,10 @@ func (s *soaker) wholeOrNothing(t *session, before, merged, got tree, why string
 }
 
 func (s *soaker) snapshotRestore(ctx context.Context, t *session) {
+	// A hibernated session refuses a snapshot (exit 75): wake it first.
+	if _, ok := s.must(ctx, "wake", t.id); !ok {
+		return
+	}
 	out, ok := s.must(ctx, "snapshot", t.id, "--json")
 	if !ok {
 		return
