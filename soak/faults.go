@@ -112,6 +112,10 @@ func (s *soaker) killCLI(ctx context.Context, t *session) {
 		s.violation("read the workspace of %s: %v", t.id, err)
 		return
 	}
+	d, ok := s.reviewOf(ctx, t)
+	if !ok {
+		return
+	}
 	before := s.model[t.project]
 	args := []string{"diff", t.id, "--json"}
 	if accept {
@@ -134,7 +138,7 @@ func (s *soaker) killCLI(ctx context.Context, t *session) {
 		s.violation("read the project: %v", err)
 		return
 	}
-	s.wholeOrNothing(t, before, merged, got, "a killed accept")
+	s.wholeOrNothing(t, before, merged, got, hostChangedIn(d), "a killed accept")
 	s.model[t.project] = got
 	s.checkAll(ctx, "after a killed client")
 }
@@ -150,6 +154,10 @@ func (s *soaker) concurrent(ctx context.Context, t *session) {
 	merged, err := readTree(s.merged(t.id), ".git")
 	if err != nil {
 		s.violation("read the workspace of %s: %v", t.id, err)
+		return
+	}
+	d, ok := s.reviewOf(ctx, t)
+	if !ok {
 		return
 	}
 	before := s.model[t.project]
@@ -180,7 +188,7 @@ func (s *soaker) concurrent(ctx context.Context, t *session) {
 		s.violation("read the project: %v", err)
 		return
 	}
-	s.wholeOrNothing(t, before, merged, got, "an accept beside other clients")
+	s.wholeOrNothing(t, before, merged, got, hostChangedIn(d), "an accept beside other clients")
 	s.model[t.project] = got
 	if withRm {
 		s.drop(t)

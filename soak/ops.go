@@ -174,7 +174,7 @@ func (s *soaker) accept(ctx context.Context, t *session, kind string) {
 	defer func() { s.model[t.project] = got }()
 	if !ok {
 		s.violation("airlock %s exited %d (%v in %s): %s", quoteArgs(args), code, jerr, names.Quote(trim(out, 300)), names.Quote(trim(strings.TrimSpace(errs), 600)))
-		s.wholeOrNothing(t, before, merged, got, "a failed accept")
+		s.wholeOrNothing(t, before, merged, got, hostChangedIn(d), "a failed accept")
 		return
 	}
 	if err := decodeJSON([]byte(out), &res); err != nil {
@@ -188,9 +188,14 @@ func (s *soaker) accept(ctx context.Context, t *session, kind string) {
 			from[f.Path] = f.From
 		}
 	}
+	hostChanged := hostChangedIn(d)
 	want := before
 	take := func(p string) {
-		want = want.withPath(merged, p)
+		if hostChanged[p] {
+			want = want.withPath(got, p)
+		} else {
+			want = want.withPath(merged, p)
+		}
 		if f, ok := from[p]; ok {
 			want = want.withPath(merged, f)
 		}
@@ -210,7 +215,7 @@ func (s *soaker) accept(ctx context.Context, t *session, kind string) {
 		}
 	case "accept-hunk":
 		for _, p := range changedPaths(before, got) {
-			if p != only && p != from[only] {
+			if p != only && p != from[only] && !strings.HasPrefix(only, p+"/") { // with the directories it needs
 				s.violation("accept of a hunk of %s changed %s too", names.Quote(only), names.Quote(p))
 			}
 		}
@@ -226,17 +231,28 @@ func (s *soaker) accept(ctx context.Context, t *session, kind string) {
 // changed holds the session's version whole, never a torn or stray one.
 // (Which paths an accept of everything takes depends on conflicts with
 // other sessions on the same project, so "all" is not checked here.)
-func (s *soaker) wholeOrNothing(t *session, before, merged, got tree, why string) {
+func (s *soaker) wholeOrNothing(t *session, before, merged, got tree, hostChanged map[string]bool, why string) {
 	s.fig.Checks++
 	var torn []string
 	for _, p := range changedPaths(before, got) {
-		if got[p] != merged[p] {
+		if got[p] != merged[p] && !hostChanged[p] {
 			torn = append(torn, fmt.Sprintf("%s: has %q, the session %q, before %q", names.Quote(p), got[p], merged[p], before[p]))
 		}
 	}
 	if len(torn) > 0 {
 		s.violation("%s on %s left the project neither as it was nor as the session has it: %s", why, t.id, strings.Join(torn[:min(len(torn), 6)], "; "))
 	}
+}
+
+// hostChangedIn lists the files the host changed too (a session forked
+// from this one accepted into the same project): their accept writes a
+// merge, which the model takes as it is.
+func hostChangedIn(d api.Diff) map[string]bool {
+	m := map[string]bool{}
+	for _, f := range d.Files {
+		m[f.Path] = f.HostChanged || f.Merged || f.Conflict
+	}
+	return m
 }
 
 func (s *soaker) snapshotRestore(ctx context.Context, t *session) {
