@@ -29,6 +29,9 @@ func (s *soaker) setupImages(ctx context.Context) error {
 }
 
 func importBare(ctx context.Context) error {
+	if exec.CommandContext(ctx, "docker", "image", "inspect", BareImage).Run() == nil {
+		return nil // made by an earlier soak (an import each run would leave the last one dangling)
+	}
 	bb, err := exec.LookPath("busybox")
 	if err != nil {
 		return fmt.Errorf("the bare image needs the host's busybox: %w", err)
