@@ -6,7 +6,7 @@ GO ?= go
 VERSION ?= $(shell git describe --always --dirty 2>/dev/null || echo dev)
 LDFLAGS := -X main.version=$(VERSION)
 
-.PHONY: all build install ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check desktop-dev bench clean
+.PHONY: all build install ui ui-test screenshots install-desktop setup demo test test-short fuzz lint desktop desktop-check desktop-dev bench soak clean
 
 all: build
 
@@ -135,6 +135,14 @@ screenshots: build desktop
 # Benchmarks against the obvious alternatives; writes docs/BENCHMARKS.md.
 bench: setup build
 	$(GO) run ./bench -airlock bin/airlock -out docs/BENCHMARKS.md
+
+# The fault-injection soak (soak/): a seeded schedule of work and faults
+# against an engine of its own, invariants checked after each fault.
+# SEED=… runs a schedule again; the seed and the figures are printed.
+SEED ?= 0
+DURATION ?= 5m
+soak: setup build
+	$(GO) run ./soak/cmd -airlock bin/airlock -seed $(SEED) -duration $(DURATION)
 
 clean:
 	rm -rf bin frontend/node_modules

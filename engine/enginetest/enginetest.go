@@ -207,7 +207,19 @@ func SecretScanner(t testing.TB) string {
 	return p
 }
 
+// CLI is the airlock CLI (cmd/airlock), for tests that serve and drive
+// an engine as a user does: built once per test binary.
+func CLI(t testing.TB) string {
+	t.Helper()
+	p, err := builtCLI()
+	if err != nil {
+		t.Fatalf("build the CLI: %v", err)
+	}
+	return p
+}
+
 var (
+	builtCLI  = sync.OnceValues(func() (string, error) { return build("./cmd/airlock", "airlock") })
 	builtInit = sync.OnceValues(func() (string, error) { return build("./engine/fastexec/init", "airlock-init", "CGO_ENABLED=0") })
 	builtScan = sync.OnceValues(func() (string, error) { return build("./cmd/airlock-scan", "airlock-scan") })
 )
