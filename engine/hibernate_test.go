@@ -334,6 +334,36 @@ func TestRebootWithADamagedCheckpointSaysWhatWorks(t *testing.T) {
 	must(t, e2.Remove(ctx, s.ID))
 }
 
+// Undo and snapshot wake a hibernated session, as exec and accept do,
+// instead of refusing it (found by the soak: both exited 75).
+func TestUndoAndSnapshotWakeAHibernatedSession(t *testing.T) {
+	e := enginetest.Start(t)
+	ctx := context.Background()
+	s, err := e.Create(ctx, api.CreateRequest{Project: project(t)})
+	must(t, err)
+	run(t, e, s.ID, "sh", "-c", "echo one > one.txt")
+	list, err := e.Checkpoints(ctx, s.ID)
+	must(t, err)
+	first := list[len(list)-1].ID
+	run(t, e, s.ID, "sh", "-c", "echo two > two.txt")
+	_, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
+	must(t, err)
+	if _, err := e.Undo(ctx, s.ID, api.UndoRequest{Checkpoint: int64(first)}); err != nil {
+		t.Fatalf("undo of a hibernated session: %v", err)
+	}
+	if _, out := run(t, e, s.ID, "sh", "-c", "ls one.txt two.txt 2>&1 | sort"); out != "ls: two.txt: No such file or directory\none.txt\n" {
+		t.Errorf("after the undo: %q", out)
+	}
+	_, err = e.Hibernate(ctx, s.ID, api.HibernateRequest{})
+	must(t, err)
+	snap, err := e.Snapshot(ctx, s.ID, api.SnapshotRequest{Name: "after-undo"})
+	if err != nil {
+		t.Fatalf("snapshot of a hibernated session: %v", err)
+	}
+	must(t, e.RemoveSnapshot(ctx, snap.ID))
+	must(t, e.Remove(ctx, s.ID))
+}
+
 // A disk workspace hibernates and survives a reboot as it is: no
 // checkpoint needed.
 func TestDiskWorkspaceSurvivesReboot(t *testing.T) {

@@ -98,6 +98,14 @@ func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotReques
 	if err != nil {
 		return api.Snapshot{}, err
 	}
+	if rec.State == api.StateHibernated { // woken, as accept wakes it
+		if err := e.awake(ctx, rec.ID); err != nil {
+			return api.Snapshot{}, err
+		}
+		if rec, err = e.store.Session(ctx, id); err != nil {
+			return api.Snapshot{}, err
+		}
+	}
 	l := e.liveSession(rec.ID)
 	if l == nil || rec.State == api.StateFailed || rec.State == api.StateCreating {
 		return api.Snapshot{}, errdefs.Conflictf("session %s is %s: only a session with its workspace can be snapshotted", rec.ID, rec.State)

@@ -56,6 +56,14 @@ func (e *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.
 	if err != nil {
 		return api.Undone{}, err
 	}
+	if rec.State == api.StateHibernated { // woken, as accept wakes it
+		if err := e.awake(ctx, rec.ID); err != nil {
+			return api.Undone{}, err
+		}
+		if rec, err = e.store.Session(ctx, id); err != nil {
+			return api.Undone{}, err
+		}
+	}
 	if rec.State != api.StateRunning && rec.State != api.StatePaused {
 		return api.Undone{}, errdefs.Conflictf("session %s is %s: only a running session's workspace is put back", rec.ID, rec.State)
 	}
