@@ -22,6 +22,20 @@ import (
 	"golang.org/x/sys/unix"
 )
 
+// reboot does to session id of e what a host restart does: the engine
+// gone, the session's container removed, its tmpfs and overlay unmounted.
+func reboot(t *testing.T, e *enginetest.Engine, id string) {
+	t.Helper()
+	ctx := context.Background()
+	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
+	e.Close(cctx)
+	cancel()
+	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+id, container.RemoveOptions{Force: true}))
+	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", id))) {
+		must(t, unix.Unmount(m, 0))
+	}
+}
+
 func containerExists(t *testing.T, e *enginetest.Engine, id string) bool {
 	t.Helper()
 	_, err := e.Docker.ContainerInspect(context.Background(), "airlock-"+id)
@@ -140,13 +154,7 @@ func TestRebootRestoresFromCheckpoint(t *testing.T) {
 	must(t, os.WriteFile(filepath.Join(e.StateDir, "sessions", s.ID, "merged", "lost.txt"), []byte("lost\n"), 0o644))
 
 	// The reboot.
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	e.Close(cctx)
-	cancel()
-	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
-		must(t, unix.Unmount(m, 0))
-	}
+	reboot(t, e, s.ID)
 
 	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
 	got, err := e2.Get(ctx, s.ID)
@@ -190,13 +198,7 @@ func TestRebootWakesABareImage(t *testing.T) {
 	_, err = e.Checkpoints(ctx, s.ID)
 	must(t, err)
 
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	e.Close(cctx)
-	cancel()
-	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
-		must(t, unix.Unmount(m, 0))
-	}
+	reboot(t, e, s.ID)
 
 	e2 := enginetest.Reopen(t, e.Docker, e.StateDir)
 	got, err := e2.Get(ctx, s.ID)
@@ -237,13 +239,7 @@ func TestRebootWakesWithoutADamagedLayer(t *testing.T) {
 	_, err = e.Checkpoints(ctx, s.ID)
 	must(t, err)
 
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	e.Close(cctx)
-	cancel()
-	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
-		must(t, unix.Unmount(m, 0))
-	}
+	reboot(t, e, s.ID)
 	objects := filepath.Join(e.StateDir, "sessions", s.ID, "checkpoints", "container", "objects")
 	damaged := 0
 	must(t, filepath.WalkDir(objects, func(p string, d fs.DirEntry, err error) error {
@@ -292,13 +288,7 @@ func TestRebootWithADamagedCheckpointSaysWhatWorks(t *testing.T) {
 	}
 	newest := list[len(list)-1]
 
-	cctx, cancel := context.WithTimeout(ctx, 5*time.Second)
-	e.Close(cctx)
-	cancel()
-	must(t, e.Docker.ContainerRemove(ctx, "airlock-"+s.ID, container.RemoveOptions{Force: true}))
-	for _, m := range slices.Backward(testenv.MountsUnder(t, filepath.Join(e.StateDir, "sessions", s.ID))) {
-		must(t, unix.Unmount(m, 0))
-	}
+	reboot(t, e, s.ID)
 	// two.txt's content, stored once: only the newest checkpoint has it.
 	two := filepath.Join(e.StateDir, "checkpoints", s.ID, "objects", "sha256")
 	damaged := 0

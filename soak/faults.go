@@ -104,19 +104,10 @@ func (s *soaker) reboot(ctx context.Context) error {
 func (s *soaker) killCLI(ctx context.Context, t *session) {
 	accept := s.rng.IntN(2) == 0
 	delay := time.Duration(s.rng.IntN(400)) * time.Millisecond
-	if _, ok := s.must(ctx, "wake", t.id); !ok {
-		return
-	}
-	merged, err := readTree(s.merged(t.id), ".git")
-	if err != nil {
-		s.violation("read the workspace of %s: %v", t.id, err)
-		return
-	}
-	d, ok := s.reviewOf(ctx, t)
+	merged, d, before, ok := s.beforeClients(ctx, t)
 	if !ok {
 		return
 	}
-	before := s.model[t.project]
 	args := []string{"diff", t.id, "--json"}
 	if accept {
 		args = []string{"accept", t.id, "--json", "--include-flagged"}
@@ -143,24 +134,32 @@ func (s *soaker) killCLI(ctx context.Context, t *session) {
 	s.checkAll(ctx, "after a killed client")
 }
 
+// beforeClients wakes session t and reads what a fault among its clients
+// is checked against: its workspace, its review and the project's model.
+func (s *soaker) beforeClients(ctx context.Context, t *session) (merged map[string]string, d api.Diff, before map[string]string, ok bool) {
+	if _, ok := s.must(ctx, "wake", t.id); !ok {
+		return nil, d, nil, false
+	}
+	merged, err := readTree(s.merged(t.id), ".git")
+	if err != nil {
+		s.violation("read the workspace of %s: %v", t.id, err)
+		return nil, d, nil, false
+	}
+	if d, ok = s.reviewOf(ctx, t); !ok {
+		return nil, d, nil, false
+	}
+	return merged, d, s.model[t.project], true
+}
+
 // concurrent reviews, accepts and maybe removes one session from
 // several clients at once: rm succeeds, the project is whole or
 // untouched, nothing of a removed session is left.
 func (s *soaker) concurrent(ctx context.Context, t *session) {
 	withRm := s.rng.IntN(2) == 0
-	if _, ok := s.must(ctx, "wake", t.id); !ok {
-		return
-	}
-	merged, err := readTree(s.merged(t.id), ".git")
-	if err != nil {
-		s.violation("read the workspace of %s: %v", t.id, err)
-		return
-	}
-	d, ok := s.reviewOf(ctx, t)
+	merged, d, before, ok := s.beforeClients(ctx, t)
 	if !ok {
 		return
 	}
-	before := s.model[t.project]
 	cmds := [][]string{{"diff", t.id, "--json"}, {"diff", t.id, "--stat"}, {"accept", t.id, "--json", "--include-flagged"}, {"diff", t.id, "--patch"}}
 	if withRm {
 		cmds = append(cmds, []string{"rm", "-f", t.id})
