@@ -296,7 +296,7 @@ func TestTools(t *testing.T) {
 
 	t.Run("run_command", func(t *testing.T) {
 		res, err := cs.CallTool(context.Background(), &sdk.CallToolParams{Name: "run_command", Meta: sdk.Meta{"progressToken": "run-1"},
-			Arguments: map[string]any{"argv": []string{"sh", "-c", "echo one; sleep 1; echo two >&2; cat; exit 3"}, "stdin": "three\n"}})
+			Arguments: map[string]any{"argv": []string{"sh", "-c", "echo one; sleep 1; echo two >&2; sleep 1; cat; exit 3"}, "stdin": "three\n"}})
 		if err != nil || res.IsError {
 			t.Fatalf("run_command: %v %s", err, resultText(res))
 		}
