@@ -94,17 +94,12 @@ func openHome(pid int) (*confined.Root, error) {
 // synced to disk; accepts and discards wait for it.
 func (e *Engine) Snapshot(ctx context.Context, id string, req api.SnapshotRequest) (api.Snapshot, error) {
 	t0 := time.Now()
+	if err := e.awake(ctx, id); err != nil { // a hibernated session wakes, as for accept
+		return api.Snapshot{}, err
+	}
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return api.Snapshot{}, err
-	}
-	if rec.State == api.StateHibernated { // woken, as accept wakes it
-		if err := e.awake(ctx, rec.ID); err != nil {
-			return api.Snapshot{}, err
-		}
-		if rec, err = e.store.Session(ctx, id); err != nil {
-			return api.Snapshot{}, err
-		}
 	}
 	l := e.liveSession(rec.ID)
 	if l == nil || rec.State == api.StateFailed || rec.State == api.StateCreating {

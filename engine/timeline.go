@@ -52,17 +52,12 @@ func (e *Engine) Blame(ctx context.Context, id string, paths []string) (api.Blam
 // Undo puts a session's workspace back to a checkpoint (see
 // timeline.Timeline.Undo).
 func (e *Engine) Undo(ctx context.Context, id string, req api.UndoRequest) (api.Undone, error) {
+	if err := e.awake(ctx, id); err != nil { // a hibernated session wakes, as for accept
+		return api.Undone{}, err
+	}
 	rec, err := e.store.Session(ctx, id)
 	if err != nil {
 		return api.Undone{}, err
-	}
-	if rec.State == api.StateHibernated { // woken, as accept wakes it
-		if err := e.awake(ctx, rec.ID); err != nil {
-			return api.Undone{}, err
-		}
-		if rec, err = e.store.Session(ctx, id); err != nil {
-			return api.Undone{}, err
-		}
 	}
 	if rec.State != api.StateRunning && rec.State != api.StatePaused {
 		return api.Undone{}, errdefs.Conflictf("session %s is %s: only a running session's workspace is put back", rec.ID, rec.State)
